@@ -1,0 +1,1 @@
+"""HTTP API and command line: adapters over the ledger."""

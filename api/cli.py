@@ -1,0 +1,197 @@
+"""`citeledger` command line: demo, verify, export, bundles, checkpoints, keys."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ledger.application import Ledger
+from ledger.audit import verify_export, verify_store, write_export
+from ledger.bundle import BundleError, build_bundle, verify_bundle
+from ledger.config import LedgerConfig
+from ledger.signing import KeyDirectory, KeyFileError, read_public_key_file
+from ledger.store import Store
+from ledger.verify import VerifyReport
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+console = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+PublicKey = Annotated[
+    Path | None,
+    typer.Option("--public-key", help="Trusted root public key (default <data-dir>/keys/root.pub)"),
+]
+
+
+def _config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfig:
+    return LedgerConfig.from_env(data_dir, run_checkpointer=checkpointer)
+
+
+def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
+    path = public_key or KeyDirectory(config.keys_dir).root_public_key_path
+    try:
+        return read_public_key_file(path)
+    except (OSError, KeyFileError) as exc:
+        console.print(f"[red]cannot read trusted public key: {exc}")
+        raise typer.Exit(2) from None
+
+
+def _print_report(report: VerifyReport) -> None:
+    if report.ok:
+        console.print(
+            f"[green]OK[/green] {report.entries} entries: {report.covered} under "
+            f"{report.checkpoints} signed checkpoint(s), {report.pending} pending "
+            f"(signatures checked, no checkpoint yet); {report.signatures_checked} signatures checked"
+        )
+    else:
+        console.print(f"[red]FAILED[/red] {report.first_bad}")
+    latest = report.latest_checkpoint
+    summary = {
+        "ok": report.ok,
+        "entries": report.entries,
+        "covered": report.covered,
+        "pending": report.pending,
+        "checkpoints": report.checkpoints,
+        "latest_checkpoint_size": latest.tree_size if latest else 0,
+        "first_bad_position": report.first_bad.position if report.first_bad else None,
+        "problem": report.first_bad.problem if report.first_bad else None,
+    }
+    typer.echo(json.dumps(summary))
+
+
+@app.command()
+def verify(
+    data_dir: DataDir = None,
+    public_key: PublicKey = None,
+    export_file: Annotated[
+        Path | None, typer.Option("--export", help="Verify this export file offline instead of the store")
+    ] = None,
+    deep: Annotated[bool, typer.Option("--deep", help="Check every entry signature")] = False,
+) -> None:
+    """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
+    config = _config(data_dir)
+    trusted = _trusted_key(config, public_key)
+    with Progress(
+        TextColumn("verifying"),
+        BarColumn(),
+        TextColumn("{task.completed} entries"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("verify", total=None)
+
+        def tick(done: int) -> None:
+            progress.update(task, completed=done)
+
+        if export_file is not None:
+            report = verify_export(export_file, trusted, deep=deep, progress=tick)
+        else:
+            store = Store(config)
+            try:
+                report = verify_store(store, trusted, deep=deep, progress=tick)
+            finally:
+                store.close()
+    _print_report(report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@app.command()
+def export(
+    out: Annotated[Path, typer.Option("--out", help="JSONL file to write")],
+    data_dir: DataDir = None,
+) -> None:
+    """Write the log and its checkpoints as JSONL for offline `verify --export`."""
+    config = _config(data_dir)
+    store = Store(config)
+    try:
+        with out.open("wb") as handle:
+            entries, checkpoints = write_export(
+                store, handle, KeyDirectory(config.keys_dir).root_public_key()
+            )
+    finally:
+        store.close()
+    console.print(f"exported {entries} entries and {checkpoints} checkpoints to {out}")
+
+
+@app.command()
+def checkpoint(data_dir: DataDir = None) -> None:
+    """Issue a signed checkpoint over the whole log now and print its note."""
+    with Ledger(_config(data_dir)) as ledger:
+        record = ledger.issue_checkpoint()
+    if record is None:
+        console.print("log is empty")
+        raise typer.Exit(1)
+    typer.echo(record.note, nl=False)
+
+
+@app.command()
+def bundle(
+    position: Annotated[int, typer.Argument(help="Log position of the entry")],
+    out: Annotated[Path | None, typer.Option("--out")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Write the portable bundle (entry, checkpoint, inclusion proof, key chain) for one entry."""
+    with Ledger(_config(data_dir)) as ledger:
+        try:
+            document = build_bundle(ledger, position)
+        except LookupError as exc:
+            console.print(f"[red]{exc}")
+            raise typer.Exit(1) from None
+    text = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    if out is None:
+        sys.stdout.buffer.write(text + b"\n")
+    else:
+        out.write_bytes(text + b"\n")
+
+
+@app.command("verify-bundle")
+def verify_bundle_command(
+    bundle_file: Annotated[Path, typer.Argument(help="Bundle JSON file")],
+    public_key: Annotated[Path, typer.Option("--public-key", help="Trusted root public key")],
+) -> None:
+    """Check a bundle offline with nothing but the root public key."""
+    trusted = read_public_key_file(public_key)
+    try:
+        document = orjson.loads(bundle_file.read_bytes())
+        entry = verify_bundle(document, trusted)
+    except (BundleError, orjson.JSONDecodeError) as exc:
+        console.print(f"[red]FAILED[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(
+        f"[green]OK[/green] entry at position {entry['position']} ({entry['type']}) is signed and "
+        f"included in checkpoint of size {document['checkpoint']['tree_size']}"
+    )
+
+
+@app.command("rotate-key")
+def rotate_key(data_dir: DataDir = None) -> None:
+    """Introduce a new signing key, announced in the log and signed by the current one."""
+    with Ledger(_config(data_dir)) as ledger:
+        event = ledger.rotate_signing_key()
+    console.print(f"new signing key {event.payload['new_kid']} at position {event.position}")
+
+
+@app.command()
+def demo(
+    data_dir: DataDir = None,
+    events: Annotated[int, typer.Option(help="How many retrievals to record")] = 200,
+) -> None:
+    """Record documents and retrievals, checkpoint, bundle and verify: the embedded default end to end."""
+    from api.demo import run_demo
+
+    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

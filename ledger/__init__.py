@@ -1,0 +1,1 @@
+"""Write side of citeledger: signed domain events, Merkle checkpoints, the ledger."""

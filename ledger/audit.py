@@ -1,0 +1,151 @@
+"""Where verification reads from: a live store, or an export file.
+
+An export is JSONL: a header line, one line per checkpoint, then each entry
+exactly as signed (its canonical JSON is the Merkle leaf, byte for byte).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ledger.checkpoints import CheckpointRecord, origin_for
+from ledger.entries import utc_now
+from ledger.signing import b64
+from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID, Store
+from ledger.verify import LogVerifier, Row, VerifyReport
+
+EXPORT_FORMAT = "citeledger-export/1"
+_PAGE = 10_000
+
+
+def store_checkpoints(store: Store) -> list[CheckpointRecord]:
+    rows = store.recorder.select_events(CHECKPOINT_STREAM_ID)
+    return [_checkpoint_row(row.originator_version, bytes(row.state)) for row in rows]
+
+
+def _checkpoint_row(version: int, state: bytes) -> CheckpointRecord:
+    try:
+        record = CheckpointRecord.from_bytes(state)
+    except (ValueError, KeyError, TypeError):
+        # An unreadable record still occupies its sequence number; its (empty) note fails later.
+        return CheckpointRecord(seq=version, tree_size=0, root=b"", issued_at="", kid="", note="")
+    if record.seq != version:
+        return CheckpointRecord(seq=version, tree_size=0, root=b"", issued_at="", kid="", note="")
+    return record
+
+
+def _store_rows(store: Store, foreign: list[str], stop: int | None = None) -> Iterator[Row]:
+    """All rows of the events table in commit order; rows of unknown streams go to `foreign`."""
+    start = 1
+    recorder: Any = store.recorder
+    while True:
+        page = recorder.select_notifications(start=start, limit=_PAGE)
+        for notification in page:
+            originator = notification.originator_id
+            if originator == LEDGER_STREAM_ID:
+                if stop is not None and notification.originator_version > stop:
+                    return
+                yield Row(notification.originator_version, bytes(notification.state), notification.topic)
+            elif originator != CHECKPOINT_STREAM_ID:
+                foreign.append(f"notification {notification.id} of stream {originator}")
+        if len(page) < _PAGE:
+            return
+        start = page[-1].id + 1
+
+
+def _range_rows(store: Store, first: int, last: int) -> Iterator[Row]:
+    cursor = first - 1
+    while cursor < last:
+        rows = store.recorder.select_events(LEDGER_STREAM_ID, gt=cursor, lte=last, limit=_PAGE)
+        if not rows:
+            return
+        for row in rows:
+            yield Row(row.originator_version, bytes(row.state), row.topic)
+        cursor = rows[-1].originator_version
+
+
+def verify_store(
+    store: Store,
+    trusted_root_key: bytes,
+    *,
+    deep: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
+    checkpoints = store_checkpoints(store)
+    foreign: list[str] = []
+    verifier = LogVerifier(trusted_root_key, deep=deep, progress=progress)
+    return verifier.verify(
+        _store_rows(store, foreign),
+        checkpoints,
+        rescan=lambda first, last: _range_rows(store, first, last),
+        foreign=foreign,
+    )
+
+
+def write_export(store: Store, out: IO[bytes], root_public_key: bytes) -> tuple[int, int]:
+    """Write the log as JSONL; returns (entries, checkpoints) written.
+
+    Checkpoints are read first, so every checkpoint in the file is covered
+    by entries in the file; entries appended meanwhile come out as pending.
+    """
+    checkpoints = store_checkpoints(store)
+    header = {
+        "format": EXPORT_FORMAT,
+        "origin": origin_for(root_public_key),
+        "root_public_key": b64(root_public_key),
+        "exported_at": utc_now(),
+    }
+    out.write(orjson.dumps(header) + b"\n")
+    for record in checkpoints:
+        out.write(orjson.dumps({"checkpoint": record.to_json()}) + b"\n")
+    entries = 0
+    for row in _range_rows(store, 1, 2**53 - 1):
+        out.write(row.entry + b"\n")
+        entries += 1
+    return entries, len(checkpoints)
+
+
+def _read_export(path: Path) -> tuple[dict[str, Any], list[CheckpointRecord]]:
+    checkpoints: list[CheckpointRecord] = []
+    with path.open("rb") as handle:
+        header = orjson.loads(handle.readline() or b"null")
+        if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+            raise ValueError(f"{path}: not a {EXPORT_FORMAT} file")
+        for line in handle:
+            if not line.startswith(b'{"checkpoint":'):
+                break
+            checkpoints.append(CheckpointRecord.from_json(orjson.loads(line)["checkpoint"]))
+    return header, checkpoints
+
+
+def _export_rows(path: Path, first: int = 1, last: int | None = None) -> Iterator[Row]:
+    with path.open("rb") as handle:
+        handle.readline()
+        position = 0
+        for line in handle:
+            if line.startswith(b'{"checkpoint":'):
+                continue
+            position += 1
+            if position < first:
+                continue
+            if last is not None and position > last:
+                return
+            yield Row(position, line.rstrip(b"\n"), None)
+
+
+def verify_export(
+    path: Path,
+    trusted_root_key: bytes,
+    *,
+    deep: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
+    _, checkpoints = _read_export(path)
+    verifier = LogVerifier(trusted_root_key, deep=deep, progress=progress)
+    return verifier.verify(
+        _export_rows(path), checkpoints, rescan=lambda first, last: _export_rows(path, first, last)
+    )

@@ -1,0 +1,120 @@
+"""Portable receipt bundles: one JSON document an auditor checks offline.
+
+A bundle holds an entry, the signed checkpoint that covers it, the entry's
+inclusion proof, and the key chain (every SigningKeyRotated entry up to the
+checkpoint, each with its own inclusion proof) so that the only thing the
+auditor must already trust is the ledger's root public key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.canonical import canonical_json
+from ledger.checkpoints import CheckpointRecord, open_record, origin_for
+from ledger.entries import RecordedEvent, entry_signature_ok
+from ledger.merkle import ProofError, leaf_hash, verify_inclusion
+from ledger.note import NoteError
+from ledger.signing import kid_for, unb64
+from ledger.verify import possession_ok
+
+BUNDLE_FORMAT = "citeledger-bundle/1"
+MAX_PROOF_HASHES = 64
+
+
+class BundleError(ValueError):
+    """The bundle does not prove what it claims; the message says which part failed."""
+
+
+def proof_json(position: int, tree_size: int, hashes: list[bytes]) -> dict[str, Any]:
+    return {"leaf_index": position - 1, "tree_size": tree_size, "hashes": [h.hex() for h in hashes]}
+
+
+def build_bundle(ledger: Any, position: int, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The bundle for the entry at `position` (issues a checkpoint if none covers it yet)."""
+    event: RecordedEvent | None = ledger.get(position)
+    if event is None:
+        raise LookupError(f"no entry at position {position}")
+    checkpoint: CheckpointRecord = ledger.checkpoint_covering(position)
+    size = checkpoint.tree_size
+
+    def proven(item: RecordedEvent) -> dict[str, Any]:
+        return {
+            "entry": item.envelope,
+            "inclusion_proof": proof_json(item.position, size, ledger.inclusion_proof(item.position, size)),
+        }
+
+    bundle: dict[str, Any] = {
+        "format": BUNDLE_FORMAT,
+        "origin": ledger.origin,
+        **proven(event),
+        "checkpoint": checkpoint.to_json(),
+        "key_chain": [proven(item) for item in ledger.key_events(up_to=size)],
+    }
+    if extra:
+        bundle.update(extra)
+    return bundle
+
+
+def _check_inclusion(item: dict[str, Any], root: bytes, size: int, what: str) -> dict[str, Any]:
+    entry = item.get("entry")
+    proof = item.get("inclusion_proof") or {}
+    if not isinstance(entry, dict):
+        raise BundleError(f"{what}: entry missing")
+    try:
+        leaf = leaf_hash(canonical_json(entry))
+        hashes = [bytes.fromhex(h) for h in proof["hashes"][: MAX_PROOF_HASHES + 1]]
+        if len(hashes) > MAX_PROOF_HASHES:
+            raise BundleError(f"{what}: inclusion proof too long")
+        if proof["tree_size"] != size or proof["leaf_index"] != entry.get("position", 0) - 1:
+            raise BundleError(f"{what}: proof is for another position or tree size")
+        verify_inclusion(leaf, int(proof["leaf_index"]), size, hashes, root)
+    except (ProofError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, BundleError):
+            raise
+        raise BundleError(f"{what}: inclusion proof does not verify ({exc})") from None
+    return entry
+
+
+def verify_bundle(bundle: dict[str, Any], trusted_root_key: bytes) -> dict[str, Any]:
+    """Check a bundle with nothing but the root public key. Returns the verified entry."""
+    if bundle.get("format") != BUNDLE_FORMAT:
+        raise BundleError(f"format: expected {BUNDLE_FORMAT}")
+    origin = origin_for(trusted_root_key)
+    try:
+        record = CheckpointRecord.from_json(bundle["checkpoint"])
+    except (KeyError, TypeError, ValueError):
+        raise BundleError("checkpoint: missing or malformed") from None
+    # The key chain: genesis must be the trusted key; each later key is introduced by its predecessor.
+    keys: dict[str, bytes] = {}
+    current: bytes | None = None
+    for index, item in enumerate(bundle.get("key_chain") or []):
+        entry = _check_inclusion(item, record.root, record.tree_size, f"key_chain[{index}]")
+        payload = entry.get("payload") or {}
+        if entry.get("type") != "SigningKeyRotated" or not possession_ok(payload):
+            raise BundleError(f"key_chain[{index}]: not a valid key introduction")
+        new_key = unb64(str(payload["public_key"]))
+        if index == 0:
+            if new_key != trusted_root_key or entry.get("position") != 1:
+                raise BundleError("key_chain[0]: genesis key is not the trusted public key")
+            signer = new_key
+        else:
+            if current is None or payload.get("previous_kid") != kid_for(current):
+                raise BundleError(f"key_chain[{index}]: does not follow the previous key")
+            signer = current
+        if not entry_signature_ok(entry, signer):
+            raise BundleError(f"key_chain[{index}]: signature does not verify")
+        keys[kid_for(new_key)] = new_key
+        current = new_key
+    if not keys:
+        raise BundleError("key_chain: empty; the genesis entry is required")
+    # Note: checkpoint root verified before any inclusion is trusted.
+    try:
+        open_record(record, origin, keys)
+    except (NoteError, ValueError) as exc:
+        raise BundleError(f"checkpoint: {exc}") from None
+    entry = _check_inclusion(bundle, record.root, record.tree_size, "entry")
+    signer_key = keys.get(str(entry.get("kid")))
+    if signer_key is None or not entry_signature_ok(entry, signer_key):
+        raise BundleError("entry: signature does not verify")
+    return entry

@@ -1,0 +1,71 @@
+"""Where the ledger keeps its data: an embedded SQLite file or PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+DEFAULT_CHECKPOINT_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """`database_url` None means the embedded default: `<data_dir>/ledger.sqlite`.
+
+    Keys (signing keys, the data-key wrapping key) always live in
+    `<data_dir>/keys`, never in the database.
+    """
+
+    data_dir: Path
+    database_url: str | None = None
+    checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
+    run_checkpointer: bool = True
+
+    @classmethod
+    def from_env(cls, data_dir: str | Path | None = None, **overrides: Any) -> LedgerConfig:
+        directory = Path(data_dir or os.environ.get("CITELEDGER_DATA_DIR", "./citeledger-data"))
+        url = os.environ.get("CITELEDGER_DATABASE_URL") or None
+        interval = float(os.environ.get("CITELEDGER_CHECKPOINT_INTERVAL_S", DEFAULT_CHECKPOINT_INTERVAL_S))
+        config = cls(data_dir=directory, database_url=url, checkpoint_interval_s=interval)
+        return replace(config, **overrides)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.database_url is not None
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "ledger.sqlite"
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.data_dir / "keys"
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        """Environment for `eventsourcing`'s infrastructure factory."""
+        if self.database_url is None:
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "SQLITE_DBNAME": str(self.sqlite_path),
+                "SQLITE_LOCK_TIMEOUT": "30",
+            }
+        url = urlparse(self.database_url)
+        if url.scheme not in ("postgresql", "postgres"):
+            raise ValueError("CITELEDGER_DATABASE_URL must start with postgresql://")
+        query = parse_qs(url.query)
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": (url.path or "/").lstrip("/") or "postgres",
+            "POSTGRES_HOST": url.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(url.port or 5432),
+            "POSTGRES_USER": unquote(url.username or "postgres"),
+            # eventsourcing insists on a password; under trust auth any value works.
+            "POSTGRES_PASSWORD": unquote(url.password or "unused"),
+            "POSTGRES_SCHEMA": query.get("schema", ["public"])[0],
+            "POSTGRES_LOCK_TIMEOUT": "10",
+            "POSTGRES_POOL_SIZE": "4",
+            "POSTGRES_MAX_OVERFLOW": "8",
+        }

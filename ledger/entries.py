@@ -1,0 +1,200 @@
+"""Signed log entries: building an envelope from a draft, and reading one back.
+
+An entry's bytes are the RFC 8785 canonical JSON of its envelope, signature
+included; those exact bytes are what the store keeps and what the Merkle
+tree hashes as the leaf. The signature covers the same JSON without the
+`signature` member. Each envelope commits to its predecessor's leaf hash
+(`prev_hash`), so a deleted row is told apart from a storage-level id gap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from ledger.canonical import canonical_json
+from ledger.events import (
+    MAX_ENVELOPE_BYTES,
+    SYSTEM_TENANT,
+    EnvelopeTenantId,
+    EventRejected,
+    Identifier,
+    Schema,
+    TenantId,
+    payload_to_json,
+)
+from ledger.merkle import leaf_hash
+from ledger.signing import SigningKey, verify_signature
+
+GENESIS_PREV_HASH = "0" * 64
+
+
+class _DraftHeader(Schema):
+    tenant_id: EnvelopeTenantId
+    actor: Identifier
+    run_id: Identifier | None
+    trace_id: Identifier | None
+
+
+class _UserTenant(Schema):
+    tenant_id: TenantId
+
+
+@dataclass(frozen=True)
+class EventDraft:
+    """An event as a caller asks for it; position, time and signature come at append."""
+
+    type: str
+    tenant_id: str
+    actor: str
+    payload: Schema | dict[str, Any]
+    run_id: str | None = None
+    trace_id: str | None = None
+    event_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(frozen=True)
+class PreparedDraft:
+    """A validated draft whose payload is already canonical JSON bytes."""
+
+    draft: EventDraft
+    payload_json: bytes
+
+
+def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
+    """Validate everything that does not depend on the log position.
+
+    Raises EventRejected naming the field; nothing has been written.
+    """
+    try:
+        _DraftHeader(
+            tenant_id=draft.tenant_id, actor=draft.actor, run_id=draft.run_id, trace_id=draft.trace_id
+        )
+        if not system:
+            _UserTenant(tenant_id=draft.tenant_id)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise EventRejected(str(first["loc"][0]), first["msg"]) from None
+    if draft.type == "SigningKeyRotated" and not system:
+        raise EventRejected("type", "SigningKeyRotated is written only by the ledger's key rotation")
+    payload = payload_to_json(draft.type, draft.payload)
+    payload_json = canonical_json(payload, checked=False)
+    if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
+        raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
+    return PreparedDraft(draft=draft, payload_json=payload_json)
+
+
+def utc_now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+def seal_entry(
+    prepared: PreparedDraft, *, position: int, prev_hash: str, key: SigningKey, recorded_at: str
+) -> bytes:
+    """Sign a prepared draft at `position`; returns the entry bytes."""
+    draft = prepared.draft
+    header: dict[str, Any] = {
+        "v": 1,
+        "event_id": draft.event_id,
+        "type": draft.type,
+        "tenant_id": draft.tenant_id,
+        "position": position,
+        "prev_hash": prev_hash,
+        "recorded_at": recorded_at,
+        "actor": draft.actor,
+        "run_id": draft.run_id,
+        "trace_id": draft.trace_id,
+        "payload": orjson.Fragment(prepared.payload_json),
+        "kid": key.kid,
+    }
+    signing_input = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+    header["signature"] = key.sign(signing_input)
+    return orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+
+
+def signing_input_of(envelope: dict[str, Any]) -> bytes:
+    unsigned = {k: v for k, v in envelope.items() if k != "signature"}
+    return canonical_json(unsigned)
+
+
+def entry_signature_ok(envelope: dict[str, Any], public_raw: bytes) -> bool:
+    signature = envelope.get("signature")
+    if not isinstance(signature, str):
+        return False
+    try:
+        message = signing_input_of(envelope)
+    except ValueError:
+        return False
+    return verify_signature(public_raw, message, signature)
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """One committed, signed entry of the log."""
+
+    position: int
+    entry: bytes
+
+    @cached_property
+    def envelope(self) -> dict[str, Any]:
+        value: dict[str, Any] = orjson.loads(self.entry)
+        return value
+
+    @cached_property
+    def leaf_hash(self) -> bytes:
+        return leaf_hash(self.entry)
+
+    @property
+    def type(self) -> str:
+        return str(self.envelope["type"])
+
+    @property
+    def tenant_id(self) -> str:
+        return str(self.envelope["tenant_id"])
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = self.envelope["payload"]
+        return payload
+
+    @property
+    def event_id(self) -> str:
+        return str(self.envelope["event_id"])
+
+    @property
+    def kid(self) -> str:
+        return str(self.envelope["kid"])
+
+    @property
+    def signature(self) -> str:
+        return str(self.envelope["signature"])
+
+
+def entry_hash_hex(entry: bytes) -> str:
+    return leaf_hash(entry).hex()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+__all__ = [
+    "GENESIS_PREV_HASH",
+    "SYSTEM_TENANT",
+    "EventDraft",
+    "PreparedDraft",
+    "RecordedEvent",
+    "entry_signature_ok",
+    "prepare",
+    "seal_entry",
+    "signing_input_of",
+    "utc_now",
+]

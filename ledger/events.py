@@ -1,0 +1,288 @@
+"""Domain events: the payload schema of every event type, and the envelope.
+
+Every field that can hold document text or personal data is a `Sealed`
+value (see `ledger.sealing`): the log, its signatures and its Merkle tree
+only ever see ciphertext and a salted commitment, so crypto-shredding a data
+key erases the text without breaking any signature.
+
+Schemas admit only values that `ledger.canonical` encodes exactly: no floats
+(scores are decimal strings), ASCII keys, bounded integers and sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from ledger.canonical import MAX_SAFE_INTEGER
+
+# --- limits ---------------------------------------------------------------
+MAX_ENVELOPE_BYTES = 1024 * 1024
+MAX_CHUNKS_PER_DOCUMENT = 5_000
+MAX_SELECTED_ENTRIES = 200
+MAX_FILTERS_APPLIED = 1_000
+MAX_SEALED_CIPHERTEXT_B64 = 96 * 1024  # ~64 KiB of plaintext per sealed field
+MAX_BUNDLE_YAML_CHARS = 256 * 1024
+
+SYSTEM_TENANT = "_ledger"
+
+# --- scalar types -----------------------------------------------------------
+TenantId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+EnvelopeTenantId = Annotated[str, StringConstraints(pattern=r"^(_ledger|[a-z0-9][a-z0-9_-]{0,62})$")]
+Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
+Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Base64 = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
+KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
+Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")]
+Decimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,9})?$")]
+# Paths are metadata, not document text, but still bounded and free of control characters.
+SourcePath = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f\x7f]+$")]
+ShortText = Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")]
+SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
+KeyRef = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^(tenant|document|subject)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,128})?$"
+    ),
+]
+
+Sensitivity = Literal["public", "internal", "restricted"]
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Sealed(Schema):
+    """AES-256-GCM ciphertext under a data key kept outside the log."""
+
+    alg: Literal["A256GCM"]
+    key_ref: KeyRef
+    nonce: Annotated[Base64, StringConstraints(min_length=16, max_length=16)]
+    ciphertext: Annotated[Base64, StringConstraints(min_length=24, max_length=MAX_SEALED_CIPHERTEXT_B64)]
+    commitment: Hex64
+
+
+# --- payloads ----------------------------------------------------------------
+class Locator(Schema):
+    start_line: Annotated[int, Field(ge=1, le=10_000_000)]
+    end_line: Annotated[int, Field(ge=1, le=10_000_000)]
+    heading_path: Sealed | None = None
+
+
+class Chunk(Schema):
+    chunk_id: Identifier
+    ordinal: Annotated[int, Field(ge=0, le=MAX_CHUNKS_PER_DOCUMENT)]
+    locator: Locator
+    text: Sealed
+
+
+class DocumentIngested(Schema):
+    document_id: Identifier
+    version_id: Identifier
+    version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+    supersedes_version_id: Identifier | None = None
+    source: Identifier
+    path: SourcePath
+    title: Sealed | None = None
+    content_sha256: Hex64
+    sensitivity: Sensitivity
+    retention_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    subject_id: Identifier | None = None
+    chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
+
+
+class DocumentRemoved(Schema):
+    document_id: Identifier
+    reason: Literal["source_deleted", "withdrawn"]
+
+
+class PolicyBundlePublished(Schema):
+    policy_version: Identifier
+    bundle_sha256: Hex64
+    bundle_yaml: Annotated[str, StringConstraints(max_length=MAX_BUNDLE_YAML_CHARS)]
+
+
+class TaskEnvelope(Schema):
+    trace_id: Identifier | None = None
+    task_id: Identifier | None = None
+    deadline_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=32)] = []
+
+
+class PolicySnapshot(Schema):
+    """The policy in force when a retrieval ran; the null pair means 'no bundle active'."""
+
+    bundle_hash: Hex64 | None
+    bundle_yaml: Annotated[str, StringConstraints(max_length=MAX_BUNDLE_YAML_CHARS)] | None
+    captured_at: Timestamp
+
+
+class ScoreComponent(Schema):
+    component: Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+    value: Decimal
+
+
+class SelectedEntry(Schema):
+    citation_id: Identifier
+    document_id: Identifier
+    version_id: Identifier | None = None
+    chunk_id: Identifier
+    path: SourcePath
+    locator: Locator
+    score: Decimal
+    score_breakdown: Annotated[list[ScoreComponent], Field(max_length=16)] = []
+    explanation: Sealed | None = None
+    snapshot: Sealed
+    sensitivity: Sensitivity
+    expires_at: Timestamp | None = None
+
+
+class FilterApplied(Schema):
+    rule_id: Identifier
+    chunk_id: Identifier
+    action: Literal["deny", "redact", "allow", "downrank"]
+
+
+class RetrievalRecorded(Schema):
+    receipt_id: Identifier
+    query: Sealed
+    subject_id: Identifier | None = None
+    task: TaskEnvelope
+    engine: Annotated[
+        str, StringConstraints(pattern=r"^(citeledger-bm25@\d{1,6}|external:[a-z0-9._-]{1,64})$")
+    ]
+    mode: Literal["live", "as_of_replay"]
+    parent_receipt_id: Identifier | None = None
+    # Absent (None here, omitted from the signed JSON) for legacy posts;
+    # present with a null pair when no bundle was active.
+    policy_snapshot: PolicySnapshot | None = None
+    selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)]
+    filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
+    context_hash: Hex64
+    status: Literal["ok", "no_hit", "denied", "timeout", "error"]
+
+
+class RetentionScrubbed(Schema):
+    reason: Literal["retention_expired", "governance_scrub", "erasure_request"]
+    key_refs: Annotated[list[KeyRef], Field(max_length=10_000)]
+    document_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
+    citation_ids: Annotated[list[Identifier], Field(max_length=100_000)] = []
+
+
+class AccessDenied(Schema):
+    resource_type: Literal["citation", "document", "receipt"]
+    resource_id: Identifier
+    required_scope: Identifier
+    reason: Identifier
+
+
+class ReplaySummary(Schema):
+    context_hash_changed: bool
+    entries_added: SafeInt
+    entries_removed: SafeInt
+    entries_common: SafeInt
+    filters_added: SafeInt
+    filters_removed: SafeInt
+
+
+class ReplayRecorded(Schema):
+    original_receipt_id: Identifier
+    replay_receipt_id: Identifier | None
+    summary: ReplaySummary
+    integrity_finding: Identifier | None = None
+
+
+class SigningKeyRotated(Schema):
+    """Introduces a signing key. The envelope is signed by the previous key
+    (by the new key itself for the genesis event); `possession_signature` is
+    the new key's signature over its own introduction."""
+
+    new_kid: KeyId
+    public_key: Annotated[Base64, StringConstraints(min_length=44, max_length=44)]
+    previous_kid: KeyId | None
+    possession_signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
+
+
+PAYLOAD_MODELS: dict[str, type[Schema]] = {
+    "DocumentIngested": DocumentIngested,
+    "DocumentRemoved": DocumentRemoved,
+    "PolicyBundlePublished": PolicyBundlePublished,
+    "RetrievalRecorded": RetrievalRecorded,
+    "RetentionScrubbed": RetentionScrubbed,
+    "AccessDenied": AccessDenied,
+    "ReplayRecorded": ReplayRecorded,
+    "SigningKeyRotated": SigningKeyRotated,
+}
+EventType = Literal[
+    "DocumentIngested",
+    "DocumentRemoved",
+    "PolicyBundlePublished",
+    "RetrievalRecorded",
+    "RetentionScrubbed",
+    "AccessDenied",
+    "ReplayRecorded",
+    "SigningKeyRotated",
+]
+# Fields that are left out of the signed JSON when unset, so "absent" and
+# "explicitly null" stay distinguishable forever.
+OMIT_WHEN_NONE = frozenset({"policy_snapshot"})
+
+
+class Envelope(Schema):
+    """The signed unit. `signature` covers the canonical JSON of every other field."""
+
+    v: Literal[1]
+    event_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+    type: EventType
+    tenant_id: EnvelopeTenantId
+    position: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+    prev_hash: Hex64
+    recorded_at: Timestamp
+    actor: Identifier
+    run_id: Identifier | None
+    trace_id: Identifier | None
+    payload: dict[str, Any]
+    kid: KeyId
+    signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
+
+
+class EventRejected(ValueError):
+    """An event refused before anything was written; `field` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[str, Any]:
+    """Validate a payload for `event_type` and return its JSON form.
+
+    Raises EventRejected naming the first offending field.
+    """
+    model = PAYLOAD_MODELS.get(event_type)
+    if model is None:
+        raise EventRejected("type", f"unknown event type {event_type!r}")
+    try:
+        if isinstance(payload, Schema):
+            if not isinstance(payload, model):
+                raise EventRejected("payload", f"expected {model.__name__}, got {type(payload).__name__}")
+            parsed = payload
+        else:
+            parsed = model.model_validate(payload, strict=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        location = ".".join(str(part) for part in first["loc"])
+        raise EventRejected(f"payload.{location}" if location else "payload", first["msg"]) from None
+    dumped = parsed.model_dump(mode="json")
+    for key in OMIT_WHEN_NONE:
+        if key in dumped and dumped[key] is None:
+            del dumped[key]
+    return dumped
+
+
+def parse_payload(event_type: str, payload: dict[str, Any]) -> Schema:
+    """The typed payload of a recorded event (read side)."""
+    return PAYLOAD_MODELS[event_type].model_validate(payload, strict=False)

@@ -1,0 +1,191 @@
+"""Sealed values: AES-256-GCM under data keys that live outside the log.
+
+A sealed value carries the ciphertext and a salted commitment (HMAC-SHA256
+keyed by a per-key salt). Signatures and Merkle leaves cover only this form.
+Destroying a data key (and its salt) makes the text unrecoverable and the
+commitment unguessable, while every signature and proof still verifies.
+
+Key refs: `tenant/<tenant>` (default), `document/<tenant>/<document_id>`,
+`subject/<tenant>/<subject_id>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from ledger.events import Sealed
+from ledger.signing import b64, unb64
+from ledger.store import Store
+
+# Table names below are this constant, never input; values always go as parameters.
+KEYS_TABLE = "citeledger_data_keys"
+_CACHE_TTL_S = 2.0  # bounds how long another process may still read a shredded key
+
+
+class KeyDestroyed(LookupError):
+    """The data key was shredded: the text is gone for good."""
+
+
+class SealBroken(ValueError):
+    """Ciphertext, key ref or tenant binding does not authenticate."""
+
+
+def tenant_key_ref(tenant_id: str) -> str:
+    return f"tenant/{tenant_id}"
+
+
+def document_key_ref(tenant_id: str, document_id: str) -> str:
+    return f"document/{tenant_id}/{document_id}"
+
+
+def subject_key_ref(tenant_id: str, subject_id: str) -> str:
+    return f"subject/{tenant_id}/{subject_id}"
+
+
+def _aad(tenant_id: str, key_ref: str) -> bytes:
+    return f"citeledger/sealed/v1|{tenant_id}|{key_ref}".encode()
+
+
+@dataclass(frozen=True)
+class _DataKey:
+    aead: AESGCM
+    salt: bytes
+    tenant_id: str
+    loaded_at: float
+
+
+class DataKeyStore:
+    """Data keys in a side table, each wrapped (AES-GCM) by the master key."""
+
+    def __init__(self, store: Store, master_key: bytes) -> None:
+        self.store = store
+        self._wrap = AESGCM(master_key)
+        self._cache: dict[str, _DataKey] = {}
+        self._lock = threading.Lock()
+        blob = "BLOB" if store.dialect == "sqlite" else "BYTEA"
+        store.create_tables(
+            f"CREATE TABLE IF NOT EXISTS {store.table(KEYS_TABLE)} ("
+            "key_ref TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, "
+            f"wrapped {blob}, created_at TEXT NOT NULL, "
+            "destroyed_at TEXT, destroy_reason TEXT)"
+        )
+
+    def _wrap_key(self, key_ref: str, dek: bytes, salt: bytes) -> bytes:
+        nonce = os.urandom(12)
+        return nonce + self._wrap.encrypt(nonce, dek + salt, key_ref.encode())
+
+    def _unwrap(self, key_ref: str, wrapped: bytes) -> tuple[bytes, bytes]:
+        plain = self._wrap.decrypt(wrapped[:12], wrapped[12:], key_ref.encode())
+        return plain[:32], plain[32:]
+
+    def _load(self, key_ref: str) -> _DataKey | None:
+        cached = self._cache.get(key_ref)
+        if cached is not None and time.monotonic() - cached.loaded_at < _CACHE_TTL_S:
+            return cached
+        store = self.store
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(
+                store.sql(
+                    f"SELECT tenant_id, wrapped, destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"  # noqa: S608
+                ),
+                (key_ref,),
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        if row["destroyed_at"] is not None or row["wrapped"] is None:
+            self._cache.pop(key_ref, None)
+            raise KeyDestroyed(key_ref)
+        dek, salt = self._unwrap(key_ref, bytes(row["wrapped"]))
+        key = _DataKey(AESGCM(dek), salt, row["tenant_id"], time.monotonic())
+        with self._lock:
+            self._cache[key_ref] = key
+        return key
+
+    def get_or_create(self, key_ref: str, tenant_id: str) -> _DataKey:
+        key = self._load(key_ref)
+        if key is not None:
+            return key
+        store = self.store
+        dek, salt = os.urandom(32), os.urandom(32)
+        with store.transaction(commit=True) as cursor:
+            cursor.execute(
+                store.sql(
+                    f"INSERT INTO {store.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "  # noqa: S608
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
+                ),
+                (key_ref, tenant_id, self._wrap_key(key_ref, dek, salt), _now()),
+            )
+        key = self._load(key_ref)  # another process may have won the race
+        assert key is not None
+        return key
+
+    def get(self, key_ref: str) -> _DataKey:
+        key = self._load(key_ref)
+        if key is None:
+            raise KeyDestroyed(key_ref)
+        return key
+
+    def destroy(self, key_ref: str, reason: str) -> bool:
+        """Shred a data key. Returns False when it was already gone (idempotent)."""
+        store = self.store
+        with store.transaction(commit=True) as cursor:
+            cursor.execute(
+                store.sql(
+                    f"UPDATE {store.table(KEYS_TABLE)} SET wrapped=NULL, destroyed_at=?, destroy_reason=? "  # noqa: S608
+                    "WHERE key_ref=? AND destroyed_at IS NULL"
+                ),
+                (_now(), reason, key_ref),
+            )
+            changed = store.rowcount(cursor)
+        with self._lock:
+            self._cache.pop(key_ref, None)
+        return bool(changed)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Sealer:
+    """Seals and unseals text for one ledger; the only place plaintext meets keys."""
+
+    def __init__(self, keys: DataKeyStore) -> None:
+        self.keys = keys
+
+    def seal(self, plaintext: str, *, tenant_id: str, key_ref: str | None = None) -> Sealed:
+        ref = key_ref or tenant_key_ref(tenant_id)
+        key = self.keys.get_or_create(ref, tenant_id)
+        if key.tenant_id != tenant_id:
+            raise SealBroken("key_ref belongs to another tenant")
+        data = plaintext.encode("utf-8")
+        nonce = os.urandom(12)
+        ciphertext = key.aead.encrypt(nonce, data, _aad(tenant_id, ref))
+        commitment = hmac.new(key.salt, data, hashlib.sha256).hexdigest()
+        return Sealed(
+            alg="A256GCM", key_ref=ref, nonce=b64(nonce), ciphertext=b64(ciphertext), commitment=commitment
+        )
+
+    def unseal(self, sealed: Sealed | dict[str, Any], *, tenant_id: str) -> str:
+        value = sealed if isinstance(sealed, Sealed) else Sealed.model_validate(sealed)
+        key = self.keys.get(value.key_ref)
+        if key.tenant_id != tenant_id:
+            raise SealBroken("key_ref belongs to another tenant")
+        try:
+            data = key.aead.decrypt(
+                unb64(value.nonce), unb64(value.ciphertext), _aad(tenant_id, value.key_ref)
+            )
+        except InvalidTag:
+            raise SealBroken("ciphertext does not authenticate") from None
+        if not hmac.compare_digest(hmac.new(key.salt, data, hashlib.sha256).hexdigest(), value.commitment):
+            raise SealBroken("commitment does not match the plaintext")
+        return data.decode("utf-8")

@@ -1,0 +1,116 @@
+"""The persistence adapter: `eventsourcing`'s recorder plus our side tables.
+
+The log itself is written through `eventsourcing`'s ApplicationRecorder (one
+stream for the ledger, one for checkpoints). Side tables that must NOT be in
+the log — data keys, which crypto-shredding destroys — live in the same
+database, reached through the same `eventsourcing` datastore, so SQLite and
+PostgreSQL share one connection configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+from uuid import UUID
+
+from eventsourcing.application import Application
+
+from ledger.config import LedgerConfig
+
+# Stream ids are fixed: the whole ledger is one totally ordered stream, so the
+# stream version *is* the gap-free log position (notification ids are not:
+# PostgreSQL's bigserial skips numbers after a rolled-back insert).
+LEDGER_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720001")
+CHECKPOINT_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720002")
+EVENT_TOPIC_PREFIX = "citeledger:event:"
+CHECKPOINT_TOPIC = "citeledger:checkpoint"
+
+
+class EventStoreApp(Application[UUID]):
+    """Only used for its infrastructure: env-driven recorder construction."""
+
+    name = "citeledger"
+
+
+@contextmanager
+def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
+    """Serialise table creation across processes: eventsourcing's CREATE TYPE
+    is not safe when two processes start on an empty schema at once."""
+    import psycopg
+
+    env = config.eventsourcing_env()
+    with psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"],
+        autocommit=True,
+        connect_timeout=10,
+    ) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('citeledger-ddl'))")
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('citeledger-ddl'))")
+
+
+class Store:
+    """One open database: the eventsourcing recorder and side-table access."""
+
+    def __init__(self, config: LedgerConfig) -> None:
+        self.config = config
+        if not config.is_postgres:
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+            self.app = EventStoreApp(env=config.eventsourcing_env())
+        else:
+            with _ddl_lock(config):
+                self.app = EventStoreApp(env=config.eventsourcing_env())
+        self.recorder: Any = self.app.recorder
+        self.dialect: Literal["sqlite", "postgres"] = "postgres" if config.is_postgres else "sqlite"
+        env = config.eventsourcing_env()
+        self.schema = env.get("POSTGRES_SCHEMA", "public")
+        self.events_table: str = getattr(self.recorder, "events_table_name", "stored_events")
+        if self.dialect == "sqlite":
+            # Overwrite freed pages so shredded key bytes do not linger in the file.
+            with self.transaction(commit=True) as cursor:
+                cursor.execute("PRAGMA secure_delete=ON")
+
+    @property
+    def placeholder(self) -> str:
+        return "?" if self.dialect == "sqlite" else "%s"
+
+    def table(self, name: str) -> str:
+        """Qualified table name (PostgreSQL tables live in the configured schema)."""
+        if self.dialect == "postgres":
+            return f'"{self.schema}"."{name}"'
+        return name
+
+    def sql(self, statement: str) -> str:
+        """Write statements with `?` placeholders; adapted here per dialect."""
+        return statement if self.dialect == "sqlite" else statement.replace("?", "%s")
+
+    @contextmanager
+    def transaction(self, *, commit: bool) -> Iterator[Any]:
+        with self.recorder.datastore.transaction(commit=commit) as cursor:
+            yield cursor
+
+    def create_tables(self, *statements: str) -> None:
+        """Idempotent DDL, serialised across processes on PostgreSQL."""
+        if self.dialect == "postgres":
+            with _ddl_lock(self.config), self.transaction(commit=True) as cursor:
+                for statement in statements:
+                    cursor.execute(statement)
+        else:
+            with self.transaction(commit=True) as cursor:
+                for statement in statements:
+                    cursor.execute(statement)
+
+    def rowcount(self, cursor: Any) -> int:
+        """Rows touched by the last statement (eventsourcing wraps sqlite3's cursor)."""
+        inner = getattr(cursor, "sqlite_cursor", cursor)
+        return int(inner.rowcount)
+
+    def close(self) -> None:
+        self.app.close()

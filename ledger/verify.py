@@ -1,0 +1,328 @@
+"""Verification of a whole log: the same checks online (a store) and offline (an export).
+
+What is checked, in position order, stopping at the first bad position:
+- positions are contiguous from 1 and each entry claims the position it sits at;
+- each entry's `prev_hash` is the leaf hash of its predecessor (so a deleted
+  row is told apart from a storage id gap, and a changed entry is named);
+- the key chain: position 1 introduces the trusted root key, every key
+  rotation is signed by the previous key and proves possession of the new one,
+  and every entry is signed by the key in force at its position;
+- every checkpoint's note signature, that its root equals the root recomputed
+  from the entries, that checkpoint sequence numbers have no gap and sizes grow,
+  and that no checkpoint covers more entries than the log has;
+- entry signatures: all of them with `deep`, otherwise those not yet covered by
+  a checkpoint (reported as pending, never as verified) and key rotations.
+  Entries under a checkpoint are covered by its signed root; when a root does
+  not match, the range is re-scanned entry by entry to name the first bad one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
+
+from ledger.canonical import canonical_json
+from ledger.checkpoints import CheckpointRecord, open_record, origin_for
+from ledger.entries import GENESIS_PREV_HASH, entry_signature_ok
+from ledger.merkle import leaf_hash, node_hash
+from ledger.note import NoteError
+from ledger.signing import kid_for, unb64, verify_signature
+from ledger.store import EVENT_TOPIC_PREFIX
+
+
+class Row(NamedTuple):
+    """One stored entry as the source presents it."""
+
+    position: int  # where the store keeps it (stream version, or line order offline)
+    entry: bytes
+    topic: str | None = None  # unsigned store metadata, checked against the entry
+
+
+@dataclass(frozen=True)
+class Finding:
+    position: int | None
+    problem: str
+    checkpoint_seq: int | None = None
+
+    def __str__(self) -> str:
+        where = f"position {self.position}" if self.position is not None else "log"
+        if self.checkpoint_seq is not None:
+            where += f" (checkpoint #{self.checkpoint_seq})"
+        return f"{where}: {self.problem}"
+
+
+@dataclass
+class VerifyReport:
+    entries: int = 0
+    covered: int = 0  # entries under a verified checkpoint
+    pending: int = 0  # entries after the last checkpoint: signatures checked, no signed root yet
+    signatures_checked: int = 0
+    checkpoints: int = 0
+    latest_checkpoint: CheckpointRecord | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def first_bad(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+
+class _RunningRoot:
+    """RFC 9162 root of a growing leaf sequence in O(log n) memory."""
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[int, bytes]] = []  # (height, perfect subtree hash)
+
+    def append(self, leaf: bytes) -> None:
+        height, node = 0, leaf
+        stack = self._stack
+        while stack and stack[-1][0] == height:
+            node = node_hash(stack.pop()[1], node)
+            height += 1
+        stack.append((height, node))
+
+    def root(self) -> bytes:
+        if not self._stack:
+            return hashlib.sha256(b"").digest()
+        node = self._stack[-1][1]
+        for _, left in reversed(self._stack[:-1]):
+            node = node_hash(left, node)
+        return node
+
+
+def possession_ok(payload: dict[str, Any]) -> bool:
+    message = canonical_json(
+        {
+            "new_kid": payload.get("new_kid"),
+            "public_key": payload.get("public_key"),
+            "previous_kid": payload.get("previous_kid"),
+        }
+    )
+    try:
+        public_raw = unb64(str(payload["public_key"]))
+    except (KeyError, ValueError):
+        return False
+    return kid_for(public_raw) == payload.get("new_kid") and verify_signature(
+        public_raw, message, str(payload.get("possession_signature", ""))
+    )
+
+
+class _Stop(Exception):
+    def __init__(self, finding: Finding) -> None:
+        self.finding = finding
+
+
+class LogVerifier:
+    def __init__(
+        self,
+        trusted_root_key: bytes,
+        *,
+        deep: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.root_key = trusted_root_key
+        self.origin = origin_for(trusted_root_key)
+        self.deep = deep
+        self.progress = progress
+
+    def verify(
+        self,
+        rows: Iterable[Row],
+        checkpoints: Sequence[CheckpointRecord],
+        *,
+        rescan: Callable[[int, int], Iterable[Row]] | None = None,
+        foreign: Iterable[str] = (),
+    ) -> VerifyReport:
+        report = VerifyReport()
+        try:
+            self._run(rows, checkpoints, rescan, report)
+            for description in foreign:
+                raise _Stop(Finding(None, f"row that is not part of the ledger: {description}"))
+        except _Stop as stop:
+            report.findings.append(stop.finding)
+        return report
+
+    # -- the pass ------------------------------------------------------------------
+    def _run(
+        self,
+        rows: Iterable[Row],
+        checkpoints: Sequence[CheckpointRecord],
+        rescan: Callable[[int, int], Iterable[Row]] | None,
+        report: VerifyReport,
+    ) -> None:
+        ordered = self._check_checkpoint_sequence(checkpoints)
+        report.checkpoints = len(ordered)
+        last_size = ordered[-1].tree_size if ordered else 0
+        keys: dict[str, bytes] = {}
+        current_kid: str | None = None
+        running = _RunningRoot()
+        prev_hash = GENESIS_PREV_HASH
+        next_cp = 0
+        covered_to = 0
+        expected = 1
+        for row in rows:
+            if row.position != expected:
+                if row.position > expected:
+                    missing = (
+                        f"{expected}" if row.position == expected + 1 else f"{expected}..{row.position - 1}"
+                    )
+                    raise _Stop(
+                        Finding(expected, f"entry missing (positions {missing} absent from the store)")
+                    )
+                raise _Stop(Finding(row.position, "entry stored twice or out of order"))
+            envelope = self._parse(row)
+            leaf = leaf_hash(row.entry)
+            if envelope.get("position") != expected:
+                raise _Stop(
+                    Finding(
+                        expected, f"entry claims position {envelope.get('position')!r}: rows moved or swapped"
+                    )
+                )
+            in_tail = expected > last_size
+            is_key_event = envelope.get("type") == "SigningKeyRotated"
+            if envelope.get("prev_hash") != prev_hash:
+                signer = keys.get(str(envelope.get("kid")))
+                if signer is not None and entry_signature_ok(envelope, signer) and expected > 1:
+                    raise _Stop(
+                        Finding(
+                            expected - 1, "entry altered: its hash differs from the one the next entry signed"
+                        )
+                    )
+                raise _Stop(Finding(expected, "prev_hash does not match the previous entry"))
+            if is_key_event:
+                current_kid = self._check_key_event(envelope, expected, keys, current_kid)
+            elif envelope.get("kid") != current_kid:
+                raise _Stop(Finding(expected, f"signed by key {envelope.get('kid')!r}, not the key in force"))
+            if (self.deep or in_tail) and not is_key_event:
+                if not entry_signature_ok(envelope, keys[str(current_kid)]):
+                    raise _Stop(Finding(expected, "signature does not verify"))
+                report.signatures_checked += 1
+            if self.deep or in_tail:
+                self._check_canonical(row, envelope, expected)
+            if row.topic is not None and row.topic != EVENT_TOPIC_PREFIX + str(envelope.get("type")):
+                raise _Stop(Finding(expected, "stored topic does not match the signed event type"))
+            running.append(leaf)
+            prev_hash = leaf.hex()
+            while next_cp < len(ordered) and ordered[next_cp].tree_size == expected:
+                record = ordered[next_cp]
+                self._check_checkpoint(record, keys, running.root(), covered_to, rescan)
+                covered_to = record.tree_size
+                report.latest_checkpoint = record
+                next_cp += 1
+            report.entries = expected
+            if self.progress is not None and expected % 10_000 == 0:
+                self.progress(expected)
+            expected += 1
+        report.covered = covered_to
+        report.pending = report.entries - covered_to
+        if next_cp < len(ordered):
+            record = ordered[next_cp]
+            raise _Stop(
+                Finding(
+                    report.entries + 1,
+                    f"entry missing: checkpoint covers {record.tree_size} entries, "
+                    f"the log ends at {report.entries}",
+                    record.seq,
+                )
+            )
+
+    def _parse(self, row: Row) -> dict[str, Any]:
+        try:
+            envelope = orjson.loads(row.entry)
+        except orjson.JSONDecodeError:
+            raise _Stop(Finding(row.position, "entry is not valid JSON (bytes changed)")) from None
+        if not isinstance(envelope, dict):
+            raise _Stop(Finding(row.position, "entry is not a JSON object"))
+        return envelope
+
+    def _check_canonical(self, row: Row, envelope: dict[str, Any], position: int) -> None:
+        try:
+            canonical = canonical_json(envelope)
+        except ValueError as exc:
+            raise _Stop(Finding(position, f"entry holds a value outside the signed schema ({exc})")) from None
+        if canonical != row.entry:
+            raise _Stop(Finding(position, "entry bytes are not the canonical form that was signed"))
+
+    def _check_key_event(
+        self, envelope: dict[str, Any], position: int, keys: dict[str, bytes], current_kid: str | None
+    ) -> str:
+        payload = envelope.get("payload") or {}
+        if not possession_ok(payload):
+            raise _Stop(Finding(position, "key rotation without a valid proof of possession"))
+        new_kid = str(payload["new_kid"])
+        new_key = unb64(str(payload["public_key"]))
+        previous = payload.get("previous_kid")
+        if position == 1:
+            if previous is not None or new_key != self.root_key:
+                raise _Stop(Finding(1, "genesis key is not the trusted public key"))
+            signer = new_key
+        else:
+            if previous is None or previous != current_kid or envelope.get("kid") != current_kid:
+                raise _Stop(Finding(position, "key rotation not signed by the key in force"))
+            signer = keys[str(current_kid)]
+        if envelope.get("kid") != kid_for(signer) or not entry_signature_ok(envelope, signer):
+            raise _Stop(Finding(position, "key rotation signature does not verify"))
+        keys[new_kid] = new_key
+        return new_kid
+
+    def _check_checkpoint_sequence(self, checkpoints: Sequence[CheckpointRecord]) -> list[CheckpointRecord]:
+        ordered = sorted(checkpoints, key=lambda record: record.seq)
+        previous_size = 0
+        for expected_seq, record in enumerate(ordered, start=1):
+            if record.seq != expected_seq:
+                raise _Stop(Finding(previous_size + 1, "checkpoint missing from the sequence", expected_seq))
+            if record.tree_size <= previous_size:
+                raise _Stop(Finding(record.tree_size, "checkpoint does not grow the tree", record.seq))
+            previous_size = record.tree_size
+        return ordered
+
+    def _check_checkpoint(
+        self,
+        record: CheckpointRecord,
+        keys: dict[str, bytes],
+        root: bytes,
+        covered_to: int,
+        rescan: Callable[[int, int], Iterable[Row]] | None,
+    ) -> None:
+        try:
+            open_record(record, self.origin, keys)
+        except (NoteError, ValueError) as exc:
+            raise _Stop(
+                Finding(record.tree_size, f"checkpoint signature invalid: {exc}", record.seq)
+            ) from None
+        if record.root == root:
+            return
+        culprit = self._locate(covered_to + 1, record.tree_size, keys, rescan)
+        if culprit is not None:
+            raise _Stop(culprit)
+        raise _Stop(Finding(record.tree_size, "checkpoint root does not match the log", record.seq))
+
+    def _locate(
+        self,
+        start: int,
+        stop: int,
+        keys: dict[str, bytes],
+        rescan: Callable[[int, int], Iterable[Row]] | None,
+    ) -> Finding | None:
+        """After a root mismatch: check every signature in the range to name the entry."""
+        if rescan is None:
+            return None
+        kid_keys = dict(keys)
+        for row in rescan(start, stop):
+            envelope = self._parse(row)
+            signer = kid_keys.get(str(envelope.get("kid")))
+            if signer is None or not entry_signature_ok(envelope, signer):
+                return Finding(row.position, "signature does not verify (entry altered)")
+            try:
+                if canonical_json(envelope) != row.entry:
+                    return Finding(row.position, "entry bytes are not the canonical form that was signed")
+            except ValueError:
+                return Finding(row.position, "entry holds a value outside the signed schema")
+        return None

@@ -1,0 +1,1 @@
+"""Read side: projections rebuilt from the event log."""

@@ -1,0 +1,1 @@
+"""citeledger test suite."""

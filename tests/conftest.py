@@ -1,0 +1,105 @@
+"""Shared fixtures: every ledger test runs on a real SQLite file and on the
+real PostgreSQL server (a fresh schema per test, dropped afterwards).
+
+PostgreSQL being unreachable is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ledger.application import Ledger
+from ledger.config import LedgerConfig
+
+PG_DSN = os.environ.get("CITELEDGER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def pg_connect() -> psycopg.Connection[Any]:
+    try:
+        return psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:  # fail loudly: the suite needs the real server
+        raise RuntimeError(f"PostgreSQL at {PG_DSN} is required for the test suite: {exc}") from exc
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def ledger_config(backend: str, tmp_path: Path) -> Iterator[LedgerConfig]:
+    data_dir = tmp_path / "data"
+    if backend == "sqlite":
+        yield LedgerConfig(data_dir=data_dir, run_checkpointer=False)
+        return
+    schema = "t_" + uuid.uuid4().hex[:16]
+    with pg_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield LedgerConfig(
+            data_dir=data_dir, database_url=f"{PG_DSN}?schema={schema}", run_checkpointer=False
+        )
+    finally:
+        with pg_connect() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def open_ledger(ledger_config: LedgerConfig) -> Iterator[Callable[..., Ledger]]:
+    opened: list[Ledger] = []
+
+    def factory(**overrides: Any) -> Ledger:
+        config = LedgerConfig(**{**ledger_config.__dict__, **overrides})
+        ledger = Ledger(config)
+        opened.append(ledger)
+        return ledger
+
+    yield factory
+    for ledger in opened:
+        ledger.close()
+
+
+@pytest.fixture
+def ledger(open_ledger: Callable[..., Ledger]) -> Ledger:
+    return open_ledger()
+
+
+class RawStore:
+    """Direct SQL on the events table, for tamper tests (what an attacker with DB access does)."""
+
+    def __init__(self, config: LedgerConfig) -> None:
+        self.config = config
+
+    def execute(self, sqlite_sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        if self.config.database_url is None:
+            import sqlite3
+
+            conn = sqlite3.connect(self.config.sqlite_path)
+            try:
+                rows = conn.execute(sqlite_sql, params).fetchall()
+                conn.commit()
+                return rows
+            finally:
+                conn.close()
+        schema = self.config.database_url.split("schema=")[1]
+        with pg_connect() as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            # eventsourcing names the PostgreSQL events table after the application.
+            statement = sqlite_sql.replace("?", "%s").replace("stored_events", "citeledger_events")
+            cursor = conn.execute(statement, params)  # type: ignore[arg-type]
+            return cursor.fetchall() if cursor.description else []
+
+    def stream_value(self, stream: uuid.UUID) -> Any:
+        return stream.hex if self.config.database_url is None else stream
+
+
+@pytest.fixture
+def raw_store(ledger_config: LedgerConfig) -> RawStore:
+    return RawStore(ledger_config)

@@ -1,0 +1,270 @@
+"""The ledger contract: every test here runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import stat
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from ledger.application import Ledger
+from ledger.audit import verify_export, verify_store, write_export
+from ledger.bundle import BundleError, build_bundle, verify_bundle
+from ledger.entries import EventDraft, entry_signature_ok
+from ledger.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot
+from ledger.merkle import verify_consistency, verify_inclusion
+from ledger.sealing import KeyDestroyed, SealBroken
+from tests.factories import TENANT, document_draft, retrieval_draft
+
+
+def test_appends_are_signed_chained_and_contiguous(ledger: Ledger) -> None:
+    recorded = ledger.append_batch([document_draft(ledger), retrieval_draft(ledger)], tenant_id=TENANT)
+    recorded.append(ledger.append(retrieval_draft(ledger), tenant_id=TENANT))
+    assert [event.position for event in recorded] == [2, 3, 4]  # 1 is the genesis key entry
+    read_back = list(ledger.read())
+    assert [event.position for event in read_back] == [1, 2, 3, 4]
+    for previous, event in itertools.pairwise(read_back):
+        assert event.envelope["prev_hash"] == previous.leaf_hash.hex()
+        assert entry_signature_ok(event.envelope, ledger.public_keys[event.kid])
+    assert read_back[3].entry == recorded[2].entry
+    assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def test_reopened_ledger_continues_the_same_chain(open_ledger: Callable[..., Ledger]) -> None:
+    first = open_ledger()
+    first.append(retrieval_draft(first), tenant_id=TENANT)
+    root = first.tree.root(first.size)
+    first.close()
+    second = open_ledger()
+    assert second.size == 2 and second.tree.root(2) == root
+    assert second.append(retrieval_draft(second), tenant_id=TENANT).position == 3
+    assert verify_store(second.store, second.root_public_key, deep=True).ok
+
+
+def test_policy_snapshot_absent_and_null_pair_stay_distinct(ledger: Ledger) -> None:
+    legacy = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    null_pair = ledger.append(
+        retrieval_draft(
+            ledger,
+            snapshot=PolicySnapshot(bundle_hash=None, bundle_yaml=None, captured_at="2026-11-23T10:00:00Z"),
+        ),
+        tenant_id=TENANT,
+    )
+    assert "policy_snapshot" not in legacy.payload
+    assert null_pair.payload["policy_snapshot"] == {
+        "bundle_hash": None,
+        "bundle_yaml": None,
+        "captured_at": "2026-11-23T10:00:00Z",
+    }
+
+
+# -- bad input ------------------------------------------------------------------------
+def _bad(ledger: Ledger, mutate: Callable[[EventDraft], EventDraft]) -> EventRejected:
+    before = ledger.size
+    with pytest.raises(EventRejected) as caught:
+        ledger.append_batch([retrieval_draft(ledger), mutate(retrieval_draft(ledger))], tenant_id=TENANT)
+    assert ledger.sync() == before, "a refused batch must write nothing"
+    return caught.value
+
+
+def _with_payload(draft: EventDraft, **changes: Any) -> EventDraft:
+    payload = (
+        draft.payload.model_dump(mode="json") if not isinstance(draft.payload, dict) else dict(draft.payload)
+    )
+    payload.update(changes)
+    return EventDraft(type=draft.type, tenant_id=draft.tenant_id, actor=draft.actor, payload=payload)
+
+
+def test_unknown_type_is_refused(ledger: Ledger) -> None:
+    error = _bad(ledger, lambda d: EventDraft(type="Nope", tenant_id=TENANT, actor="a", payload={}))
+    assert error.field == "type"
+
+
+def test_schema_violation_names_the_field(ledger: Ledger) -> None:
+    error = _bad(ledger, lambda d: _with_payload(d, status="maybe"))
+    assert error.field == "payload.status"
+    error = _bad(ledger, lambda d: _with_payload(d, context_hash="xyz"))
+    assert error.field == "payload.context_hash"
+    error = _bad(ledger, lambda d: _with_payload(d, surprise=1))
+    assert error.field == "payload.surprise"
+
+
+def test_plain_text_where_a_sealed_value_belongs_is_refused(ledger: Ledger) -> None:
+    error = _bad(ledger, lambda d: _with_payload(d, query="what is the secret?"))
+    assert error.field == "payload.query"
+
+
+def test_wrong_tenant_is_refused(ledger: Ledger) -> None:
+    error = _bad(
+        ledger, lambda d: EventDraft(type=d.type, tenant_id="other", actor=d.actor, payload=d.payload)
+    )
+    assert error.field == "events[1].tenant_id"
+    error = _bad(
+        ledger, lambda d: EventDraft(type=d.type, tenant_id="Bad Tenant!", actor=d.actor, payload=d.payload)
+    )
+    assert "tenant_id" in error.field
+
+
+def test_oversized_payload_is_refused(ledger: Ledger) -> None:
+    huge = "x" * (MAX_ENVELOPE_BYTES + 10)
+    error = _bad(ledger, lambda d: _with_payload(d, receipt_id=huge))
+    assert error.field == "payload.receipt_id"
+
+
+def test_system_events_cannot_be_forged_through_append(ledger: Ledger) -> None:
+    genesis = ledger.get(1)
+    assert genesis is not None
+    error = _bad(
+        ledger,
+        lambda d: EventDraft(type="SigningKeyRotated", tenant_id=TENANT, actor="a", payload=genesis.payload),
+    )
+    assert error.field == "type"
+
+
+# -- sealing ----------------------------------------------------------------------------
+def test_text_is_sealed_and_signatures_cover_only_ciphertext(ledger: Ledger) -> None:
+    marker = "UNIQUE-MARKER-7f3a9c"
+    event = ledger.append(retrieval_draft(ledger, query=f"who wrote {marker}?"), tenant_id=TENANT)
+    assert marker.encode() not in event.entry
+    for row in ledger.read():
+        assert marker.encode() not in row.entry
+    sealed = event.payload["query"]
+    assert ledger.sealer.unseal(sealed, tenant_id=TENANT) == f"who wrote {marker}?"
+    with pytest.raises(SealBroken):
+        ledger.sealer.unseal(sealed, tenant_id="other")
+    forged = dict(sealed, ciphertext=base64.b64encode(b"\x00" * 40).decode())
+    with pytest.raises(SealBroken):
+        ledger.sealer.unseal(forged, tenant_id=TENANT)
+
+
+def test_destroyed_data_key_leaves_signatures_and_proofs_valid(ledger: Ledger) -> None:
+    event = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    ledger.issue_checkpoint()
+    assert ledger.data_keys.destroy(f"tenant/{TENANT}", "erasure_request")
+    assert not ledger.data_keys.destroy(f"tenant/{TENANT}", "erasure_request")  # idempotent
+    with pytest.raises(KeyDestroyed):
+        ledger.sealer.unseal(event.payload["query"], tenant_id=TENANT)
+    assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+    assert (
+        verify_bundle(build_bundle(ledger, event.position), ledger.root_public_key)["position"]
+        == event.position
+    )
+
+
+# -- keys ----------------------------------------------------------------------------------
+def test_key_files_are_private_and_never_logged(ledger: Ledger) -> None:
+    keys_dir = ledger.config.keys_dir
+    assert stat.S_IMODE(keys_dir.stat().st_mode) == 0o700
+    secrets = [path for path in keys_dir.iterdir() if path.suffix == ".key"]
+    assert len(secrets) >= 2  # master key + root signing key
+    for path in secrets:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    private_pem = (keys_dir / f"{ledger.signing_key().kid}.key").read_bytes()
+    body = private_pem.split(b"-----")[2].strip()
+    raw_private = base64.b64decode(body)[-32:]
+    for event in ledger.read():
+        assert body not in event.entry
+        assert base64.b64encode(raw_private) not in event.entry
+    assert "private" not in repr(ledger.signing_key())
+
+
+def test_widely_readable_key_file_is_refused(open_ledger: Callable[..., Ledger]) -> None:
+    ledger = open_ledger()
+    key_file = ledger.config.keys_dir / f"{ledger.signing_key().kid}.key"
+    ledger.close()
+    key_file.chmod(0o644)
+    with pytest.raises(Exception, match="chmod 600"):
+        open_ledger()
+
+
+def test_rotation_keeps_old_entries_verifiable(ledger: Ledger) -> None:
+    before = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    old_kid = ledger.signing_key().kid
+    rotation = ledger.rotate_signing_key()
+    after = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    assert rotation.kid == old_kid and rotation.payload["previous_kid"] == old_kid
+    assert after.kid == rotation.payload["new_kid"] != old_kid
+    ledger.issue_checkpoint()
+    assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+    for event in (before, after):
+        assert verify_bundle(build_bundle(ledger, event.position), ledger.root_public_key)
+    latest = ledger.latest_checkpoint()
+    assert latest is not None and latest.kid == rotation.payload["new_kid"]
+
+
+# -- checkpoints and proofs --------------------------------------------------------------------
+def test_checkpoints_follow_appends_within_the_configured_delay(open_ledger: Callable[..., Ledger]) -> None:
+    ledger = open_ledger(run_checkpointer=True, checkpoint_interval_s=0.2)
+    event = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    deadline = time.monotonic() + 10  # generous: the machine is shared; the bound itself is 2 intervals
+    latest = ledger.latest_checkpoint()
+    while (latest is None or latest.tree_size < event.position) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        latest = ledger.latest_checkpoint()
+    assert latest is not None and latest.tree_size >= event.position
+    assert latest.note.startswith(ledger.origin + "\n")
+
+
+def test_on_demand_checkpoint_and_proofs(ledger: Ledger) -> None:
+    for _ in range(5):
+        ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    first = ledger.issue_checkpoint()
+    assert first is not None and first.tree_size == 6
+    assert ledger.issue_checkpoint() == first  # nothing new: no new checkpoint
+    for _ in range(4):
+        ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    second = ledger.issue_checkpoint()
+    assert second is not None and (second.seq, second.tree_size) == (2, 10)
+    verify_consistency(6, 10, first.root, second.root, ledger.consistency_proof(6, 10))
+    for position in range(1, 11):
+        event = ledger.get(position)
+        assert event is not None
+        verify_inclusion(event.leaf_hash, position - 1, 10, ledger.inclusion_proof(position, 10), second.root)
+
+
+def test_export_verifies_offline(ledger: Ledger, tmp_path: Any) -> None:
+    for _ in range(3):
+        ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    ledger.issue_checkpoint()
+    ledger.append(retrieval_draft(ledger), tenant_id=TENANT)  # pending
+    out = tmp_path / "export.jsonl"
+    with out.open("wb") as handle:
+        assert write_export(ledger.store, handle, ledger.root_public_key) == (5, 1)
+    report = verify_export(out, ledger.root_public_key, deep=True)
+    assert report.ok and (report.entries, report.covered, report.pending) == (5, 4, 1)
+    lines = out.read_bytes().splitlines()
+    lines[3] = lines[3].replace(b'"status":"ok"', b'"status":"no_hit"')
+    out.write_bytes(b"\n".join(lines) + b"\n")
+    report = verify_export(out, ledger.root_public_key)
+    assert not report.ok and report.first_bad is not None and report.first_bad.position == 2
+
+
+def test_bundle_verifies_offline_and_rejects_tampering(ledger: Ledger) -> None:
+    event = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    bundle = orjson.loads(orjson.dumps(build_bundle(ledger, event.position)))
+    assert verify_bundle(bundle, ledger.root_public_key)["event_id"] == event.event_id
+
+    tampered = orjson.loads(orjson.dumps(bundle))
+    tampered["entry"]["payload"]["status"] = "denied"
+    with pytest.raises(BundleError, match="entry"):
+        verify_bundle(tampered, ledger.root_public_key)
+
+    tampered = orjson.loads(orjson.dumps(bundle))
+    tampered["inclusion_proof"]["hashes"][0] = "00" * 32
+    with pytest.raises(BundleError):
+        verify_bundle(tampered, ledger.root_public_key)
+
+    tampered = orjson.loads(orjson.dumps(bundle))
+    tampered["checkpoint"]["note"] = tampered["checkpoint"]["note"].replace("\n2\n", "\n3\n")
+    with pytest.raises(BundleError, match="checkpoint"):
+        verify_bundle(tampered, ledger.root_public_key)
+
+    other_key = base64.b64decode(bundle["key_chain"][0]["entry"]["payload"]["public_key"])[::-1]
+    with pytest.raises(BundleError, match="genesis"):
+        verify_bundle(bundle, other_key)
