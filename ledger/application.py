@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -95,6 +95,7 @@ class Ledger:
         self._checkpoints: list[CheckpointRecord] = []
         self._appended = threading.Event()
         self._closed = threading.Event()
+        self._commit_listeners: list[Callable[[int], None]] = []
 
         self.sync()
         if self.size == 0:
@@ -209,9 +210,32 @@ class Ledger:
             if tenant_id is not None and draft.tenant_id != tenant_id:
                 raise EventRejected(f"events[{index}].tenant_id", "event is for another tenant")
             prepared.append(prepare(draft))
-        return self._commit(prepared)
+        return self.append_prepared(prepared)
+
+    def on_commit(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(head_position)` after each local commit, before the
+        append returns: how embedded projections give read-your-writes."""
+        self._commit_listeners.append(listener)
 
     def _commit(
+        self, prepared: Sequence[PreparedDraft], *, only_at: int | None = None
+    ) -> list[RecordedEvent]:
+        committed = self._commit_locked(prepared, only_at=only_at)
+        if committed:
+            for listener in self._commit_listeners:
+                try:
+                    listener(committed[-1].position)
+                except Exception:  # the entries are committed; a reader's failure is its own
+                    log.exception("commit listener failed")
+        return committed
+
+    def append_prepared(self, prepared: Sequence[PreparedDraft]) -> list[RecordedEvent]:
+        """Commit drafts already validated by `ledger.entries.prepare` (group commit path)."""
+        if len(prepared) > MAX_BATCH_EVENTS:
+            raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
+        return self._commit(prepared)
+
+    def _commit_locked(
         self, prepared: Sequence[PreparedDraft], *, only_at: int | None = None
     ) -> list[RecordedEvent]:
         """Sign and insert; `only_at` gives up (returns []) instead of moving on

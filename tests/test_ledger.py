@@ -268,3 +268,27 @@ def test_bundle_verifies_offline_and_rejects_tampering(ledger: Ledger) -> None:
     other_key = base64.b64decode(bundle["key_chain"][0]["entry"]["payload"]["public_key"])[::-1]
     with pytest.raises(BundleError, match="genesis"):
         verify_bundle(bundle, other_key)
+
+
+def test_group_commit_batches_concurrent_writers(ledger: Ledger) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ledger.group_commit import GroupCommitter
+
+    committer = GroupCommitter(ledger)
+    drafts = [[retrieval_draft(ledger), retrieval_draft(ledger)] for _ in range(60)]
+    try:
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            results = list(pool.map(lambda d: committer.submit(d, tenant_id=TENANT), drafts))
+        bad = retrieval_draft(ledger, tenant="other")
+        with pytest.raises(EventRejected):
+            committer.submit([retrieval_draft(ledger), bad], tenant_id=TENANT)
+    finally:
+        committer.close()
+    positions = sorted(event.position for result in results for event in result)
+    assert positions == list(range(2, 122))  # every event once, nothing from the refused request
+    for request, result in zip(drafts, results, strict=True):
+        assert [event.event_id for event in result] == [draft.event_id for draft in request]
+    assert ledger.sync() == 121
+    assert committer.batches < len(drafts), "concurrent writers should share transactions"
+    assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
