@@ -83,7 +83,9 @@ def open_record(record: CheckpointRecord, origin: str, public_keys: dict[str, by
     public_raw = public_keys.get(record.kid)
     if public_raw is None:
         raise NoteError(f"signed by unknown key {record.kid}")
-    checkpoint = open_checkpoint(record.note, origin, Ed25519PublicKey.from_public_bytes(public_raw))
+    checkpoint = open_checkpoint(
+        record.note, origin, Ed25519PublicKey.from_public_bytes(public_raw), origin=origin
+    )
     if checkpoint.size != record.tree_size or checkpoint.root != record.root:
         raise NoteError("record's size or root differs from the signed note")
     return checkpoint

@@ -34,7 +34,7 @@ Range = tuple[int, int]
 
 # -- reference: RFC 9162 section 2.1 ----------------------------------------------
 def _k(n: int) -> int:
-    """"The largest power of two smaller than n" (n > 1)."""
+    """Return "the largest power of two smaller than n" (n > 1)."""
     k = 1
     while k * 2 < n:
         k *= 2
@@ -415,7 +415,7 @@ def test_consistency_proof_must_be_consumed_entirely() -> None:
             with pytest.raises(ProofError):
                 verify_consistency(old, new, r1, r2, [*proof, extra])
         # The old root must be checked, whether or not the proof implies it.
-        with pytest.raises(ProofError, match="does not lead to the (old|new) root"):
+        with pytest.raises(ProofError, match=r"does not lead to the (old|new) root"):
             verify_consistency(old, new, ref_mth(0, old + 1), r2, proof)
 
 
