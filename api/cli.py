@@ -77,10 +77,23 @@ def verify(
         Path | None, typer.Option("--export", help="Verify this export file offline instead of the store")
     ] = None,
     deep: Annotated[bool, typer.Option("--deep", help="Check every entry signature")] = False,
+    held_checkpoint: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--held-checkpoint",
+            help="A checkpoint note kept outside the store (e.g. from `citeledger checkpoint`); "
+            "the log must still match it. Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
     config = _config(data_dir)
     trusted = _trusted_key(config, public_key)
+    try:
+        held = [path.read_text(encoding="utf-8") for path in held_checkpoint or []]
+    except OSError as exc:
+        console.print(f"[red]cannot read held checkpoint: {exc}")
+        raise typer.Exit(2) from None
     with Progress(
         TextColumn("verifying"),
         BarColumn(),
@@ -95,11 +108,11 @@ def verify(
             progress.update(task, completed=done)
 
         if export_file is not None:
-            report = verify_export(export_file, trusted, deep=deep, progress=tick)
+            report = verify_export(export_file, trusted, deep=deep, progress=tick, held=held)
         else:
             store = Store(config)
             try:
-                report = verify_store(store, trusted, deep=deep, progress=tick)
+                report = verify_store(store, trusted, deep=deep, progress=tick, held=held)
             finally:
                 store.close()
     _print_report(report)

@@ -6,7 +6,7 @@ exactly as signed (its canonical JSON is the Merkle leaf, byte for byte).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -91,6 +91,7 @@ def verify_store(
     *,
     deep: bool = False,
     progress: Callable[[int], None] | None = None,
+    held: Sequence[str] = (),
 ) -> VerifyReport:
     checkpoints = store_checkpoints(store)
     foreign: list[str] = []
@@ -100,6 +101,7 @@ def verify_store(
         checkpoints,
         rescan=lambda first, last: _range_rows(store, first, last),
         foreign=foreign,
+        held=held,
     )
 
 
@@ -160,9 +162,13 @@ def verify_export(
     *,
     deep: bool = False,
     progress: Callable[[int], None] | None = None,
+    held: Sequence[str] = (),
 ) -> VerifyReport:
     _, checkpoints = _read_export(path)
     verifier = LogVerifier(trusted_root_key, deep=deep, progress=progress)
     return verifier.verify(
-        _export_rows(path), checkpoints, rescan=lambda first, last: _export_rows(path, first, last)
+        _export_rows(path),
+        checkpoints,
+        rescan=lambda first, last: _export_rows(path, first, last),
+        held=held,
     )

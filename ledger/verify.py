@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, NoReturn
 
 import orjson
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.entries import GENESIS_PREV_HASH, entry_signature_ok
 from ledger.merkle import leaf_hash, node_hash
-from ledger.note import NoteError
+from ledger.note import NoteError, open_checkpoint, parse_checkpoint_body
 from ledger.signing import kid_for, unb64, verify_signature
 from ledger.store import EVENT_TOPIC_PREFIX
 
@@ -196,6 +197,13 @@ class _SignatureChecker:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _held_size(note: str) -> int:
+    try:
+        return parse_checkpoint_body(note.split("\n\n", 1)[0] + "\n").size
+    except NoteError as exc:
+        raise ValueError(f"held checkpoint is not a checkpoint note: {exc}") from None
+
+
 class _Stop(Exception):
     def __init__(self, finding: Finding) -> None:
         self.finding = finding
@@ -221,8 +229,13 @@ class LogVerifier:
         *,
         rescan: Callable[[int, int], Iterable[Row]] | None = None,
         foreign: Iterable[str] = (),
+        held: Sequence[str] = (),
     ) -> VerifyReport:
+        """`held` are checkpoint notes kept outside the store (an auditor's copy,
+        a witness): the log must still contain exactly the tree each one signed.
+        This is what catches truncation of the newest entries *and* checkpoints."""
         report = VerifyReport()
+        self._held = sorted((_held_size(note), note) for note in held)
         try:
             self._run(rows, checkpoints, rescan, report)
             for description in foreign:
@@ -299,6 +312,8 @@ class LogVerifier:
                     checker.stop(Finding(expected, "stored topic does not match the signed event type"))
                 running.append(leaf)
                 prev_hash = leaf.hex()
+                while self._held and self._held[0][0] == expected:
+                    self._check_held(self._held.pop(0)[1], keys, running.root(), expected)
                 while next_cp < len(ordered) and ordered[next_cp].tree_size == expected:
                     record = ordered[next_cp]
                     checker.drain()
@@ -315,6 +330,14 @@ class LogVerifier:
             checker.close()
         report.covered = covered_to
         report.pending = report.entries - covered_to
+        if self._held:
+            raise _Stop(
+                Finding(
+                    report.entries + 1,
+                    f"entry missing: a held checkpoint covers {self._held[0][0]} entries, "
+                    f"the log ends at {report.entries}",
+                )
+            )
         if next_cp < len(ordered):
             record = ordered[next_cp]
             raise _Stop(
@@ -356,6 +379,21 @@ class LogVerifier:
             raise _Stop(Finding(position, "key rotation signature does not verify"))
         keys[new_kid] = new_key
         return new_kid
+
+    def _check_held(self, note: str, keys: dict[str, bytes], root: bytes, size: int) -> None:
+        for public_raw in keys.values():
+            try:
+                checkpoint = open_checkpoint(
+                    note, self.origin, Ed25519PublicKey.from_public_bytes(public_raw), origin=self.origin
+                )
+            except NoteError:
+                continue
+            if checkpoint.root != root:
+                raise _Stop(
+                    Finding(size, "the log differs from a held checkpoint of this size (history rewritten)")
+                )
+            return
+        raise _Stop(Finding(size, "held checkpoint is not signed by any key of this log"))
 
     def _check_checkpoint_sequence(self, checkpoints: Sequence[CheckpointRecord]) -> list[CheckpointRecord]:
         ordered = sorted(checkpoints, key=lambda record: record.seq)

@@ -239,3 +239,39 @@ def test_postgres_sequence_gap_is_not_a_deleted_row(ledger: Ledger, raw_store: R
     ]
     assert ids[-1] > before + 1, "expected a gap in the notification ids"
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def test_truncation_with_its_checkpoint_is_caught_by_a_held_checkpoint(
+    ledger: Ledger, raw_store: RawStore
+) -> None:
+    _fill(ledger, 4)
+    _fill(ledger, 4)  # checkpoint #2 covers 9 entries
+    held = ledger.latest_checkpoint()
+    assert held is not None and held.tree_size == 9
+    assert verify_store(ledger.store, ledger.root_public_key, held=[held.note]).ok
+    # An attacker with database access drops the newest entries and the checkpoint covering them.
+    for position in (6, 7, 8, 9):
+        _delete(raw_store, LEDGER_STREAM_ID, position)
+    _delete(raw_store, CHECKPOINT_STREAM_ID, 2)
+    assert verify_store(ledger.store, ledger.root_public_key).ok  # undetectable from the store alone
+    report = verify_store(ledger.store, ledger.root_public_key, held=[held.note])
+    assert not report.ok and report.first_bad is not None
+    assert report.first_bad.position == 6 and "held checkpoint" in report.first_bad.problem
+
+
+def test_rewritten_history_is_caught_by_a_held_checkpoint(ledger: Ledger, raw_store: RawStore) -> None:
+    _fill(ledger, 4)
+    held = ledger.latest_checkpoint()
+    assert held is not None
+    forged = make_checkpoint(
+        seq=1,
+        origin=ledger.origin,
+        tree_size=held.tree_size,
+        root=b"\x22" * 32,
+        issued_at=held.issued_at,
+        key=_forger_key(),
+    )
+    report = verify_store(ledger.store, ledger.root_public_key, held=[forged.note])
+    assert (
+        not report.ok and report.first_bad is not None and "not signed by any key" in report.first_bad.problem
+    )
