@@ -43,7 +43,7 @@ SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
 KeyRef = Annotated[
     str,
     StringConstraints(
-        pattern=r"^(tenant|document|subject)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,128})?$"
+        pattern=r"^(tenant|document|subject|expiry)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,128})?$"
     ),
 ]
 
@@ -55,10 +55,16 @@ class Schema(BaseModel):
 
 
 class Sealed(Schema):
-    """AES-256-GCM ciphertext under a data key kept outside the log."""
+    """AES-256-GCM ciphertext under data keys kept outside the log.
+
+    With `extra_key_refs` the AES key is derived (HKDF) from every listed data
+    key, so destroying any one of them shreds the text: a citation snapshot is
+    sealed under its document's key *and* its retention-expiry key.
+    """
 
     alg: Literal["A256GCM"]
     key_ref: KeyRef
+    extra_key_refs: Annotated[list[KeyRef], Field(max_length=3)] = []
     nonce: Annotated[Base64, StringConstraints(min_length=16, max_length=16)]
     ciphertext: Annotated[Base64, StringConstraints(min_length=24, max_length=MAX_SEALED_CIPHERTEXT_B64)]
     commitment: Hex64

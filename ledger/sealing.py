@@ -6,7 +6,10 @@ Destroying a data key (and its salt) makes the text unrecoverable and the
 commitment unguessable, while every signature and proof still verifies.
 
 Key refs: `tenant/<tenant>` (default), `document/<tenant>/<document_id>`,
-`subject/<tenant>/<subject_id>`.
+`subject/<tenant>/<subject_id>`, `expiry/<tenant>/<YYYY-MM-DD>` (retention
+buckets: one key per expiry day, destroyed when the day has passed). A value
+sealed under several refs uses an AES key derived from all of them (HKDF), so
+it is gone as soon as any one is destroyed.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import hmac
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ledger.events import Sealed
 from ledger.signing import b64, unb64
@@ -51,8 +57,13 @@ def subject_key_ref(tenant_id: str, subject_id: str) -> str:
     return f"subject/{tenant_id}/{subject_id}"
 
 
-def _aad(tenant_id: str, key_ref: str) -> bytes:
-    return f"citeledger/sealed/v1|{tenant_id}|{key_ref}".encode()
+def expiry_key_ref(tenant_id: str, day: str) -> str:
+    """`day` is YYYY-MM-DD (UTC): every value expiring that day shares the key."""
+    return f"expiry/{tenant_id}/{day}"
+
+
+def _aad(tenant_id: str, refs: tuple[str, ...]) -> bytes:
+    return f"citeledger/sealed/v1|{tenant_id}|{'|'.join(refs)}".encode()
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,15 @@ class _DataKey:
     salt: bytes
     tenant_id: str
     loaded_at: float
+    secret: bytes = b""
+
+
+def _combine(tenant_id: str, refs: tuple[str, ...], keys: list[_DataKey]) -> _DataKey:
+    """One AES key and salt from several data keys; each is needed to rebuild them."""
+    derived = HKDF(algorithm=hashes.SHA256(), length=64, salt=None, info=_aad(tenant_id, refs)).derive(
+        b"".join(key.secret + key.salt for key in keys)
+    )
+    return _DataKey(AESGCM(derived[:32]), derived[32:], tenant_id, min(k.loaded_at for k in keys))
 
 
 class DataKeyStore:
@@ -106,7 +126,7 @@ class DataKeyStore:
             self._cache.pop(key_ref, None)
             raise KeyDestroyed(key_ref)
         dek, salt = self._unwrap(key_ref, bytes(row["wrapped"]))
-        key = _DataKey(AESGCM(dek), salt, row["tenant_id"], time.monotonic())
+        key = _DataKey(AESGCM(dek), salt, row["tenant_id"], time.monotonic(), dek)
         with self._lock:
             self._cache[key_ref] = key
         return key
@@ -162,28 +182,44 @@ class Sealer:
     def __init__(self, keys: DataKeyStore) -> None:
         self.keys = keys
 
-    def seal(self, plaintext: str, *, tenant_id: str, key_ref: str | None = None) -> Sealed:
-        ref = key_ref or tenant_key_ref(tenant_id)
-        key = self.keys.get_or_create(ref, tenant_id)
-        if key.tenant_id != tenant_id:
+    def _key(self, refs: tuple[str, ...], tenant_id: str, *, create: bool) -> _DataKey:
+        keys = [self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs]
+        if any(key.tenant_id != tenant_id for key in keys):
             raise SealBroken("key_ref belongs to another tenant")
+        return keys[0] if len(keys) == 1 else _combine(tenant_id, refs, keys)
+
+    def seal(
+        self,
+        plaintext: str,
+        *,
+        tenant_id: str,
+        key_ref: str | None = None,
+        extra_key_refs: Sequence[str] = (),
+    ) -> Sealed:
+        ref = key_ref or tenant_key_ref(tenant_id)
+        refs = (ref, *extra_key_refs)
+        if len(set(refs)) != len(refs):
+            raise ValueError("key refs must be distinct")
+        key = self._key(refs, tenant_id, create=True)
         data = plaintext.encode("utf-8")
         nonce = os.urandom(12)
-        ciphertext = key.aead.encrypt(nonce, data, _aad(tenant_id, ref))
+        ciphertext = key.aead.encrypt(nonce, data, _aad(tenant_id, refs))
         commitment = hmac.new(key.salt, data, hashlib.sha256).hexdigest()
         return Sealed(
-            alg="A256GCM", key_ref=ref, nonce=b64(nonce), ciphertext=b64(ciphertext), commitment=commitment
+            alg="A256GCM",
+            key_ref=ref,
+            extra_key_refs=list(extra_key_refs),
+            nonce=b64(nonce),
+            ciphertext=b64(ciphertext),
+            commitment=commitment,
         )
 
     def unseal(self, sealed: Sealed | dict[str, Any], *, tenant_id: str) -> str:
         value = sealed if isinstance(sealed, Sealed) else Sealed.model_validate(sealed)
-        key = self.keys.get(value.key_ref)
-        if key.tenant_id != tenant_id:
-            raise SealBroken("key_ref belongs to another tenant")
+        refs = (value.key_ref, *value.extra_key_refs)
+        key = self._key(refs, tenant_id, create=False)
         try:
-            data = key.aead.decrypt(
-                unb64(value.nonce), unb64(value.ciphertext), _aad(tenant_id, value.key_ref)
-            )
+            data = key.aead.decrypt(unb64(value.nonce), unb64(value.ciphertext), _aad(tenant_id, refs))
         except InvalidTag:
             raise SealBroken("ciphertext does not authenticate") from None
         if not hmac.compare_digest(hmac.new(key.salt, data, hashlib.sha256).hexdigest(), value.commitment):

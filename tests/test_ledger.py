@@ -292,3 +292,21 @@ def test_group_commit_batches_concurrent_writers(ledger: Ledger) -> None:
     assert ledger.sync() == 121
     assert committer.batches < len(drafts), "concurrent writers should share transactions"
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
+    from ledger.sealing import document_key_ref, expiry_key_ref
+
+    document = document_key_ref(TENANT, "doc-1")
+    expiry = expiry_key_ref(TENANT, "2026-12-01")
+    chunk = ledger.sealer.seal("chunk text", tenant_id=TENANT, key_ref=document)
+    snapshot = ledger.sealer.seal("chunk text", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
+    assert snapshot.extra_key_refs == [expiry] and snapshot.ciphertext != chunk.ciphertext
+    assert ledger.sealer.unseal(snapshot.model_dump(), tenant_id=TENANT) == "chunk text"
+    swapped = snapshot.model_copy(update={"extra_key_refs": []})
+    with pytest.raises(SealBroken):  # the key list is bound into the ciphertext
+        ledger.sealer.unseal(swapped, tenant_id=TENANT)
+    ledger.data_keys.destroy(expiry, "retention_expired")
+    with pytest.raises(KeyDestroyed):
+        ledger.sealer.unseal(snapshot, tenant_id=TENANT)
+    assert ledger.sealer.unseal(chunk, tenant_id=TENANT) == "chunk text"
