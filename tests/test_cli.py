@@ -1,0 +1,81 @@
+"""The command line end to end, as an operator or auditor runs it (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def citeledger(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+    command = [sys.executable, "-m", "api.cli", *args]
+    if data_dir is not None:
+        command += ["--data-dir", str(data_dir)]
+    return subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_demo_export_bundle_and_offline_checks(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    demo = citeledger("demo", "--events", "40", data_dir=data)
+    assert demo.returncode == 0, demo.stderr
+    assert "verify --deep: OK" in demo.stderr + demo.stdout
+
+    rotated = citeledger("rotate-key", data_dir=data)
+    assert rotated.returncode == 0, rotated.stderr
+    checkpoint = citeledger("checkpoint", data_dir=data)
+    assert checkpoint.returncode == 0, checkpoint.stderr
+    held = tmp_path / "held.note"
+    held.write_text(checkpoint.stdout)
+    assert checkpoint.stdout.splitlines()[1] == "45"  # genesis + 3 documents + 40 retrievals + rotation
+
+    export = tmp_path / "log.jsonl"
+    assert citeledger("export", "--out", str(export), data_dir=data).returncode == 0
+    public_key = data / "keys" / "root.pub"
+    offline = citeledger(
+        "verify",
+        "--export",
+        str(export),
+        "--public-key",
+        str(public_key),
+        "--deep",
+        "--held-checkpoint",
+        str(held),
+    )
+    assert offline.returncode == 0, offline.stderr
+    assert json.loads(offline.stdout.splitlines()[-1])["entries"] == 45
+
+    bundle = tmp_path / "bundle.json"
+    assert citeledger("bundle", "10", "--out", str(bundle), data_dir=data).returncode == 0
+    checked = citeledger("verify-bundle", str(bundle), "--public-key", str(public_key))
+    assert checked.returncode == 0, checked.stderr
+    bundle.write_text(bundle.read_text().replace('"status": "ok"', '"status": "error"'))
+    tampered = citeledger("verify-bundle", str(bundle), "--public-key", str(public_key))
+    assert tampered.returncode == 1 and "FAILED" in tampered.stderr
+
+    lines = export.read_text().splitlines()
+    del lines[-5]
+    export.write_text("\n".join(lines) + "\n")
+    broken = citeledger("verify", "--export", str(export), "--public-key", str(public_key))
+    assert broken.returncode == 1
+    assert json.loads(broken.stdout.splitlines()[-1])["first_bad_position"] == 41
+
+
+def test_private_key_never_printed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    demo = citeledger("demo", "--events", "5", data_dir=data)
+    assert demo.returncode == 0, demo.stderr
+    pem = next(
+        path for path in (data / "keys").iterdir() if path.suffix == ".key" and path.name != "master.key"
+    )
+    secret_body = pem.read_text().split("-----")[2].strip()
+    assert secret_body not in demo.stdout + demo.stderr
