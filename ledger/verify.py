@@ -118,13 +118,6 @@ def possession_ok(payload: dict[str, Any]) -> bool:
     )
 
 
-class _Fields(NamedTuple):
-    position: Any
-    prev_hash: Any
-    kid: Any
-    type: Any
-
-
 _SIGNATURE_MEMBER = b',"signature":"'
 
 
@@ -197,6 +190,41 @@ class _SignatureChecker:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+_KEY_EVENT_SUFFIX = b'"type":"SigningKeyRotated","v":1}'
+_TYPE_MARK = b',"type":"'
+
+
+def _type_of(entry: bytes) -> str:
+    """The event type from the end of a canonical entry (keys sorted: `type`, then `v`)."""
+    at = entry.rfind(_TYPE_MARK)
+    end = entry.find(b'"', at + len(_TYPE_MARK))
+    return entry[at + len(_TYPE_MARK) : end].decode("ascii", "replace") if at >= 0 and end > 0 else ""
+
+
+class _PassState:
+    """Where the pass stands: last position, its leaf hash, the keys learned so far."""
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.prev_leaf = b""
+        self.keys: dict[str, bytes] = {}
+        self.current_kid: str | None = None
+
+    @property
+    def prev_leaf_hex(self) -> str:
+        return self.prev_leaf.hex() if self.position else GENESIS_PREV_HASH
+
+    def advance(self, entry: bytes) -> None:
+        self.prev_leaf = leaf_hash(entry)
+        self.position += 1
+
+    def copy(self) -> _PassState:
+        clone = _PassState()
+        clone.position, clone.prev_leaf, clone.current_kid = self.position, self.prev_leaf, self.current_kid
+        clone.keys = dict(self.keys)
+        return clone
+
+
 def _held_size(note: str) -> int:
     try:
         return parse_checkpoint_body(note.split("\n\n", 1)[0] + "\n").size
@@ -255,99 +283,129 @@ class LogVerifier:
         ordered = self._check_checkpoint_sequence(checkpoints)
         report.checkpoints = len(ordered)
         last_size = ordered[-1].tree_size if ordered else 0
-        keys: dict[str, bytes] = {}
-        current_kid: str | None = None
+        state = _PassState()
+        at_last_checkpoint = state.copy()
         running = _RunningRoot()
-        prev_hash = GENESIS_PREV_HASH
         next_cp = 0
         covered_to = 0
         expected = 1
         checker = _SignatureChecker()
         try:
-            for row in rows:
-                if row.position != expected:
-                    if row.position > expected:
-                        missing = (
-                            f"{expected}"
-                            if row.position == expected + 1
-                            else f"{expected}..{row.position - 1}"
-                        )
-                        checker.stop(
-                            Finding(expected, f"entry missing (positions {missing} absent from the store)")
-                        )
-                    checker.stop(Finding(row.position, "entry stored twice or out of order"))
-                envelope = self._parse(row)
-                fields = _Fields(
-                    envelope.get("position"),
-                    envelope.get("prev_hash"),
-                    envelope.get("kid"),
-                    envelope.get("type"),
-                )
-                leaf = leaf_hash(row.entry)
-                if fields.position != expected:
-                    checker.stop(
-                        Finding(expected, f"entry claims position {fields.position!r}: rows moved or swapped")
-                    )
-                in_tail = expected > last_size
-                is_key_event = fields.type == "SigningKeyRotated"
-                if fields.prev_hash != prev_hash:
-                    signer = keys.get(str(fields.kid))
-                    if signer is not None and expected > 1 and _signature_ok(row.entry, signer):
-                        checker.stop(
-                            Finding(
-                                expected - 1,
-                                "entry altered: its hash differs from the one the next entry signed",
+            try:
+                for row in rows:
+                    if row.position != expected:
+                        if row.position > expected:
+                            missing = (
+                                f"{expected}"
+                                if row.position == expected + 1
+                                else f"{expected}..{row.position - 1}"
                             )
+                            checker.stop(
+                                Finding(
+                                    expected, f"entry missing (positions {missing} absent from the store)"
+                                )
+                            )
+                        checker.stop(Finding(row.position, "entry stored twice or out of order"))
+                    entry = row.entry
+                    if self.deep or expected > last_size or entry.endswith(_KEY_EVENT_SUFFIX):
+                        self._check_entry(row, state, checker)
+                        if not entry.endswith(_KEY_EVENT_SUFFIX):
+                            report.signatures_checked += 1
+                    else:
+                        # Under a signed checkpoint: its root vouches for these bytes, so
+                        # only hash them here; a root mismatch re-scans them in full.
+                        state.advance(entry)
+                        if row.topic is not None and row.topic != EVENT_TOPIC_PREFIX + _type_of(entry):
+                            checker.stop(
+                                Finding(expected, "stored topic does not match the signed event type")
+                            )
+                    running.append(state.prev_leaf)
+                    while self._held and self._held[0][0] == expected:
+                        checker.drain()
+                        self._check_held(self._held.pop(0)[1], state.keys, running.root(), expected)
+                    while next_cp < len(ordered) and ordered[next_cp].tree_size == expected:
+                        record = ordered[next_cp]
+                        checker.drain()
+                        if not self._checkpoint_ok(record, state.keys, running.root()):
+                            culprit = self._locate(
+                                covered_to + 1, record.tree_size, at_last_checkpoint, rescan
+                            )
+                            raise _Stop(
+                                culprit
+                                or Finding(
+                                    record.tree_size, "checkpoint root does not match the log", record.seq
+                                )
+                            )
+                        covered_to = record.tree_size
+                        at_last_checkpoint = state.copy()
+                        report.latest_checkpoint = record
+                        next_cp += 1
+                    report.entries = expected
+                    if self.progress is not None and expected % 10_000 == 0:
+                        self.progress(expected)
+                    expected += 1
+                checker.drain()
+                report.covered = covered_to
+                report.pending = report.entries - covered_to
+                if self._held:
+                    raise _Stop(
+                        Finding(
+                            report.entries + 1,
+                            f"entry missing: a held checkpoint covers {self._held[0][0]} entries, "
+                            f"the log ends at {report.entries}",
                         )
-                    checker.stop(Finding(expected, "prev_hash does not match the previous entry"))
-                if is_key_event:
-                    checker.drain()
-                    current_kid = self._check_key_event(envelope, expected, keys, current_kid)
-                elif fields.kid != current_kid:
-                    checker.stop(Finding(expected, f"signed by key {fields.kid!r}, not the key in force"))
-                elif self.deep or in_tail:
-                    checker.submit(expected, row.entry, keys[str(current_kid)])
-                    report.signatures_checked += 1
-                if row.topic is not None and row.topic != EVENT_TOPIC_PREFIX + str(fields.type):
-                    checker.stop(Finding(expected, "stored topic does not match the signed event type"))
-                running.append(leaf)
-                prev_hash = leaf.hex()
-                while self._held and self._held[0][0] == expected:
-                    self._check_held(self._held.pop(0)[1], keys, running.root(), expected)
-                while next_cp < len(ordered) and ordered[next_cp].tree_size == expected:
+                    )
+                if next_cp < len(ordered):
                     record = ordered[next_cp]
-                    checker.drain()
-                    self._check_checkpoint(record, keys, running.root(), covered_to, rescan)
-                    covered_to = record.tree_size
-                    report.latest_checkpoint = record
-                    next_cp += 1
-                report.entries = expected
-                if self.progress is not None and expected % 10_000 == 0:
-                    self.progress(expected)
-                expected += 1
-            checker.drain()
+                    raise _Stop(
+                        Finding(
+                            report.entries + 1,
+                            f"entry missing: checkpoint covers {record.tree_size} entries, "
+                            f"the log ends at {report.entries}",
+                            record.seq,
+                        )
+                    )
+            except _Stop as stopped:
+                # Entries under a checkpoint were only hashed; an earlier one may be the real culprit.
+                found = stopped.finding.position
+                if found is not None and covered_to < found - 1 and found <= last_size + 1:
+                    earlier = self._locate(covered_to + 1, found - 1, at_last_checkpoint, rescan)
+                    if earlier is not None and earlier.position is not None and earlier.position < found:
+                        raise _Stop(earlier) from None
+                raise
         finally:
             checker.close()
-        report.covered = covered_to
-        report.pending = report.entries - covered_to
-        if self._held:
-            raise _Stop(
+
+    def _check_entry(self, row: Row, state: _PassState, checker: _SignatureChecker) -> None:
+        """Every check one entry allows on its own: position, chain, key, signature, topic."""
+        expected = state.position + 1
+        envelope = self._parse(row)
+        kid = envelope.get("kid")
+        if envelope.get("position") != expected:
+            checker.stop(
                 Finding(
-                    report.entries + 1,
-                    f"entry missing: a held checkpoint covers {self._held[0][0]} entries, "
-                    f"the log ends at {report.entries}",
+                    expected, f"entry claims position {envelope.get('position')!r}: rows moved or swapped"
                 )
             )
-        if next_cp < len(ordered):
-            record = ordered[next_cp]
-            raise _Stop(
-                Finding(
-                    report.entries + 1,
-                    f"entry missing: checkpoint covers {record.tree_size} entries, "
-                    f"the log ends at {report.entries}",
-                    record.seq,
+        if envelope.get("prev_hash") != state.prev_leaf_hex:
+            signer = state.keys.get(str(kid))
+            if signer is not None and expected > 1 and _signature_ok(row.entry, signer):
+                checker.stop(
+                    Finding(
+                        expected - 1, "entry altered: its hash differs from the one the next entry signed"
+                    )
                 )
-            )
+            checker.stop(Finding(expected, "prev_hash does not match the previous entry"))
+        if envelope.get("type") == "SigningKeyRotated":
+            checker.drain()
+            state.current_kid = self._check_key_event(envelope, expected, state.keys, state.current_kid)
+        elif kid != state.current_kid:
+            checker.stop(Finding(expected, f"signed by key {kid!r}, not the key in force"))
+        else:
+            checker.submit(expected, row.entry, state.keys[str(state.current_kid)])
+        if row.topic is not None and row.topic != EVENT_TOPIC_PREFIX + str(envelope.get("type")):
+            checker.stop(Finding(expected, "stored topic does not match the signed event type"))
+        state.advance(row.entry)
 
     def _parse(self, row: Row) -> dict[str, Any]:
         try:
@@ -406,40 +464,34 @@ class LogVerifier:
             previous_size = record.tree_size
         return ordered
 
-    def _check_checkpoint(
-        self,
-        record: CheckpointRecord,
-        keys: dict[str, bytes],
-        root: bytes,
-        covered_to: int,
-        rescan: Callable[[int, int], Iterable[Row]] | None,
-    ) -> None:
+    def _checkpoint_ok(self, record: CheckpointRecord, keys: dict[str, bytes], root: bytes) -> bool:
         try:
             open_record(record, self.origin, keys)
         except (NoteError, ValueError) as exc:
             raise _Stop(
                 Finding(record.tree_size, f"checkpoint signature invalid: {exc}", record.seq)
             ) from None
-        if record.root == root:
-            return
-        culprit = self._locate(covered_to + 1, record.tree_size, keys, rescan)
-        if culprit is not None:
-            raise _Stop(culprit)
-        raise _Stop(Finding(record.tree_size, "checkpoint root does not match the log", record.seq))
+        return record.root == root
 
     def _locate(
         self,
         start: int,
         stop: int,
-        keys: dict[str, bytes],
+        state: _PassState,
         rescan: Callable[[int, int], Iterable[Row]] | None,
     ) -> Finding | None:
-        """After a root mismatch: check every signature in the range to name the entry."""
+        """After a root mismatch: check every entry of the range in full to name the bad one."""
         if rescan is None:
             return None
-        kid_keys = dict(keys)
-        for row in rescan(start, stop):
-            signer = kid_keys.get(str(self._parse(row).get("kid")))
-            if signer is None or not _signature_ok(row.entry, signer):
-                return Finding(row.position, "signature does not verify (entry altered)")
+        checker = _SignatureChecker()
+        try:
+            for row in rescan(start, stop):
+                if row.position != state.position + 1:
+                    return Finding(state.position + 1, "entry missing from the store")
+                self._check_entry(row, state, checker)
+            checker.drain()
+        except _Stop as stopped:
+            return stopped.finding
+        finally:
+            checker.close()
         return None

@@ -310,3 +310,18 @@ def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
     with pytest.raises(KeyDestroyed):
         ledger.sealer.unseal(snapshot, tenant_id=TENANT)
     assert ledger.sealer.unseal(chunk, tenant_id=TENANT) == "chunk text"
+
+
+def test_line_deleted_from_an_export_is_named(ledger: Ledger, tmp_path: Any) -> None:
+    for _ in range(6):
+        ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    ledger.issue_checkpoint()
+    out = tmp_path / "export.jsonl"
+    with out.open("wb") as handle:
+        write_export(ledger.store, handle, ledger.root_public_key)
+    lines = out.read_bytes().splitlines()
+    assert lines[1].startswith(b'{"checkpoint":')
+    del lines[2 + 3]  # header, one checkpoint, then entries 1.. : this is entry 4
+    out.write_bytes(b"\n".join(lines) + b"\n")
+    report = verify_export(out, ledger.root_public_key)
+    assert report.first_bad is not None and report.first_bad.position == 4
