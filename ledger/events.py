@@ -177,6 +177,20 @@ class RetentionScrubbed(Schema):
     citation_ids: Annotated[list[Identifier], Field(max_length=100_000)] = []
 
 
+class LegalHoldPlaced(Schema):
+    """Documents and data subjects that neither retention nor erasure may scrub."""
+
+    hold_id: Identifier
+    document_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
+    subject_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
+    legal_basis: Sealed  # free text that may name people: sealed like any other
+
+
+class LegalHoldReleased(Schema):
+    hold_id: Identifier
+    reason: Sealed | None = None
+
+
 class AccessDenied(Schema):
     resource_type: Literal["citation", "document", "receipt"]
     resource_id: Identifier
@@ -220,6 +234,8 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "AccessDenied": AccessDenied,
     "ReplayRecorded": ReplayRecorded,
     "SigningKeyRotated": SigningKeyRotated,
+    "LegalHoldPlaced": LegalHoldPlaced,
+    "LegalHoldReleased": LegalHoldReleased,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -230,6 +246,8 @@ EventType = Literal[
     "AccessDenied",
     "ReplayRecorded",
     "SigningKeyRotated",
+    "LegalHoldPlaced",
+    "LegalHoldReleased",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.

@@ -215,9 +215,7 @@ def _check_proof_hashes(proof: Sequence[bytes], **named: bytes) -> None:
             raise ProofError(f"proof element {i} must be {HASH_SIZE} bytes")
 
 
-def verify_inclusion(
-    leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes
-) -> None:
+def verify_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> None:
     """RFC 9162 section 2.1.3.2; raises ProofError unless the proof holds."""
     _check_proof_hashes(proof, leaf_hash=leaf_hash, root=root)
     if index < 0 or size < 0:

@@ -96,7 +96,9 @@ class DataKeyStore:
             f"CREATE TABLE IF NOT EXISTS {store.table(KEYS_TABLE)} ("
             "key_ref TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, "
             f"wrapped {blob}, created_at TEXT NOT NULL, "
-            "destroyed_at TEXT, destroy_reason TEXT)"
+            # scrub_position: where the RetentionScrubbed entry recording this
+            # destruction sits; NULL until recorded, so a crash in between is redone.
+            "destroyed_at TEXT, destroy_reason TEXT, scrub_position BIGINT)"
         )
 
     def _wrap_key(self, key_ref: str, dek: bytes, salt: bytes) -> bytes:
@@ -115,7 +117,7 @@ class DataKeyStore:
         with store.transaction(commit=False) as cursor:
             cursor.execute(
                 store.sql(
-                    f"SELECT tenant_id, wrapped, destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"  # noqa: S608
+                    f"SELECT tenant_id, wrapped, destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"
                 ),
                 (key_ref,),
             )
@@ -140,7 +142,7 @@ class DataKeyStore:
         with store.transaction(commit=True) as cursor:
             cursor.execute(
                 store.sql(
-                    f"INSERT INTO {store.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "  # noqa: S608
+                    f"INSERT INTO {store.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "
                     "VALUES (?, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
                 ),
                 (key_ref, tenant_id, self._wrap_key(key_ref, dek, salt), _now()),
@@ -155,21 +157,78 @@ class DataKeyStore:
             raise KeyDestroyed(key_ref)
         return key
 
-    def destroy(self, key_ref: str, reason: str) -> bool:
-        """Shred a data key. Returns False when it was already gone (idempotent)."""
-        store = self.store
+    def destroy(self, key_ref: str, tenant_id: str, reason: str) -> bool:
+        """Shred a data key; a ref never used gets a tombstone so it can never be
+        created later. Returns False when it was already destroyed (idempotent)."""
+        store, table = self.store, self.store.table(KEYS_TABLE)
+        now = _now()
         with store.transaction(commit=True) as cursor:
             cursor.execute(
                 store.sql(
-                    f"UPDATE {store.table(KEYS_TABLE)} SET wrapped=NULL, destroyed_at=?, destroy_reason=? "  # noqa: S608
-                    "WHERE key_ref=? AND destroyed_at IS NULL"
+                    f"INSERT INTO {table} "
+                    "(key_ref, tenant_id, wrapped, created_at, destroyed_at, destroy_reason) "
+                    "VALUES (?, ?, NULL, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
                 ),
-                (_now(), reason, key_ref),
+                (key_ref, tenant_id, now, now, reason),
             )
-            changed = store.rowcount(cursor)
+            created_tombstone = store.rowcount(cursor)
+            cursor.execute(
+                store.sql(
+                    f"UPDATE {table} SET wrapped=NULL, destroyed_at=?, destroy_reason=? "
+                    "WHERE key_ref=? AND tenant_id=? AND destroyed_at IS NULL"
+                ),
+                (now, reason, key_ref, tenant_id),
+            )
+            changed = created_tombstone or store.rowcount(cursor)
         with self._lock:
             self._cache.pop(key_ref, None)
         return bool(changed)
+
+    def unrecorded_destructions(self, tenant_id: str | None = None) -> list[tuple[str, str, str]]:
+        """(key_ref, tenant_id, reason) destroyed but not yet recorded in the log."""
+        store, table = self.store, self.store.table(KEYS_TABLE)
+        statement = (
+            f"SELECT key_ref, tenant_id, destroy_reason FROM {table} "
+            "WHERE destroyed_at IS NOT NULL AND scrub_position IS NULL"
+        )
+        params: tuple[str, ...] = ()
+        if tenant_id is not None:
+            statement += " AND tenant_id=?"
+            params = (tenant_id,)
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(store.sql(statement + " ORDER BY key_ref"), params)
+            return [(row["key_ref"], row["tenant_id"], row["destroy_reason"]) for row in cursor.fetchall()]
+
+    def mark_recorded(self, key_refs: Sequence[str], position: int) -> None:
+        store, table = self.store, self.store.table(KEYS_TABLE)
+        with store.transaction(commit=True) as cursor:
+            for key_ref in key_refs:
+                cursor.execute(
+                    store.sql(
+                        f"UPDATE {table} SET scrub_position=? WHERE key_ref=? AND scrub_position IS NULL"
+                    ),
+                    (position, key_ref),
+                )
+
+    def destroyed(self, key_ref: str) -> bool:
+        store = self.store
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(
+                store.sql(f"SELECT destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"),
+                (key_ref,),
+            )
+            row = cursor.fetchone()
+        return row is not None and row["destroyed_at"] is not None
+
+    def purge_residue(self) -> None:
+        """Push destroyed key bytes out of the database's files: SQLite's WAL still
+        holds old page images until a checkpoint, PostgreSQL keeps dead tuples
+        until the table is rewritten."""
+        self.store.maintenance(
+            "PRAGMA wal_checkpoint(TRUNCATE)"
+            if self.store.dialect == "sqlite"
+            else f"VACUUM FULL {self.store.table(KEYS_TABLE)}"
+        )
 
 
 def _now() -> str:

@@ -107,6 +107,15 @@ class Store:
                 for statement in statements:
                     cursor.execute(statement)
 
+    def maintenance(self, statement: str) -> None:
+        """A statement that must run outside a transaction (VACUUM, wal_checkpoint)."""
+        if self.dialect == "postgres":
+            with self.recorder.datastore.get_connection() as conn:
+                conn.execute(statement)
+        else:
+            with self.recorder.datastore.get_connection(commit=True) as conn:
+                conn.cursor().execute(statement)
+
     def rowcount(self, cursor: Any) -> int:
         """Rows touched by the last statement (eventsourcing wraps sqlite3's cursor)."""
         inner = getattr(cursor, "sqlite_cursor", cursor)

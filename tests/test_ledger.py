@@ -145,8 +145,8 @@ def test_text_is_sealed_and_signatures_cover_only_ciphertext(ledger: Ledger) -> 
 def test_destroyed_data_key_leaves_signatures_and_proofs_valid(ledger: Ledger) -> None:
     event = ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
     ledger.issue_checkpoint()
-    assert ledger.data_keys.destroy(f"tenant/{TENANT}", "erasure_request")
-    assert not ledger.data_keys.destroy(f"tenant/{TENANT}", "erasure_request")  # idempotent
+    assert ledger.data_keys.destroy(f"tenant/{TENANT}", TENANT, "erasure_request")
+    assert not ledger.data_keys.destroy(f"tenant/{TENANT}", TENANT, "erasure_request")  # idempotent
     with pytest.raises(KeyDestroyed):
         ledger.sealer.unseal(event.payload["query"], tenant_id=TENANT)
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
@@ -306,7 +306,7 @@ def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
     swapped = snapshot.model_copy(update={"extra_key_refs": []})
     with pytest.raises(SealBroken):  # the key list is bound into the ciphertext
         ledger.sealer.unseal(swapped, tenant_id=TENANT)
-    ledger.data_keys.destroy(expiry, "retention_expired")
+    ledger.data_keys.destroy(expiry, TENANT, "retention_expired")
     with pytest.raises(KeyDestroyed):
         ledger.sealer.unseal(snapshot, tenant_id=TENANT)
     assert ledger.sealer.unseal(chunk, tenant_id=TENANT) == "chunk text"

@@ -1,0 +1,137 @@
+"""Retention windows and crypto-shredding on the write side.
+
+Text in the log is sealed (see `ledger.sealing`); "deleting" it means
+destroying data keys and recording that as a signed `RetentionScrubbed`
+entry. Keys are destroyed *first* (the erasure must not wait on anything),
+then the entry is appended and the key rows are marked with its position; a
+crash in between leaves destroyed-but-unrecorded keys that `record_pending`
+(run by every retention pass) records. Signatures and Merkle proofs keep
+verifying: they cover ciphertext and salted commitments only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from ledger.application import Ledger
+from ledger.entries import EventDraft, RecordedEvent
+from ledger.events import RetentionScrubbed
+from ledger.sealing import expiry_key_ref
+
+ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
+DEFAULT_FLOOR_DAYS = 180  # EU AI Act Art. 19: logs of high-risk systems kept at least six months
+MAX_REFS_PER_ENTRY = 10_000
+
+
+@dataclass(frozen=True)
+class RetentionRules:
+    """Per tenant. Routine retention never scrubs anything younger than the floor."""
+
+    floor_days: int = DEFAULT_FLOOR_DAYS
+    default_days: int = 365
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.floor_days <= 36_500 or not 1 <= self.default_days <= 36_500:
+            raise ValueError("retention days must be between 1 and 36500")
+
+    def expires_at(self, recorded_at: datetime, document_retention_days: int | None) -> datetime:
+        """When a citation recorded at `recorded_at` expires.
+
+        Rounded *up* to the next UTC midnight: every citation of one day shares an
+        expiry key, destroyed as soon as that day is over, and no citation is
+        ever scrubbed before its window (or the floor) has run out.
+        """
+        days = max(document_retention_days or self.default_days, self.floor_days)
+        moment = recorded_at.astimezone(UTC) + timedelta(days=days)
+        return datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
+
+
+def expiry_key_for(tenant_id: str, expires_at: datetime) -> str:
+    """The expiry bucket key of values that expire at `expires_at` (a UTC midnight)."""
+    return expiry_key_ref(tenant_id, (expires_at.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d"))
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shred(
+    ledger: Ledger,
+    *,
+    tenant_id: str,
+    key_refs: Sequence[str],
+    reason: ScrubReason,
+    actor: str,
+    document_ids: Sequence[str] = (),
+    citation_ids: Sequence[str] = (),
+    run_id: str | None = None,
+    trace_id: str | None = None,
+) -> RecordedEvent | None:
+    """Destroy `key_refs` and record it. Idempotent: refs already destroyed and
+    recorded are skipped; returns None when there was nothing left to do."""
+    refs = list(dict.fromkeys(key_refs))
+    if len(refs) > MAX_REFS_PER_ENTRY:
+        raise ValueError(f"at most {MAX_REFS_PER_ENTRY} key refs per scrub")
+    for ref in refs:
+        if not ref.split("/")[1:2] == [tenant_id]:
+            raise ValueError(f"key_refs: {ref!r} does not belong to tenant {tenant_id!r}")
+    for ref in refs:
+        ledger.data_keys.destroy(ref, tenant_id, reason)
+    ledger.data_keys.purge_residue()
+    pending = {ref for ref, _, _ in ledger.data_keys.unrecorded_destructions(tenant_id)}
+    to_record = [ref for ref in refs if ref in pending]
+    if not to_record:
+        return None
+    event = ledger.append(
+        EventDraft(
+            type="RetentionScrubbed",
+            tenant_id=tenant_id,
+            actor=actor,
+            run_id=run_id,
+            trace_id=trace_id,
+            payload=RetentionScrubbed(
+                reason=reason,
+                key_refs=to_record,
+                document_ids=list(document_ids),
+                citation_ids=list(citation_ids),
+            ),
+        ),
+        tenant_id=tenant_id,
+    )
+    ledger.data_keys.mark_recorded(to_record, event.position)
+    return event
+
+
+def record_pending(ledger: Ledger, *, actor: str) -> list[RecordedEvent]:
+    """Record destructions a crash left unrecorded (one entry per tenant and reason)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for ref, tenant_id, reason in ledger.data_keys.unrecorded_destructions():
+        groups.setdefault((tenant_id, reason), []).append(ref)
+    recorded = []
+    for (tenant_id, reason), refs in sorted(groups.items()):
+        event = ledger.append(
+            EventDraft(
+                type="RetentionScrubbed",
+                tenant_id=tenant_id,
+                actor=actor,
+                payload=RetentionScrubbed(reason=reason, key_refs=refs[:MAX_REFS_PER_ENTRY]),  # type: ignore[arg-type]
+            ),
+            tenant_id=tenant_id,
+        )
+        ledger.data_keys.mark_recorded(refs[:MAX_REFS_PER_ENTRY], event.position)
+        recorded.append(event)
+    return recorded
+
+
+def expired_buckets_before(tenant_id: str, now: datetime, oldest: datetime) -> list[str]:
+    """Expiry key refs for every day from `oldest` up to (not including) today."""
+    day = datetime(oldest.year, oldest.month, oldest.day, tzinfo=UTC)
+    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
+    refs: list[str] = []
+    while day < today and len(refs) < MAX_REFS_PER_ENTRY:
+        refs.append(expiry_key_ref(tenant_id, day.strftime("%Y-%m-%d")))
+        day += timedelta(days=1)
+    return refs
