@@ -19,7 +19,7 @@ from typing import Literal
 from ledger.application import Ledger
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import RetentionScrubbed
-from ledger.sealing import expiry_key_ref
+from ledger.sealing import expiry_key_ref, parse_expiry_key_ref
 
 ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
 DEFAULT_FLOOR_DAYS = 180  # EU AI Act Art. 19: logs of high-risk systems kept at least six months
@@ -49,9 +49,10 @@ class RetentionRules:
         return datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
 
 
-def expiry_key_for(tenant_id: str, expires_at: datetime) -> str:
-    """The expiry bucket key of values that expire at `expires_at` (a UTC midnight)."""
-    return expiry_key_ref(tenant_id, (expires_at.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d"))
+def expiry_key_for(tenant_id: str, expires_at: datetime, scope: str) -> str:
+    """The expiry bucket key of `scope`'s values that expire at `expires_at` (a UTC midnight)."""
+    day = (expires_at.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+    return expiry_key_ref(tenant_id, day, scope)
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -126,12 +127,25 @@ def record_pending(ledger: Ledger, *, actor: str) -> list[RecordedEvent]:
     return recorded
 
 
-def expired_buckets_before(tenant_id: str, now: datetime, oldest: datetime) -> list[str]:
-    """Expiry key refs for every day from `oldest` up to (not including) today."""
-    day = datetime(oldest.year, oldest.month, oldest.day, tzinfo=UTC)
-    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
-    refs: list[str] = []
-    while day < today and len(refs) < MAX_REFS_PER_ENTRY:
-        refs.append(expiry_key_ref(tenant_id, day.strftime("%Y-%m-%d")))
-        day += timedelta(days=1)
-    return refs
+def run_retention(
+    ledger: Ledger,
+    *,
+    tenant_id: str,
+    now: datetime,
+    held_scopes: frozenset[str] = frozenset(),
+    actor: str = "retention",
+) -> RecordedEvent | None:
+    """Destroy every expiry bucket of the tenant whose day is over, except
+    buckets whose scope is under a legal hold. Idempotent; records leftovers
+    of an interrupted earlier run first."""
+    record_pending(ledger, actor=actor)
+    today = now.astimezone(UTC).strftime("%Y-%m-%d")
+    prefix = f"expiry/{tenant_id}/"
+    expired = []
+    for ref in ledger.data_keys.live_refs(tenant_id, prefix, prefix + today):
+        parsed = parse_expiry_key_ref(ref)
+        if parsed is not None and parsed[1] < today and parsed[2] not in held_scopes:
+            expired.append(ref)
+    if not expired:
+        return None
+    return shred(ledger, tenant_id=tenant_id, key_refs=expired, reason="retention_expired", actor=actor)

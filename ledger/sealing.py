@@ -57,9 +57,23 @@ def subject_key_ref(tenant_id: str, subject_id: str) -> str:
     return f"subject/{tenant_id}/{subject_id}"
 
 
-def expiry_key_ref(tenant_id: str, day: str) -> str:
-    """`day` is YYYY-MM-DD (UTC): every value expiring that day shares the key."""
-    return f"expiry/{tenant_id}/{day}"
+def expiry_key_ref(tenant_id: str, day: str, scope: str) -> str:
+    """Values of one `scope` expiring on `day` (YYYY-MM-DD, UTC) share a key.
+
+    The scope is what a legal hold can protect: a document id for citation
+    snapshots, `subject.<id>` or `queries` for retrieval queries. The day has a
+    fixed width, so the first ':' after it ends it unambiguously.
+    """
+    return f"expiry/{tenant_id}/{day}:{scope}"
+
+
+def parse_expiry_key_ref(key_ref: str) -> tuple[str, str, str] | None:
+    """(tenant_id, day, scope) of an expiry key ref, else None."""
+    kind, _, rest = key_ref.partition("/")
+    tenant_id, _, bucket = rest.partition("/")
+    if kind != "expiry" or len(bucket) < 12 or bucket[10] != ":":
+        return None
+    return tenant_id, bucket[:10], bucket[11:]
 
 
 def _aad(tenant_id: str, refs: tuple[str, ...]) -> bytes:
@@ -209,6 +223,20 @@ class DataKeyStore:
                     ),
                     (position, key_ref),
                 )
+
+    def live_refs(self, tenant_id: str, prefix: str, below: str) -> list[str]:
+        """Undestroyed key refs of a tenant with `prefix <= ref < below` (bounded)."""
+        store = self.store
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(
+                store.sql(
+                    f"SELECT key_ref FROM {store.table(KEYS_TABLE)} "
+                    "WHERE tenant_id=? AND destroyed_at IS NULL AND key_ref >= ? AND key_ref < ? "
+                    "ORDER BY key_ref LIMIT 10000"
+                ),
+                (tenant_id, prefix, below),
+            )
+            return [row["key_ref"] for row in cursor.fetchall()]
 
     def destroyed(self, key_ref: str) -> bool:
         store = self.store

@@ -298,7 +298,7 @@ def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
     from ledger.sealing import document_key_ref, expiry_key_ref
 
     document = document_key_ref(TENANT, "doc-1")
-    expiry = expiry_key_ref(TENANT, "2026-12-01")
+    expiry = expiry_key_ref(TENANT, "2026-12-01", "doc-1")
     chunk = ledger.sealer.seal("chunk text", tenant_id=TENANT, key_ref=document)
     snapshot = ledger.sealer.seal("chunk text", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
     assert snapshot.extra_key_refs == [expiry] and snapshot.ciphertext != chunk.ciphertext

@@ -23,7 +23,10 @@ def test_expiry_respects_the_floor_and_rounds_up_to_midnight() -> None:
     assert rules.expires_at(recorded, 30) == datetime(2027, 5, 23, tzinfo=UTC)  # floor wins: 180 days
     assert rules.expires_at(recorded, 400) == datetime(2027, 12, 29, tzinfo=UTC)
     assert rules.expires_at(recorded, None) == datetime(2027, 11, 24, tzinfo=UTC)
-    assert expiry_key_for(TENANT, datetime(2027, 5, 23, tzinfo=UTC)) == f"expiry/{TENANT}/2027-05-22"
+    assert (
+        expiry_key_for(TENANT, datetime(2027, 5, 23, tzinfo=UTC), "doc-1")
+        == f"expiry/{TENANT}/2027-05-22:doc-1"
+    )
     with pytest.raises(ValueError, match="retention days"):
         RetentionRules(floor_days=0)
 
@@ -104,3 +107,33 @@ def test_a_never_used_key_ref_gets_a_tombstone(ledger: Ledger) -> None:
     assert event is not None
     with pytest.raises(KeyDestroyed):
         ledger.sealer.seal("new text", tenant_id=TENANT, key_ref=key_ref)
+
+
+def test_retention_run_destroys_past_buckets_except_held_scopes(ledger: Ledger) -> None:
+    from ledger.retention import run_retention
+    from ledger.sealing import expiry_key_ref
+
+    def sealed(day: str, scope: str) -> object:
+        return ledger.sealer.seal(
+            f"snapshot {day} {scope}",
+            tenant_id=TENANT,
+            key_ref=document_key_ref(TENANT, scope),
+            extra_key_refs=[expiry_key_ref(TENANT, day, scope)],
+        )
+
+    old, held, today, other_tenant = (
+        sealed("2026-11-20", "doc-a"),
+        sealed("2026-11-20", "doc-held"),
+        sealed("2026-11-23", "doc-a"),
+        ledger.sealer.seal("x", tenant_id="other", key_ref=expiry_key_ref("other", "2026-11-01", "doc-z")),
+    )
+    now = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+    event = run_retention(ledger, tenant_id=TENANT, now=now, held_scopes=frozenset({"doc-held"}))
+    assert event is not None and event.payload["reason"] == "retention_expired"
+    assert event.payload["key_refs"] == [expiry_key_ref(TENANT, "2026-11-20", "doc-a")]
+    with pytest.raises(KeyDestroyed):
+        ledger.sealer.unseal(old, tenant_id=TENANT)  # type: ignore[arg-type]
+    assert ledger.sealer.unseal(held, tenant_id=TENANT).startswith("snapshot")  # type: ignore[arg-type]
+    assert ledger.sealer.unseal(today, tenant_id=TENANT).startswith("snapshot")  # type: ignore[arg-type]
+    assert ledger.sealer.unseal(other_tenant, tenant_id="other") == "x"  # type: ignore[arg-type]
+    assert run_retention(ledger, tenant_id=TENANT, now=now, held_scopes=frozenset({"doc-held"})) is None
