@@ -206,5 +206,13 @@ def demo(
     raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console))
 
 
+from api.cli_server import register as register_server  # noqa: E402
+
+register_server(app)
+
+from api.cli_projections import register as register_projections  # noqa: E402
+
+register_projections(app)
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -43,7 +43,7 @@ SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
 KeyRef = Annotated[
     str,
     StringConstraints(
-        pattern=r"^(tenant|document|subject|expiry)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,128})?$"
+        pattern=r"^(tenant|document|subject|expiry)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,160})?$"
     ),
 ]
 

@@ -238,6 +238,15 @@ class DataKeyStore:
             )
             return [row["key_ref"] for row in cursor.fetchall()]
 
+    def known(self, key_ref: str) -> bool:
+        """Whether the ref was ever created (or tombstoned)."""
+        store = self.store
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(
+                store.sql(f"SELECT 1 AS present FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"), (key_ref,)
+            )
+            return cursor.fetchone() is not None
+
     def destroyed(self, key_ref: str) -> bool:
         store = self.store
         with store.transaction(commit=False) as cursor:

@@ -1,0 +1,76 @@
+"""Builds the Litestar application: `create_app(config)`; `app_from_env()` is
+the uvicorn factory used by `citeledger serve` in every worker."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar.exceptions import HTTPException
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+from litestar.types import ControllerRouterHandler
+
+from api.config import ApiConfig, server_version
+from api.contract import ContractApp, exception_handler
+from api.metrics import Metrics
+from api.routes import checkpoints, citations, documents, events, ops, policy, receipts, retention, retrievals
+from api.services import Services
+
+log = logging.getLogger("citeledger.api")
+
+ROUTES: list[ControllerRouterHandler] = [
+    documents.router,
+    retrievals.router,
+    policy.router,
+    receipts.router,
+    events.router,
+    checkpoints.checkpoints_router,
+    checkpoints.public_keys,
+    checkpoints.export,
+    ops.router,
+    citations.router,
+    retention.router,
+]
+
+
+def create_app(config: ApiConfig) -> ContractApp:
+    metrics = Metrics()
+
+    def startup(app: Any) -> None:
+        app.state.services = Services(config, metrics)
+
+    def shutdown(app: Any) -> None:
+        services = getattr(app.state, "services", None)
+        if services is not None:
+            services.close()
+
+    app = ContractApp(
+        route_handlers=ROUTES,
+        on_startup=[startup],
+        on_shutdown=[shutdown],
+        exception_handlers={Exception: exception_handler, HTTPException: exception_handler},
+        request_max_body_size=config.limits.max_body_bytes,
+        multipart_form_part_limit=20,
+        debug=False,
+        logging_config=None,
+        openapi_config=OpenAPIConfig(
+            title="citeledger",
+            version=server_version(),
+            path="/schema",
+            description="Signed, event-sourced audit ledger for AI retrievals — HTTP API v1.",
+            components=Components(
+                security_schemes={"BearerToken": SecurityScheme(type="http", scheme="bearer")}
+            ),
+            security=[{"BearerToken": []}],
+        ),
+    )
+    app.deadline_s = config.request_deadline_s
+    app.max_query_string_bytes = config.limits.max_query_string_bytes
+    app.observers = [metrics.observe]
+    return app
+
+
+def app_from_env() -> ContractApp:
+    """uvicorn --factory entry point: configuration comes from CITELEDGER_* variables."""
+    return create_app(ApiConfig.from_env())

@@ -1,0 +1,219 @@
+"""Bearer tokens: each bound to one tenant and a set of scopes.
+
+Secrets are stored only as SHA-256 digests (a token secret is 32 random
+bytes, so a slow hash adds nothing) and compared in constant time. Tokens
+come from `<data-dir>/tokens.json` (mode 0600, re-read when it changes, so
+`citeledger tokens create` takes effect in running workers) and/or from
+`CITELEDGER_TOKENS` (a JSON list of the same hashed records).
+
+A token reads `clt_<token_id>_<secret>`; a bootstrap token may be any value
+chosen by the operator (`CITELEDGER_BOOTSTRAP_TOKEN`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.handlers.base import BaseRouteHandler
+
+from api.contract import set_principal
+
+SCOPES = (
+    "events.write",
+    "ingest.write",
+    "retrieval.write",
+    "audit.read",
+    "knowledge.restricted.read",
+    "replay.run",
+    "admin",
+)
+BOOTSTRAP_TOKEN_ID = "bootstrap"  # noqa: S105 - an id, not a secret
+_RELOAD_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Principal:
+    token_id: str
+    tenant: str
+    scopes: frozenset[str]
+
+    @property
+    def actor(self) -> str:
+        return f"token:{self.token_id}"
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    token_id: str
+    tenant: str
+    scopes: tuple[str, ...]
+    secret_sha256: str
+    created_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "token_id": self.token_id,
+            "tenant": self.tenant,
+            "scopes": list(self.scopes),
+            "secret_sha256": self.secret_sha256,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> TokenRecord:
+        scopes = tuple(str(s) for s in value["scopes"])
+        unknown = set(scopes) - set(SCOPES)
+        if unknown:
+            raise ValueError(f"token {value.get('token_id')}: unknown scopes {sorted(unknown)}")
+        return cls(
+            token_id=str(value["token_id"]),
+            tenant=str(value["tenant"]),
+            scopes=scopes,
+            secret_sha256=str(value["secret_sha256"]).lower(),
+            created_at=str(value.get("created_at", "")),
+        )
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def read_token_file(path: Path) -> list[TokenRecord]:
+    if not path.exists():
+        return []
+    document = json.loads(path.read_text(encoding="utf-8") or "{}")
+    return [TokenRecord.from_json(item) for item in document.get("tokens", [])]
+
+
+def _write_token_file(path: Path, records: list[TokenRecord]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump({"tokens": [r.to_json() for r in records]}, handle, indent=2)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def create_token(
+    path: Path, tenant: str, scopes: list[str], *, secret: str | None = None, token_id: str | None = None
+) -> str:
+    """Add a token to the file; returns the full bearer value (shown once, never stored)."""
+    unknown = set(scopes) - set(SCOPES)
+    if unknown:
+        raise ValueError(f"unknown scopes: {', '.join(sorted(unknown))}")
+    if not scopes:
+        raise ValueError("at least one scope is required")
+    token_id = token_id or secrets.token_hex(6)
+    bearer = secret if secret is not None else f"clt_{token_id}_{secrets.token_urlsafe(32)}"
+    records = [r for r in read_token_file(path) if r.token_id != token_id]
+    records.append(TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), _now()))
+    _write_token_file(path, records)
+    return bearer
+
+
+def ensure_bootstrap_token(path: Path, bootstrap_secret: str | None) -> str | None:
+    """On first start: an all-scopes token for tenant `default`. Returns the bearer value
+    when one was created now (to print once), None when tokens already exist."""
+    if read_token_file(path):
+        return None
+    return create_token(path, "default", list(SCOPES), secret=bootstrap_secret, token_id=BOOTSTRAP_TOKEN_ID)
+
+
+class TokenStore:
+    def __init__(self, path: Path, env_records: str | None = None) -> None:
+        self.path = path
+        self._env = [TokenRecord.from_json(item) for item in json.loads(env_records)] if env_records else []
+        self._lock = threading.Lock()
+        self._by_id: dict[str, TokenRecord] = {}
+        self._all: list[TokenRecord] = []
+        self._mtime: float | None = -1.0
+        self._checked = 0.0
+        self._reload(force=True)
+
+    def _reload(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._checked < _RELOAD_EVERY_S:
+            return
+        with self._lock:
+            self._checked = now
+            try:
+                mtime: float | None = self.path.stat().st_mtime
+            except FileNotFoundError:
+                mtime = None
+            if not force and mtime == self._mtime:
+                return
+            records = [*self._env, *read_token_file(self.path)]
+            self._by_id = {r.token_id: r for r in records}
+            self._all = records
+            self._mtime = mtime
+
+    def authenticate(self, bearer: str) -> Principal | None:
+        self._reload()
+        presented = digest(bearer)
+        candidates: list[TokenRecord]
+        if bearer.startswith("clt_") and bearer.count("_") >= 2:
+            record = self._by_id.get(bearer.split("_", 2)[1])
+            candidates = [record] if record is not None else []
+        else:  # operator-chosen bootstrap value: compare against every record
+            candidates = self._all
+        found: TokenRecord | None = None
+        for record in candidates:
+            if hmac.compare_digest(presented, record.secret_sha256):
+                found = record
+        if found is None:
+            return None
+        return Principal(found.token_id, found.tenant, frozenset(found.scopes))
+
+
+def bearer_of(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    value = connection.headers.get("authorization")
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    principal = connection.scope.get("state", {}).get("citeledger.principal")
+    if not isinstance(principal, Principal):
+        raise NotAuthorizedException()
+    return principal
+
+
+def requires(*scopes: str) -> Any:
+    """Guard: a valid token (401), within its rate limit (429), holding every scope (403)."""
+    for scope in scopes:
+        assert scope in SCOPES, scope
+
+    async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        services = connection.app.state.services
+        bearer = bearer_of(connection)
+        principal = services.tokens.authenticate(bearer) if bearer else None
+        if principal is None:
+            raise NotAuthorizedException()
+        set_principal(connection.scope, principal)
+        await services.rate_limiter.check(principal.token_id)
+        missing = [s for s in scopes if s not in principal.scopes]
+        if missing:
+            raise PermissionDeniedException(detail=f"token lacks scope {', '.join(missing)}")
+
+    guard.__name__ = "requires_" + "_".join(s.replace(".", "_") for s in scopes)
+    return guard

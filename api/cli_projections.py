@@ -1,0 +1,199 @@
+"""`citeledger` read-model commands: rebuild, digest, lag, project (worker),
+verify-projections, projection-checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ledger.config import LedgerConfig
+from ledger.store import Store
+from projections.digest import digests
+from projections.runner import NotificationSource, ProjectionRunner
+
+console = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+ProjectionNames = Annotated[
+    list[str] | None,
+    typer.Option("--projection", help="Only this read model (repeatable); default all"),
+]
+
+
+def _store(data_dir: Path | None) -> Store:
+    return Store(LedgerConfig.from_env(data_dir, run_checkpointer=False))
+
+
+def _runner(store: Store, batch_size: int = 1_000) -> ProjectionRunner:
+    return ProjectionRunner(store, batch_size=batch_size)
+
+
+def _check_names(runner: ProjectionRunner, names: list[str] | None) -> list[str] | None:
+    try:
+        for name in names or []:
+            runner.projection(name)
+    except KeyError as exc:
+        console.print(f"[red]{exc.args[0]}")
+        raise typer.Exit(2) from None
+    return names or None
+
+
+def rebuild(
+    data_dir: DataDir = None,
+    projection: ProjectionNames = None,
+    batch_size: Annotated[int, typer.Option(help="Entries per transaction")] = 2_000,
+) -> None:
+    """Drop read models and rebuild them from position 0, then print their digests."""
+    store = _store(data_dir)
+    try:
+        runner = _runner(store, batch_size)
+        names = _check_names(runner, projection)
+        head = NotificationSource(store).head_position()
+        with Progress(
+            TextColumn("rebuilding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task("rebuild", total=head)
+            runner.rebuild(names, progress=lambda position: progress.update(task, completed=position))
+        selected = [runner.projection(n) for n in names] if names else runner.projections
+        console.print(
+            f"rebuilt {', '.join(p.name for p in selected)} up to position {runner.applied_position()}"
+        )
+        typer.echo(json.dumps(digests(selected, store)))
+        if not runner.health()["ok"]:
+            console.print("[red]a projection stopped on an event; see `citeledger lag`")
+            raise typer.Exit(1)
+    finally:
+        store.close()
+
+
+def digest(
+    data_dir: DataDir = None,
+    as_of: Annotated[int | None, typer.Option("--as-of", help="Digest as of this log position")] = None,
+) -> None:
+    """Print one SHA-256 per read model (`name digest` lines)."""
+    store = _store(data_dir)
+    try:
+        runner = _runner(store)
+        for name, value in digests(runner.projections, store, as_of=as_of).items():
+            typer.echo(f"{name} {value}")
+    finally:
+        store.close()
+
+
+def lag(data_dir: DataDir = None) -> None:
+    """Per projection: applied position, head, lag and status (exit 1 if one has stopped)."""
+    store = _store(data_dir)
+    try:
+        health = _runner(store).health()
+    finally:
+        store.close()
+    typer.echo(json.dumps(health))
+    raise typer.Exit(0 if health["ok"] else 1)
+
+
+def project(
+    data_dir: DataDir = None,
+    batch_size: Annotated[int, typer.Option(help="Entries per transaction")] = 500,
+    poll_interval: Annotated[float, typer.Option(help="Seconds between polls without NOTIFY")] = 0.5,
+    checkpoint_interval: Annotated[
+        float, typer.Option(help="Seconds between signed projection checkpoints (0: never)")
+    ] = 0.0,
+) -> None:
+    """Follow the log and keep the read models current until SIGTERM/SIGINT."""
+    from projections.worker import run_worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
+    store = Store(config)
+    try:
+        runner = _runner(store, batch_size)
+        retried = runner.retry_failed()  # a restart after a fix gets another try
+        console.print(f"projecting {', '.join(retried)} from the log; stop with SIGTERM")
+        after_pass = None
+        if checkpoint_interval > 0:
+            from ledger.application import Ledger
+            from projections.checkpoints import ProjectionCheckpoints
+
+            ledger = Ledger(config)
+            checkpoints = ProjectionCheckpoints(ledger, runner)
+
+            def after_pass(applied: int) -> None:
+                checkpoints.maybe_issue(checkpoint_interval)
+
+        run_worker(runner, stop, poll_s=poll_interval, after_pass=after_pass)
+    finally:
+        store.close()
+    console.print("projection worker stopped")
+
+
+def verify_projections(data_dir: DataDir = None) -> None:
+    """Check the latest signed projection checkpoint: signature, log root, a scratch rebuild
+    of the log prefix and the live read models; exit 1 on any difference."""
+    from ledger.application import Ledger
+    from projections.checkpoints import ProjectionCheckpoints
+
+    config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
+    with Ledger(config) as ledger:
+        checkpoints = ProjectionCheckpoints(ledger, ProjectionRunner(ledger.store))
+        report = checkpoints.verify()
+    summary = {
+        "ok": report.ok,
+        "checkpoint_seq": report.checkpoint.seq if report.checkpoint else None,
+        "log_size": report.checkpoint.log_size if report.checkpoint else None,
+        "problems": report.problems,
+    }
+    typer.echo(json.dumps(summary))
+    if report.ok:
+        console.print(f"[green]OK[/green] read models match the log prefix of size {summary['log_size']}")
+    else:
+        for problem in report.problems:
+            console.print(f"[red]FAILED[/red] {problem}")
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def projection_checkpoint(data_dir: DataDir = None) -> None:
+    """Sign the read models as of the latest log checkpoint now and print the record."""
+    from ledger.application import Ledger
+    from projections.checkpoints import ProjectionCheckpoints
+
+    with Ledger(LedgerConfig.from_env(data_dir, run_checkpointer=False)) as ledger:
+        ledger.issue_checkpoint()
+        runner = ProjectionRunner(ledger.store)
+        record = ProjectionCheckpoints(ledger, runner).issue()
+    if record is None:
+        console.print("[red]no projection checkpoint: empty log or a projection has stopped")
+        raise typer.Exit(1)
+    typer.echo(json.dumps(record.to_json()))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rebuild")(rebuild)
+    app.command("digest")(digest)
+    app.command("lag")(lag)
+    app.command("project")(project)
+    app.command("verify-projections")(verify_projections)
+    app.command("projection-checkpoint")(projection_checkpoint)

@@ -1,0 +1,123 @@
+"""`citeledger serve` and `citeledger tokens create`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from api.auth import SCOPES, create_token, ensure_bootstrap_token
+from api.config import ApiConfig
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+
+
+def _prepare(data_dir: Path | None) -> ApiConfig:
+    if data_dir is not None:
+        os.environ["CITELEDGER_DATA_DIR"] = str(data_dir)
+    config = ApiConfig.from_env(data_dir)
+    config.ledger.data_dir.mkdir(parents=True, exist_ok=True)
+    return config
+
+
+def serve(
+    data_dir: DataDirOption = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8000,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=64)] = 1,
+    log_level: Annotated[str, typer.Option("--log-level")] = "info",
+) -> None:
+    """Start the HTTP API (embedded SQLite by default; several workers on PostgreSQL)."""
+    import uvicorn
+
+    from ledger.application import Ledger
+
+    config = _prepare(data_dir)
+    if workers > 1 and not config.ledger.is_postgres:
+        typer.echo(
+            "the embedded SQLite store runs one worker; set CITELEDGER_DATABASE_URL for more", err=True
+        )
+        workers = 1
+    # Create keys, schema and the genesis entry once, before any worker starts.
+    Ledger(config.ledger.__class__(**{**config.ledger.__dict__, "run_checkpointer": False})).close()
+    bearer = ensure_bootstrap_token(config.token_path, config.bootstrap_token)
+    if bearer is not None:
+        typer.echo(f"created an all-scopes token for tenant 'default' (shown once): {bearer}", err=True)
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stdout, format="%(message)s"
+    )
+    uvicorn.run(
+        "api.app:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+tokens_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manage API bearer tokens")
+
+
+@tokens_app.command("create")
+def tokens_create(
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the token is bound to")],
+    scopes: Annotated[str, typer.Option("--scopes", help=f"Comma-separated, of: {', '.join(SCOPES)}")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Create a token; prints the bearer value once (only its hash is stored)."""
+    import re
+
+    if not re.match(r"^[a-z0-9][a-z0-9_-]{0,62}$", tenant):
+        typer.echo("tenant must match [a-z0-9][a-z0-9_-]{0,62}", err=True)
+        raise typer.Exit(2)
+    config = _prepare(data_dir)
+    wanted = [s.strip() for s in scopes.split(",") if s.strip()]
+    try:
+        bearer = create_token(config.token_path, tenant, wanted)
+    except ValueError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(bearer)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.add_typer(tokens_app, name="tokens")
+    retention_app = typer.Typer(help="Retention windows and crypto-shredding.", no_args_is_help=True)
+    retention_app.command("run")(retention_run)
+    app.add_typer(retention_app, name="retention")
+
+
+def retention_run(
+    data_dir: DataDirOption = None,
+    now: Annotated[
+        str | None, typer.Option("--now", help="Sweep as of this UTC time (RFC 3339); default: now")
+    ] = None,
+) -> None:
+    """Destroy expired text (expiry keys whose day is over), sparing legal holds; record each scrub."""
+    import datetime as dt
+
+    from api.catalog import Catalog
+    from api.retention_sweep import sweep
+    from ledger.application import Ledger
+
+    config = _prepare(data_dir)
+    moment = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
+    with Ledger(config.ledger) as ledger:
+        recorded = sweep(ledger, Catalog(ledger.store), moment)
+    for event in recorded:
+        typer.echo(
+            f"position {event.position}: {event.tenant_id} {event.payload['reason']} "
+            f"{len(event.payload['key_refs'])} key(s)"
+        )
+    typer.echo(f"{len(recorded)} scrub entr{'y' if len(recorded) == 1 else 'ies'} recorded")

@@ -1,0 +1,102 @@
+"""API settings: where the ledger lives, limits, rate limits, tokens.
+
+Everything has a default that works for the embedded store; every value can
+be set from the environment (`CITELEDGER_*`), so several uvicorn workers
+started from one command line share one configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ledger.config import LedgerConfig
+from ledger.retention import DEFAULT_FLOOR_DAYS, RetentionRules
+
+
+def server_version() -> str:
+    try:
+        return version("citeledger")
+    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+        return "0.0.0"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_query_string_bytes: int = 4096
+    max_query_chars: int = 16 * 1024
+    max_snippet_chars: int = 64 * 1024
+    max_document_chars: int = 2 * 1024 * 1024
+    max_bundle_yaml_chars: int = 256 * 1024
+    max_entries_per_retrieval: int = 200
+    max_page_size: int = 500
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    ledger: LedgerConfig
+    limits: Limits = field(default_factory=Limits)
+    rate_limit_rps: float = 5.0
+    rate_limit_burst: int = 50
+    request_deadline_s: float = 10.0
+    redis_url: str | None = None
+    tokens_file: Path | None = None  # default <data-dir>/tokens.json
+    tokens_env: str | None = None  # JSON list of hashed token records
+    bootstrap_token: str | None = None
+    group_commit_max_events: int = 500
+    embedded_projections: bool | None = None  # None: in-process on SQLite, separate runner on PostgreSQL
+    retention: RetentionRules = field(default_factory=RetentionRules)
+    tenant_retention_days: dict[str, int] = field(default_factory=dict)  # overrides retention.default_days
+    retention_interval_s: float = 3600.0  # how often `serve` sweeps expired text; 0 disables
+
+    def retention_for(self, tenant: str) -> RetentionRules:
+        days = self.tenant_retention_days.get(tenant)
+        return self.retention if days is None else replace(self.retention, default_days=days)
+
+    @property
+    def token_path(self) -> Path:
+        return self.tokens_file or self.ledger.data_dir / "tokens.json"
+
+    @classmethod
+    def from_env(cls, data_dir: str | Path | None = None, **overrides: Any) -> ApiConfig:
+        env = os.environ
+        ledger = LedgerConfig.from_env(data_dir, run_checkpointer=True)
+        config = cls(
+            ledger=ledger,
+            rate_limit_rps=float(env.get("CITELEDGER_RATE_LIMIT_RPS", "5")),
+            rate_limit_burst=int(env.get("CITELEDGER_RATE_LIMIT_BURST", "50")),
+            request_deadline_s=float(env.get("CITELEDGER_REQUEST_DEADLINE_S", "10")),
+            redis_url=env.get("CITELEDGER_REDIS_URL") or None,
+            tokens_file=Path(env["CITELEDGER_TOKENS_FILE"]) if env.get("CITELEDGER_TOKENS_FILE") else None,
+            tokens_env=env.get("CITELEDGER_TOKENS") or None,
+            bootstrap_token=env.get("CITELEDGER_BOOTSTRAP_TOKEN") or None,
+            embedded_projections=(
+                None
+                if not env.get("CITELEDGER_EMBEDDED_PROJECTIONS")
+                else env["CITELEDGER_EMBEDDED_PROJECTIONS"].lower() in ("1", "true", "yes")
+            ),
+            retention=RetentionRules(
+                floor_days=int(env.get("CITELEDGER_RETENTION_FLOOR_DAYS", str(DEFAULT_FLOOR_DAYS))),
+                default_days=int(env.get("CITELEDGER_RETENTION_DEFAULT_DAYS", "365")),
+            ),
+            tenant_retention_days=_tenant_days(env.get("CITELEDGER_TENANT_RETENTION_DAYS")),
+            retention_interval_s=float(env.get("CITELEDGER_RETENTION_INTERVAL_S", "3600")),
+        )
+        return replace(config, **overrides)
+
+
+def _tenant_days(raw: str | None) -> dict[str, int]:
+    """`CITELEDGER_TENANT_RETENTION_DAYS`: a JSON object of tenant -> retention days."""
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and 1 <= v <= 36_500 for k, v in value.items()
+    ):
+        raise ValueError("CITELEDGER_TENANT_RETENTION_DAYS must map tenant ids to days (1..36500)")
+    return value

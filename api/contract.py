@@ -1,0 +1,319 @@
+"""The HTTP contract every route keeps: correlation ids, the duration header,
+the request deadline, one error envelope, one structured log line.
+
+`ContractApp` is the Litestar application with its ASGI entry point wrapped,
+so the contract also holds for what never reaches a route handler (unknown
+route, wrong method, body too large, a request that runs out of time).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import orjson
+from litestar import Litestar, Request, Response
+from litestar.exceptions import (
+    HTTPException,
+    MethodNotAllowedException,
+    NotAuthorizedException,
+    NotFoundException,
+    PermissionDeniedException,
+    ValidationException,
+)
+from litestar.types import Message, Receive, Scope, Send
+
+from ledger.events import EventRejected
+
+access_log = logging.getLogger("citeledger.api.access")
+error_log = logging.getLogger("citeledger.api.error")
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_STATE_IDS = "citeledger.ids"
+_STATE_PRINCIPAL = "citeledger.principal"
+_STATE_ERROR = "citeledger.error_code"
+
+CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    408: "request_timeout",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "unavailable",
+}
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Correlation:
+    run_id: str
+    trace_id: str
+    problem: str | None = None  # a correlation header that could not be accepted
+
+
+class ApiError(HTTPException):
+    """An error of ours: status, stable code, safe message, retryability."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail=message, status_code=status_code, headers=dict(headers or {}))
+        self.code = code
+        self.message = message
+        self.retryable = status_code in RETRYABLE_STATUSES if retryable is None else retryable
+        self.extra_body = dict(extra_body or {})
+
+
+def not_found(what: str = "resource") -> ApiError:
+    """The one 404: identical whether the object never existed or is another tenant's."""
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def correlation(scope: Scope) -> Correlation:
+    """The request's run and trace ids, read (or generated) once and kept in the scope."""
+    state = scope.setdefault("state", {})
+    cached = state.get(_STATE_IDS)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    problem = None
+    run_id = _header(scope, b"x-run-id")
+    trace_id = _header(scope, b"x-trace-id")
+    if run_id is not None and not _ID.match(run_id):
+        problem, run_id = "X-Run-Id must be 1-128 characters of [A-Za-z0-9._:@-]", None
+    if trace_id is not None and not _ID.match(trace_id):
+        problem, trace_id = "X-Trace-Id must be 1-128 characters of [A-Za-z0-9._:@-]", None
+    if trace_id is None:
+        parent = _header(scope, b"traceparent")
+        if parent is not None:
+            match = _TRACEPARENT.match(parent.strip().lower())
+            if match and match.group(1) != "0" * 32:
+                trace_id = match.group(1)
+    ids = Correlation(
+        run_id=run_id or "run-" + uuid.uuid4().hex,
+        trace_id=trace_id or uuid.uuid4().hex,
+        problem=problem,
+    )
+    state[_STATE_IDS] = ids
+    return ids
+
+
+def set_principal(scope: Scope, principal: Any) -> None:
+    scope.setdefault("state", {})[_STATE_PRINCIPAL] = principal
+
+
+def error_body(code: str, message: str, retryable: bool, ids: Correlation) -> dict[str, Any]:
+    return {
+        "error": {"code": code, "message": message, "retryable": retryable},
+        "run_id": ids.run_id,
+        "trace_id": ids.trace_id,
+    }
+
+
+def _validation_message(exc: ValidationException) -> str:
+    details = exc.extra if isinstance(exc.extra, list) else []
+    parts = []
+    for item in details[:5]:
+        if isinstance(item, dict):
+            key = str(item.get("key") or item.get("source") or "body")[:80]
+            message = str(item.get("message", "invalid"))[:200]
+            parts.append(f"{key}: {message}")
+    if not parts:
+        detail = str(exc.detail)
+        # msgspec/JSON decode messages name a position, never echo a value; keep them short.
+        parts.append(detail[:200] if detail else "invalid request")
+    return "invalid request: " + "; ".join(parts)
+
+
+def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[str, Any]]:
+    """(status, code, message, retryable, headers, extra body) for any exception."""
+    if isinstance(exc, ApiError):
+        return exc.status_code, exc.code, exc.message, exc.retryable, dict(exc.headers or {}), exc.extra_body
+    if isinstance(exc, EventRejected):
+        return 422, "invalid_event", f"{exc.field}: {exc.message}"[:400], False, {}, {}
+    if isinstance(exc, ValidationException):
+        return 400, "bad_request", _validation_message(exc), False, {}, {}
+    if isinstance(exc, NotAuthorizedException):
+        return (
+            401,
+            "unauthorized",
+            "missing or invalid bearer token",
+            False,
+            {"WWW-Authenticate": "Bearer"},
+            {},
+        )
+    if isinstance(exc, PermissionDeniedException):
+        return 403, "forbidden", str(exc.detail)[:200] or "missing scope", False, {}, {}
+    if isinstance(exc, NotFoundException):
+        return 404, "not_found", "not found", False, {}, {}
+    if isinstance(exc, MethodNotAllowedException):
+        headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() == "allow"}
+        return 405, "method_not_allowed", "method not allowed on this route", False, headers, {}
+    if isinstance(exc, HTTPException):
+        status = exc.status_code
+        detail = str(exc.detail)
+        if status == 400 and detail == "Request Entity Too Large":  # multipart part limit
+            status = 413
+        if status == 413:
+            return 413, "payload_too_large", "request body exceeds the size limit", False, {}, {}
+        if status >= 500:
+            return status, CODES.get(status, "internal_error"), "internal error", True, {}, {}
+        message = detail[:200] if detail and status < 500 else CODES.get(status, "error")
+        return status, CODES.get(status, "error"), message, status in RETRYABLE_STATUSES, {}, {}
+    if isinstance(exc, TimeoutError):
+        return 503, "unavailable", "the store did not answer in time", True, {}, {}
+    return 500, "internal_error", "internal error", True, {}, {}
+
+
+def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    status, code, message, retryable, headers, extra = describe(exc)
+    ids = correlation(request.scope)
+    request.scope.setdefault("state", {})[_STATE_ERROR] = code
+    if status >= 500:
+        error_log.error(
+            "unhandled error",
+            exc_info=exc if not isinstance(exc, ApiError) else None,
+            extra={"run_id": ids.run_id, "trace_id": ids.trace_id},
+        )
+    body = {**error_body(code, message, retryable, ids), **extra}
+    return Response(content=body, status_code=status, headers=headers, media_type="application/json")
+
+
+async def send_error(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    retryable: bool,
+    ids: Correlation,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    body = orjson.dumps(error_body(code, message, retryable, ids))
+    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+Observer = Callable[[Scope, int, float], None]
+
+
+class ContractApp(Litestar):
+    """Litestar with the contract applied at the ASGI entry point."""
+
+    deadline_s: float = 10.0
+    max_query_string_bytes: int = 4096
+    observers: list[Observer]
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:  # type: ignore[override]
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        started = time.perf_counter()
+        ids = correlation(scope)
+        status_holder = [500]
+        response_started = [False]
+        cancel_scope = anyio.CancelScope(deadline=anyio.current_time() + self.deadline_s)
+
+        async def wrapped_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                response_started[0] = True
+                cancel_scope.deadline = math.inf  # a streaming body is not cut off mid-way
+                status_holder[0] = message["status"]
+                elapsed = (time.perf_counter() - started) * 1000
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.lower() not in (b"x-run-id", b"x-trace-id", b"x-request-duration-ms")
+                ]
+                headers += [
+                    (b"x-run-id", ids.run_id.encode()),
+                    (b"x-trace-id", ids.trace_id.encode()),
+                    (b"x-request-duration-ms", f"{elapsed:.2f}".encode()),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        if ids.problem is not None:
+            scope["state"][_STATE_ERROR] = "bad_request"
+            await send_error(wrapped_send, 400, "bad_request", ids.problem, False, ids)
+        elif len(scope.get("query_string", b"")) > self.max_query_string_bytes:
+            scope["state"][_STATE_ERROR] = "query_too_long"
+            await send_error(
+                wrapped_send,
+                400,
+                "query_too_long",
+                f"query string exceeds the {self.max_query_string_bytes} byte limit",
+                False,
+                ids,
+            )
+        else:
+            with cancel_scope:
+                await super().__call__(scope, receive, wrapped_send)
+            if cancel_scope.cancelled_caught and not response_started[0]:
+                scope["state"][_STATE_ERROR] = "request_timeout"
+                await send_error(
+                    wrapped_send,
+                    408,
+                    "request_timeout",
+                    f"request exceeded the {self.deadline_s:g} s deadline; retry with the same "
+                    "Idempotency-Key to learn the outcome of a write",
+                    True,
+                    ids,
+                )
+        duration = time.perf_counter() - started
+        self._log(scope, ids, status_holder[0], duration)
+        for observer in self.observers:
+            try:
+                observer(scope, status_holder[0], duration)
+            except Exception:  # noqa: BLE001 - metrics never fail a request
+                error_log.exception("observer failed")
+
+    @staticmethod
+    def _log(scope: Scope, ids: Correlation, status: int, duration: float) -> None:
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        state = scope.get("state", {})
+        principal = state.get(_STATE_PRINCIPAL)
+        line = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "method": scope.get("method"),
+            "route": scope.get("path_template") or "unmatched",
+            "status": status,
+            "duration_ms": round(duration * 1000, 2),
+            "run_id": ids.run_id,
+            "trace_id": ids.trace_id,
+            "tenant": getattr(principal, "tenant", None),
+            "token_id": getattr(principal, "token_id", None),
+            "error": state.get(_STATE_ERROR),
+        }
+        access_log.info(orjson.dumps(line).decode())

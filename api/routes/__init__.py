@@ -1,0 +1,1 @@
+"""Routes grouped by domain; each module keeps its guards and helpers beside it."""

@@ -1,0 +1,137 @@
+"""Tamper evidence: checkpoints, consistency proofs, the signing keys, the export."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from litestar import Response, Router, get
+from litestar.params import Parameter, QueryParameter
+from litestar.response import Stream
+
+from api.auth import requires
+from api.contract import ApiError, not_found
+from api.routes.common import AnyRequest, caller, ok, services_of
+from api.services import Services
+from ledger.audit import iter_export
+from ledger.signing import b64
+
+Size = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
+
+
+def _latest(services: Services) -> dict[str, Any]:
+    record = services.ledger.latest_checkpoint()
+    if record is None:
+        raise not_found("checkpoint")
+    return {"checkpoint": record.to_json(), "origin": services.ledger.origin}
+
+
+@get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint")
+async def latest_checkpoint(request: AnyRequest) -> Response[Any]:
+    services = services_of(request)
+    return ok(request, await services.blocking(_latest, services))
+
+
+def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any]:
+    ledger = services.ledger
+    checkpoints = ledger.checkpoints()
+    if new is None:
+        if not checkpoints:
+            raise not_found("checkpoint")
+        new = checkpoints[-1].tree_size
+    head = ledger.sync()
+    if not 1 <= old <= new <= head:
+        raise ApiError(400, "bad_request", f"need 1 <= from <= to <= {head} (the log size)")
+    hashes = ledger.consistency_proof(old, new)
+    by_size = {c.tree_size: c.to_json() for c in checkpoints}
+    return {
+        "from": old,
+        "to": new,
+        "old_root": ledger.tree.root(old).hex(),
+        "new_root": ledger.tree.root(new).hex(),
+        "hashes": [h.hex() for h in hashes],
+        "from_checkpoint": by_size.get(old),
+        "to_checkpoint": by_size.get(new),
+    }
+
+
+@get("/consistency", guards=[requires("audit.read")], summary="Consistency proof between two tree sizes")
+async def consistency(
+    request: AnyRequest,
+    old: Annotated[int, QueryParameter(name="from", ge=1, le=2**53 - 1)],
+    new: Annotated[int | None, QueryParameter(name="to", ge=1, le=2**53 - 1, required=False)] = None,
+) -> Response[Any]:
+    services = services_of(request)
+    return ok(request, await services.blocking(_consistency, services, old, new))
+
+
+checkpoints_router = Router(
+    path="/v1/checkpoints", route_handlers=[latest_checkpoint, consistency], tags=["tamper evidence"]
+)
+
+
+def _keys(services: Services) -> dict[str, Any]:
+    ledger = services.ledger
+    ledger.sync()
+    events = ledger.key_events()
+    keys = []
+    for index, event in enumerate(events):
+        payload = event.payload
+        following = events[index + 1] if index + 1 < len(events) else None
+        keys.append(
+            {
+                "kid": payload["new_kid"],
+                "public_key": payload["public_key"],
+                "algorithm": "Ed25519",
+                "previous_kid": payload["previous_kid"],
+                "introduced_at_position": event.position,
+                "valid_from": event.envelope["recorded_at"],
+                "valid_until": following.envelope["recorded_at"] if following else None,
+                "retired_at_position": following.position if following else None,
+                "active": following is None,
+            }
+        )
+    return {"keys": keys, "root_public_key": b64(ledger.root_public_key), "origin": ledger.origin}
+
+
+@get(
+    "/v1/keys",
+    guards=[requires("audit.read")],
+    summary="Every signing public key with its validity",
+    tags=["tamper evidence"],
+)
+async def public_keys(request: AnyRequest) -> Response[Any]:
+    services = services_of(request)
+    return ok(request, await services.blocking(_keys, services))
+
+
+@get(
+    "/v1/export",
+    guards=[requires("admin")],
+    summary="The whole log as JSONL for offline `citeledger verify`",
+    tags=["tamper evidence"],
+)
+async def export(request: AnyRequest) -> Stream:
+    services, _, _ = caller(request)
+    ledger = services.ledger
+
+    def lines() -> Iterator[bytes]:
+        buffer: list[bytes] = []
+        size = 0
+        for line in iter_export(ledger.store, ledger.root_public_key):
+            buffer.append(line)
+            size += len(line)
+            if size >= 256 * 1024:
+                yield b"".join(buffer)
+                buffer, size = [], 0
+        if buffer:
+            yield b"".join(buffer)
+
+    return Stream(
+        lines(),
+        media_type="application/x-ndjson",
+        headers={
+            "Content-Disposition": 'attachment; filename="citeledger-export.jsonl"',
+            "X-Server-Version": services.server_version,
+        },
+    )

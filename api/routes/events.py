@@ -1,0 +1,162 @@
+"""The event history: one event with its signature, filtered listings with
+cursor pagination, and inclusion proofs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+from litestar import Response, Router, get
+from litestar.params import Parameter, QueryParameter
+
+from api.auth import requires
+from api.contract import ApiError, not_found
+from api.routes.common import AnyRequest, caller, ok
+from api.services import Services
+from ledger.bundle import proof_json
+from ledger.entries import SYSTEM_TENANT, RecordedEvent
+from ledger.events import EventType
+from projections.queries import HistoryFilter, InvalidCursor
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+Position = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
+
+
+def visible(event: RecordedEvent, tenant: str) -> bool:
+    """A tenant sees its own entries and the ledger's public key entries; nothing else exists for it."""
+    return event.tenant_id in (tenant, SYSTEM_TENANT)
+
+
+def parse_time(value: str | None, name: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(400, "bad_request", f"{name} must be an ISO 8601 timestamp") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def event_body(event: RecordedEvent) -> dict[str, Any]:
+    return {"position": event.position, "leaf_hash": event.leaf_hash.hex(), "event": event.envelope}
+
+
+Cursor = Annotated[
+    str | None, QueryParameter(name="cursor", max_length=64, pattern=r"^[A-Za-z0-9_-]+$", required=False)
+]
+TimeParam = Annotated[str | None, Parameter(max_length=40, required=False)]
+
+
+def history_page(
+    services: Services, tenant: str, flt: HistoryFilter, cursor: str | None, limit: int
+) -> dict[str, Any]:
+    try:
+        page = services.read_models.events(tenant, flt, cursor=cursor, limit=limit)
+    except InvalidCursor:
+        raise ApiError(400, "bad_request", "cursor is not one this API returned") from None
+    except ValueError as exc:
+        raise ApiError(400, "bad_request", str(exc)[:200]) from None
+    events = []
+    for entry in page.items:
+        event = services.ledger.get(entry.position)
+        if event is not None and event.tenant_id == tenant:
+            events.append(event.envelope)
+    return {"events": events, "next_cursor": page.next_cursor}
+
+
+@get("/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)")
+async def list_events(
+    request: AnyRequest,
+    event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None,
+    actor: Annotated[str | None, QueryParameter(name="actor", pattern=ID_PATTERN, required=False)] = None,
+    trace_id: Annotated[
+        str | None, QueryParameter(name="trace_id", pattern=ID_PATTERN, required=False)
+    ] = None,
+    run_id: Annotated[str | None, QueryParameter(name="run_id", pattern=ID_PATTERN, required=False)] = None,
+    receipt_id: Annotated[
+        str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
+    ] = None,
+    since: Annotated[str | None, QueryParameter(name="since", max_length=40, required=False)] = None,
+    until: Annotated[str | None, QueryParameter(name="until", max_length=40, required=False)] = None,
+    from_position: Annotated[
+        int | None, QueryParameter(name="from_position", ge=1, le=2**53 - 1, required=False)
+    ] = None,
+    to_position: Annotated[
+        int | None, QueryParameter(name="to_position", ge=1, le=2**53 - 1, required=False)
+    ] = None,
+    cursor: Cursor = None,
+    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+) -> Response[Any]:
+    """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
+    services, principal, _ = caller(request)
+    parse_time(since, "since")
+    parse_time(until, "until")
+    flt = HistoryFilter(
+        types=list(event_type) if event_type else None,
+        actor=actor,
+        trace_id=trace_id,
+        run_id=run_id,
+        receipt_id=receipt_id,
+        from_position=from_position,
+        to_position=to_position,
+        recorded_from=since,
+        recorded_to=until,
+    )
+    body = await services.blocking(history_page, services, principal.tenant, flt, cursor, limit)
+    return ok(request, body)
+
+
+def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
+    event = services.ledger.get(position)
+    if event is None or not visible(event, tenant):
+        raise not_found("event")
+    return event
+
+
+@get("/{position:int}", guards=[requires("audit.read")], summary="One event with its signature")
+async def get_event(request: AnyRequest, position: Position) -> Response[Any]:
+    services, principal, _ = caller(request)
+    event = await services.blocking(_event, services, principal.tenant, position)
+    return ok(request, event_body(event))
+
+
+def _inclusion(services: Services, tenant: str, position: int, tree_size: int | None) -> dict[str, Any]:
+    event = _event(services, tenant, position)
+    ledger = services.ledger
+    if tree_size is None:
+        checkpoint = ledger.checkpoint_covering(position)
+        size = checkpoint.tree_size
+        checkpoint_json: dict[str, Any] | None = checkpoint.to_json()
+    else:
+        size = tree_size
+        head = ledger.sync()
+        if size < position or size > head:
+            raise ApiError(400, "bad_request", f"tree_size must be between {position} and {head}")
+        checkpoint_json = next((c.to_json() for c in ledger.checkpoints() if c.tree_size == size), None)
+    hashes = ledger.inclusion_proof(position, size)
+    return {
+        "position": position,
+        "leaf_hash": event.leaf_hash.hex(),
+        "tree_size": size,
+        "root": ledger.tree.root(size).hex(),
+        "inclusion_proof": proof_json(position, size, hashes),
+        "checkpoint": checkpoint_json,
+    }
+
+
+@get(
+    "/{position:int}/inclusion-proof", guards=[requires("audit.read")], summary="Inclusion proof of one event"
+)
+async def inclusion_proof(
+    request: AnyRequest,
+    position: Position,
+    tree_size: Annotated[
+        int | None, QueryParameter(name="tree_size", ge=1, le=2**53 - 1, required=False)
+    ] = None,
+) -> Response[Any]:
+    services, principal, _ = caller(request)
+    body = await services.blocking(_inclusion, services, principal.tenant, position, tree_size)
+    return ok(request, body)
+
+
+router = Router(path="/v1/events", route_handlers=[list_events, get_event, inclusion_proof], tags=["events"])

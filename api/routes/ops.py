@@ -1,0 +1,66 @@
+"""Operations: health, version, Prometheus metrics. No token needed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from litestar import Response, Router, get
+
+from api.contract import correlation, error_body
+from api.routes.common import AnyRequest, ok, services_of
+from api.services import Services
+
+
+def _health(services: Services) -> dict[str, Any]:
+    store_ok = True
+    lag = None
+    try:
+        head = services.ledger.sync()
+        indexed = services.catalog.catch_up(services.ledger)
+        lag = max(0, head - indexed)
+    except Exception as exc:  # noqa: BLE001 - health reports, never raises
+        store_ok = False
+        services.last_error = f"store unreachable: {type(exc).__name__}"
+    projections_ok, projection_lag = services.projection_health()
+    if projection_lag is not None:
+        lag = projection_lag
+    if lag is not None:
+        services.metrics.projection_lag.set(lag)
+    return {
+        "store_ok": store_ok,
+        "projections_ok": projections_ok and store_ok,
+        "lag": lag,
+        "uptime_s": round(time.monotonic() - services.started, 3),
+        "last_error": services.last_error,
+    }
+
+
+@get("/healthz", summary="Liveness and readiness")
+async def healthz(request: AnyRequest) -> Response[Any]:
+    services = services_of(request)
+    health = await services.blocking(_health, services)
+    if not health["store_ok"]:
+        body = {
+            **error_body(
+                "store_unavailable", "the event store is not answering", True, correlation(request.scope)
+            ),
+            **health,
+        }
+        return Response(content=body, status_code=503, media_type="application/json")
+    return ok(request, health)
+
+
+@get("/version", summary="Server and policy versions")
+async def version(request: AnyRequest) -> Response[Any]:
+    services = services_of(request)
+    return ok(request, {"api": "v1", "origin": services.ledger.origin})
+
+
+@get("/metrics", summary="Prometheus metrics", media_type="text/plain; version=0.0.4")
+async def metrics(request: AnyRequest) -> Response[bytes]:
+    services = services_of(request)
+    return Response(content=services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+router = Router(path="/v1", route_handlers=[healthz, version, metrics], tags=["ops"])

@@ -1,0 +1,163 @@
+"""citations: one row per selected entry of a receipt, keyed by (tenant, citation_id).
+
+The chunk text snapshot is kept only as its sealed JSON (ciphertext), read
+by decrypting on demand; a RetentionScrubbed entry nulls it and records when
+and why. Whether a citation is expired by time is decided at read time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ledger.entries import RecordedEvent
+from ledger.store import Store
+from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+
+CITATIONS_TABLE = "citeledger_rm_citations"
+
+_INSERT_COLUMNS = (
+    "tenant_id",
+    "citation_id",
+    "receipt_id",
+    "position",
+    "document_id",
+    "version_id",
+    "chunk_id",
+    "path",
+    "start_line",
+    "end_line",
+    "locator",
+    "score",
+    "sensitivity",
+    "expires_at",
+    "snapshot_key_ref",
+    "snapshot_commitment",
+    "snapshot",
+)
+_SCRUB_COLUMNS = ("scrubbed_position", "scrub_reason")
+
+
+def scrub_rows(
+    cursor: Any,
+    store: Store,
+    table: str,
+    event: RecordedEvent,
+    *,
+    sealed_columns: tuple[str, ...],
+    by: dict[str, list[str]],
+) -> None:
+    """Mark rows of the event's tenant matching any `column IN values` as scrubbed
+    (first scrub wins) and drop their ciphertext."""
+    nulls = ", ".join(f"{column}=NULL" for column in sealed_columns)
+    for column, values in by.items():
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
+            cursor.execute(
+                store.sql(
+                    f"UPDATE {store.table(table)} SET scrubbed_position=?, scrub_reason=?, {nulls} "
+                    f"WHERE tenant_id=? AND scrubbed_position IS NULL AND {column} IN "
+                    f"({', '.join('?' * len(chunk))})"
+                ),
+                (event.position, event.payload["reason"], event.tenant_id, *chunk),
+            )
+
+
+class CitationsProjection(Projection):
+    name: ClassVar[str] = "citations"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[TableSpec, ...]] = (
+        TableSpec(
+            name=CITATIONS_TABLE,
+            key=("tenant_id", "citation_id"),
+            columns=(
+                *(DigestColumn(c) for c in _INSERT_COLUMNS if c != "snapshot"),
+                DigestColumn("snapshot", as_of="exclude"),
+                *(
+                    DigestColumn(c, as_of="position", position_column="scrubbed_position")
+                    for c in _SCRUB_COLUMNS
+                ),
+            ),
+            position_column="position",
+        ),
+    )
+
+    indexes: ClassVar[tuple[IndexSpec, ...]] = (
+        IndexSpec(f"{CITATIONS_TABLE}_receipt", CITATIONS_TABLE, "tenant_id, receipt_id"),
+        IndexSpec(f"{CITATIONS_TABLE}_position", CITATIONS_TABLE, "tenant_id, position"),
+        # Used by scrubs while applying: never dropped.
+        IndexSpec(f"{CITATIONS_TABLE}_document", CITATIONS_TABLE, "tenant_id, document_id", deferrable=False),
+        IndexSpec(
+            f"{CITATIONS_TABLE}_key_ref", CITATIONS_TABLE, "tenant_id, snapshot_key_ref", deferrable=False
+        ),
+    )
+
+    def table_ddl(self, store: Store) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {store.table(CITATIONS_TABLE)} ("
+            "tenant_id TEXT NOT NULL, citation_id TEXT NOT NULL, receipt_id TEXT NOT NULL, "
+            "position BIGINT NOT NULL, document_id TEXT NOT NULL, version_id TEXT, chunk_id TEXT NOT NULL, "
+            "path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
+            "locator TEXT NOT NULL, score TEXT NOT NULL, sensitivity TEXT NOT NULL, expires_at TEXT, "
+            "snapshot_key_ref TEXT NOT NULL, snapshot_commitment TEXT NOT NULL, snapshot TEXT, "
+            "scrubbed_position BIGINT, scrub_reason TEXT, PRIMARY KEY (tenant_id, citation_id))",
+        ]
+
+    def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
+        pending: list[tuple[Any, ...]] = []
+        for event in events:
+            event_type = self.check_known(event)
+            if event_type == "RetrievalRecorded":
+                receipt_id = payload_field(event, "receipt_id")
+                for entry in payload_field(event, "selected_entries"):
+                    locator, snapshot = entry["locator"], entry["snapshot"]
+                    pending.append(
+                        (
+                            event.tenant_id,
+                            entry["citation_id"],
+                            receipt_id,
+                            event.position,
+                            entry["document_id"],
+                            entry.get("version_id"),
+                            entry["chunk_id"],
+                            entry["path"],
+                            locator["start_line"],
+                            locator["end_line"],
+                            json_text(locator),
+                            entry["score"],
+                            entry["sensitivity"],
+                            entry.get("expires_at"),
+                            snapshot["key_ref"],
+                            snapshot["commitment"],
+                            json_text(snapshot),
+                        )
+                    )
+            elif event_type == "RetentionScrubbed":
+                # Updates must see every earlier insert: flush first, keep log order.
+                self._insert(cursor, store, pending)
+                pending = []
+                payload = event.payload
+                scrub_rows(
+                    cursor,
+                    store,
+                    CITATIONS_TABLE,
+                    event,
+                    sealed_columns=("snapshot",),
+                    by={
+                        "citation_id": list(payload.get("citation_ids", [])),
+                        "document_id": list(payload.get("document_ids", [])),
+                        "snapshot_key_ref": list(payload_field(event, "key_refs")),
+                    },
+                )
+        self._insert(cursor, store, pending)
+
+    def _insert(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            cursor.executemany(
+                store.sql(
+                    f"INSERT INTO {store.table(CITATIONS_TABLE)} ({', '.join(_INSERT_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))}) "
+                    "ON CONFLICT (tenant_id, citation_id) DO NOTHING"
+                ),
+                rows,
+            )

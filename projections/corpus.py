@@ -1,0 +1,165 @@
+"""corpus: chunk versions, each live over `[live_from_position, live_to_position)`.
+
+A new version of a document (or its removal) closes the previous version's
+chunks at that position, so "the corpus of tenant T as of position p" is one
+indexed range query. Chunk text stays sealed; a scrub nulls the ciphertext.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ledger.entries import RecordedEvent
+from ledger.store import Store
+from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.citations import scrub_rows
+
+CORPUS_TABLE = "citeledger_rm_corpus"
+
+_INSERT_COLUMNS = (
+    "tenant_id",
+    "live_from_position",
+    "ordinal",
+    "document_id",
+    "version_id",
+    "version",
+    "chunk_id",
+    "source",
+    "path",
+    "sensitivity",
+    "content_sha256",
+    "start_line",
+    "end_line",
+    "heading_path",
+    "text_key_ref",
+    "text_commitment",
+    "text",
+)
+
+
+class CorpusProjection(Projection):
+    name: ClassVar[str] = "corpus"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[TableSpec, ...]] = (
+        TableSpec(
+            name=CORPUS_TABLE,
+            key=("tenant_id", "live_from_position", "ordinal"),
+            columns=(
+                *(DigestColumn(c) for c in _INSERT_COLUMNS if c not in ("text", "heading_path")),
+                DigestColumn("heading_path", as_of="exclude"),
+                DigestColumn("text", as_of="exclude"),
+                DigestColumn("live_to_position", as_of="position", position_column="live_to_position"),
+                DigestColumn("removed_reason", as_of="position", position_column="live_to_position"),
+                DigestColumn("scrubbed_position", as_of="position", position_column="scrubbed_position"),
+                DigestColumn("scrub_reason", as_of="position", position_column="scrubbed_position"),
+            ),
+            position_column="live_from_position",
+        ),
+    )
+
+    indexes: ClassVar[tuple[IndexSpec, ...]] = (
+        # Open versions of a document (closed by the next version) and scrubs: used while applying.
+        IndexSpec(
+            f"{CORPUS_TABLE}_document",
+            CORPUS_TABLE,
+            "tenant_id, document_id, live_to_position",
+            deferrable=False,
+        ),
+        IndexSpec(f"{CORPUS_TABLE}_key_ref", CORPUS_TABLE, "tenant_id, text_key_ref", deferrable=False),
+        # as_of(p): rows with live_from <= p (primary key prefix) and live_to NULL or > p.
+        IndexSpec(f"{CORPUS_TABLE}_live_to", CORPUS_TABLE, "tenant_id, live_to_position, live_from_position"),
+    )
+
+    def table_ddl(self, store: Store) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {store.table(CORPUS_TABLE)} ("
+            "tenant_id TEXT NOT NULL, live_from_position BIGINT NOT NULL, ordinal INTEGER NOT NULL, "
+            "document_id TEXT NOT NULL, version_id TEXT NOT NULL, version BIGINT NOT NULL, "
+            "chunk_id TEXT NOT NULL, source TEXT NOT NULL, path TEXT NOT NULL, sensitivity TEXT NOT NULL, "
+            "content_sha256 TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
+            "heading_path TEXT, text_key_ref TEXT NOT NULL, text_commitment TEXT NOT NULL, text TEXT, "
+            "live_to_position BIGINT, removed_reason TEXT, scrubbed_position BIGINT, scrub_reason TEXT, "
+            "PRIMARY KEY (tenant_id, live_from_position, ordinal))",
+        ]
+
+    def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
+        table = store.table(CORPUS_TABLE)
+        pending: list[tuple[Any, ...]] = []
+        for event in events:
+            event_type = self.check_known(event)
+            if event_type == "DocumentIngested":
+                document_id = payload_field(event, "document_id")
+                self._close(cursor, store, event, document_id, "superseded", pending)
+                pending = []
+                for chunk in payload_field(event, "chunks"):
+                    locator, text = chunk["locator"], chunk["text"]
+                    pending.append(
+                        (
+                            event.tenant_id,
+                            event.position,
+                            chunk["ordinal"],
+                            document_id,
+                            payload_field(event, "version_id"),
+                            payload_field(event, "version"),
+                            chunk["chunk_id"],
+                            payload_field(event, "source"),
+                            payload_field(event, "path"),
+                            payload_field(event, "sensitivity"),
+                            payload_field(event, "content_sha256"),
+                            locator["start_line"],
+                            locator["end_line"],
+                            json_text(locator.get("heading_path")),
+                            text["key_ref"],
+                            text["commitment"],
+                            json_text(text),
+                        )
+                    )
+            elif event_type == "DocumentRemoved":
+                document_id = payload_field(event, "document_id")
+                reason = payload_field(event, "reason")
+                self._close(cursor, store, event, document_id, reason, pending)
+                pending = []
+            elif event_type == "RetentionScrubbed":
+                self._flush(cursor, table, store, pending)
+                pending = []
+                scrub_rows(
+                    cursor,
+                    store,
+                    CORPUS_TABLE,
+                    event,
+                    sealed_columns=("text", "heading_path"),
+                    by={
+                        "document_id": list(event.payload.get("document_ids", [])),
+                        "text_key_ref": list(payload_field(event, "key_refs")),
+                    },
+                )
+        self._flush(cursor, table, store, pending)
+
+    def _close(
+        self,
+        cursor: Any,
+        store: Store,
+        event: RecordedEvent,
+        document_id: str,
+        reason: str,
+        pending: list[tuple[Any, ...]],
+    ) -> None:
+        self._flush(cursor, store.table(CORPUS_TABLE), store, pending)
+        cursor.execute(
+            store.sql(
+                f"UPDATE {store.table(CORPUS_TABLE)} SET live_to_position=?, removed_reason=? "
+                "WHERE tenant_id=? AND document_id=? AND live_to_position IS NULL"
+            ),
+            (event.position, reason, event.tenant_id, document_id),
+        )
+
+    def _flush(self, cursor: Any, table: str, store: Store, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            cursor.executemany(
+                store.sql(
+                    f"INSERT INTO {table} ({', '.join(_INSERT_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
+                ),
+                rows,
+            )

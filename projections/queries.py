@@ -1,0 +1,471 @@
+"""The read API the HTTP layer and replay call. Every query is scoped to one
+tenant: another tenant's rows are never returned (they look absent).
+
+Lists page by log position with an opaque cursor; `as_of(position)` views
+show the corpus, citations and receipts as they stood after that position.
+Sealed text is returned sealed; `citation_text` / `chunk_text` decrypt on
+demand through the ledger's sealer, so plain text never lands in a table.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, Literal, TypeVar
+
+import orjson
+
+from ledger.sealing import KeyDestroyed, Sealer
+from ledger.store import Store
+from projections.citations import CITATIONS_TABLE
+from projections.corpus import CORPUS_TABLE
+from projections.history import HISTORY_TABLE
+from projections.receipts import RECEIPTS_TABLE
+from projections.runner import ProjectionLag, read_lag
+
+T = TypeVar("T")
+Order = Literal["asc", "desc"]
+CitationState = Literal["live", "expired", "scrubbed"]
+MAX_PAGE = 500
+MAX_AS_OF_ROWS = 100_000
+
+
+class InvalidCursor(ValueError):
+    pass
+
+
+class TextUnavailable(LookupError):
+    """The text cannot be read back; `reason` is `chunk_retention_expired` or `chunk_not_found`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ReceiptView:
+    tenant_id: str
+    receipt_id: str
+    position: int
+    event_id: str
+    recorded_at: str
+    actor: str
+    run_id: str | None
+    trace_id: str | None
+    engine: str
+    mode: str
+    status: str
+    parent_receipt_id: str | None
+    subject_id: str | None
+    context_hash: str
+    has_policy_snapshot: bool  # False only for legacy posts (field absent)
+    policy_snapshot: dict[str, Any] | None
+    citation_count: int
+    body: dict[str, Any]
+    kid: str
+    signature: str
+
+
+@dataclass(frozen=True)
+class CitationView:
+    tenant_id: str
+    citation_id: str
+    receipt_id: str
+    position: int
+    document_id: str
+    version_id: str | None
+    chunk_id: str
+    path: str
+    locator: dict[str, Any]
+    score: str
+    sensitivity: str
+    expires_at: str | None
+    state: CitationState
+    snapshot: dict[str, Any] | None  # sealed; None once scrubbed
+    scrubbed_position: int | None
+    scrub_reason: str | None
+
+
+@dataclass(frozen=True)
+class ChunkView:
+    tenant_id: str
+    document_id: str
+    version_id: str
+    version: int
+    chunk_id: str
+    ordinal: int
+    source: str
+    path: str
+    sensitivity: str
+    content_sha256: str
+    start_line: int
+    end_line: int
+    heading_path: dict[str, Any] | None  # sealed
+    text: dict[str, Any] | None  # sealed; None once scrubbed
+    text_commitment: str
+    live_from_position: int
+    live_to_position: int | None
+    removed_reason: str | None
+    scrubbed: bool
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    position: int
+    tenant_id: str
+    type: str
+    actor: str
+    run_id: str | None
+    trace_id: str | None
+    receipt_id: str | None
+    event_id: str
+    recorded_at: str
+
+
+@dataclass(frozen=True)
+class ReceiptFilter:
+    mode: str | None = None
+    status: str | None = None
+    engine: str | None = None
+    actor: str | None = None
+    trace_id: str | None = None
+    run_id: str | None = None
+    parent_receipt_id: str | None = None
+    from_position: int | None = None  # inclusive
+    to_position: int | None = None  # inclusive
+    recorded_from: str | None = None  # inclusive, RFC 3339 UTC
+    recorded_to: str | None = None  # exclusive
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    types: Sequence[str] | None = None
+    actor: str | None = None
+    trace_id: str | None = None
+    run_id: str | None = None
+    receipt_id: str | None = None
+    from_position: int | None = None
+    to_position: int | None = None
+    recorded_from: str | None = None
+    recorded_to: str | None = None
+
+
+def encode_cursor(position: int) -> str:
+    return base64.urlsafe_b64encode(f"p{position}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        if not text.startswith("p"):
+            raise ValueError
+        return int(text[1:])
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor("cursor is not one this API returned") from None
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _json(value: str | None) -> Any:
+    return None if value is None else orjson.loads(value)
+
+
+class ReadModels:
+    """Queries over the read models in one store (SQLite file or PostgreSQL schema)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _query(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        with self.store.transaction(commit=False) as cursor:
+            cursor.execute(self.store.sql(statement), tuple(params))
+            return list(cursor.fetchall())
+
+    # -- receipts ----------------------------------------------------------------
+    def receipt(self, tenant_id: str, receipt_id: str) -> ReceiptView | None:
+        rows = self._query(
+            f"SELECT * FROM {self.store.table(RECEIPTS_TABLE)} WHERE tenant_id=? AND receipt_id=?",
+            (tenant_id, receipt_id),
+        )
+        return _receipt(rows[0]) if rows else None
+
+    def receipts(
+        self,
+        tenant_id: str,
+        filters: ReceiptFilter = ReceiptFilter(),
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        order: Order = "asc",
+    ) -> Page[ReceiptView]:
+        conditions, params = ["tenant_id=?"], [tenant_id]
+        for column in ("mode", "status", "engine", "actor", "trace_id", "run_id", "parent_receipt_id"):
+            value = getattr(filters, column)
+            if value is not None:
+                conditions.append(f"{column}=?")
+                params.append(value)
+        _ranges(conditions, params, filters.from_position, filters.to_position)
+        _times(conditions, params, filters.recorded_from, filters.recorded_to)
+        rows = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
+        return _paged([_receipt(r) for r in rows], limit)
+
+    def receipts_as_of(
+        self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS
+    ) -> list[ReceiptView]:
+        rows = self._query(
+            f"SELECT * FROM {self.store.table(RECEIPTS_TABLE)} "
+            "WHERE tenant_id=? AND position<=? ORDER BY position LIMIT ?",
+            (tenant_id, position, limit),
+        )
+        return [_receipt(r) for r in rows]
+
+    # -- citations ---------------------------------------------------------------
+    def citation(
+        self, tenant_id: str, citation_id: str, *, now: datetime | None = None
+    ) -> CitationView | None:
+        rows = self._query(
+            f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} WHERE tenant_id=? AND citation_id=?",
+            (tenant_id, citation_id),
+        )
+        return _citation(rows[0], None, now) if rows else None
+
+    def citations_for_receipt(self, tenant_id: str, receipt_id: str) -> list[CitationView]:
+        rows = self._query(
+            f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} "
+            "WHERE tenant_id=? AND receipt_id=? ORDER BY citation_id",
+            (tenant_id, receipt_id),
+        )
+        return [_citation(r, None, None) for r in rows]
+
+    def citations_as_of(
+        self, tenant_id: str, position: int, *, now: datetime | None = None, limit: int = MAX_AS_OF_ROWS
+    ) -> list[CitationView]:
+        rows = self._query(
+            f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} "
+            "WHERE tenant_id=? AND position<=? ORDER BY position, citation_id LIMIT ?",
+            (tenant_id, position, limit),
+        )
+        return [_citation(r, position, now) for r in rows]
+
+    def citation_text(self, citation: CitationView, sealer: Sealer) -> str:
+        """Decrypt a citation's snapshot now; TextUnavailable when expired or scrubbed."""
+        if citation.state != "live" or citation.snapshot is None:
+            raise TextUnavailable("chunk_retention_expired")
+        try:
+            return sealer.unseal(citation.snapshot, tenant_id=citation.tenant_id)
+        except KeyDestroyed:
+            raise TextUnavailable("chunk_retention_expired") from None
+
+    # -- corpus --------------------------------------------------------------------
+    def corpus_as_of(self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS) -> list[ChunkView]:
+        """Every chunk live right after `position`.
+
+        Two index ranges on (tenant, live_to, live_from): still-open versions, and
+        versions closed after `position`; live_from is filtered inside the index, so
+        only matching rows are read, whatever the length of the log."""
+        table = self.store.table(CORPUS_TABLE)
+        rows = self._query(
+            f"SELECT * FROM (SELECT * FROM {table} "
+            "WHERE tenant_id=? AND live_to_position IS NULL AND live_from_position<=? "
+            f"UNION ALL SELECT * FROM {table} "
+            "WHERE tenant_id=? AND live_to_position>? AND live_from_position<=?) AS live "
+            "ORDER BY path, start_line, chunk_id LIMIT ?",
+            (tenant_id, position, tenant_id, position, position, limit),
+        )
+        return [_chunk(r, position) for r in rows]
+
+    def corpus_now(self, tenant_id: str, *, limit: int = MAX_AS_OF_ROWS) -> list[ChunkView]:
+        rows = self._query(
+            f"SELECT * FROM {self.store.table(CORPUS_TABLE)} "
+            "WHERE tenant_id=? AND live_to_position IS NULL ORDER BY path, start_line, chunk_id LIMIT ?",
+            (tenant_id, limit),
+        )
+        return [_chunk(r, None) for r in rows]
+
+    def chunk_text(self, chunk: ChunkView, sealer: Sealer) -> str:
+        if chunk.text is None:
+            raise TextUnavailable("chunk_retention_expired")
+        try:
+            return sealer.unseal(chunk.text, tenant_id=chunk.tenant_id)
+        except KeyDestroyed:
+            raise TextUnavailable("chunk_retention_expired") from None
+
+    # -- history ---------------------------------------------------------------------
+    def events(
+        self,
+        tenant_id: str,
+        filters: HistoryFilter = HistoryFilter(),
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        order: Order = "asc",
+    ) -> Page[HistoryEntry]:
+        conditions, params = ["tenant_id=?"], [tenant_id]
+        if filters.types:
+            conditions.append(f"type IN ({', '.join('?' * len(filters.types))})")
+            params.extend(filters.types)
+        for column in ("actor", "trace_id", "run_id", "receipt_id"):
+            value = getattr(filters, column)
+            if value is not None:
+                conditions.append(f"{column}=?")
+                params.append(value)
+        _ranges(conditions, params, filters.from_position, filters.to_position)
+        _times(conditions, params, filters.recorded_from, filters.recorded_to)
+        rows = self._page(HISTORY_TABLE, conditions, params, cursor, limit, order)
+        return _paged(
+            [HistoryEntry(**{k: r[k] for k in HistoryEntry.__dataclass_fields__}) for r in rows], limit
+        )
+
+    # -- lag -------------------------------------------------------------------------
+    def lag(self) -> list[ProjectionLag]:
+        return read_lag(self.store)
+
+    def _page(
+        self,
+        table: str,
+        conditions: list[str],
+        params: list[Any],
+        cursor: str | None,
+        limit: int,
+        order: Order,
+    ) -> list[Any]:
+        if not 1 <= limit <= MAX_PAGE:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
+        if order not in ("asc", "desc"):
+            raise ValueError("order must be asc or desc")
+        if cursor is not None:
+            conditions.append("position>?" if order == "asc" else "position<?")
+            params.append(decode_cursor(cursor))
+        statement = (
+            f"SELECT * FROM {self.store.table(table)} WHERE {' AND '.join(conditions)} "
+            f"ORDER BY position {order.upper()} LIMIT ?"
+        )
+        return self._query(statement, [*params, limit + 1])
+
+
+def _ranges(conditions: list[str], params: list[Any], low: int | None, high: int | None) -> None:
+    if low is not None:
+        conditions.append("position>=?")
+        params.append(low)
+    if high is not None:
+        conditions.append("position<=?")
+        params.append(high)
+
+
+def _times(conditions: list[str], params: list[Any], start: str | None, end: str | None) -> None:
+    # recorded_at is always written as YYYY-MM-DDTHH:MM:SS.ffffffZ, so text order is time order
+    # once the bounds are normalised to the same shape.
+    if start is not None:
+        conditions.append("recorded_at>=?")
+        params.append(_normalise_time(start))
+    if end is not None:
+        conditions.append("recorded_at<?")
+        params.append(_normalise_time(end))
+
+
+def _normalise_time(value: str) -> str:
+    try:
+        moment = _parse_time(value).astimezone(UTC)
+    except ValueError:
+        raise ValueError(f"not an RFC 3339 timestamp: {value!r}") from None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _paged(items: list[T], limit: int) -> Page[T]:
+    if len(items) > limit:
+        items = items[:limit]
+        return Page(items=items, next_cursor=encode_cursor(getattr(items[-1], "position")))  # noqa: B009
+    return Page(items=items, next_cursor=None)
+
+
+def _receipt(row: Any) -> ReceiptView:
+    return ReceiptView(
+        tenant_id=row["tenant_id"],
+        receipt_id=row["receipt_id"],
+        position=int(row["position"]),
+        event_id=row["event_id"],
+        recorded_at=row["recorded_at"],
+        actor=row["actor"],
+        run_id=row["run_id"],
+        trace_id=row["trace_id"],
+        engine=row["engine"],
+        mode=row["mode"],
+        status=row["status"],
+        parent_receipt_id=row["parent_receipt_id"],
+        subject_id=row["subject_id"],
+        context_hash=row["context_hash"],
+        has_policy_snapshot=row["policy_snapshot"] is not None,
+        policy_snapshot=_json(row["policy_snapshot"]),
+        citation_count=int(row["citation_count"]),
+        body=orjson.loads(row["body"]),
+        kid=row["kid"],
+        signature=row["signature"],
+    )
+
+
+def _citation(row: Any, as_of: int | None, now: datetime | None) -> CitationView:
+    scrubbed_at = row["scrubbed_position"]
+    if scrubbed_at is not None and as_of is not None and scrubbed_at > as_of:
+        scrubbed_at = None  # scrubbed later than the view's position
+    state: CitationState = "live"
+    if scrubbed_at is not None:
+        state = "expired" if row["scrub_reason"] == "retention_expired" else "scrubbed"
+    elif row["expires_at"] is not None and (now or datetime.now(UTC)) >= _parse_time(row["expires_at"]):
+        state = "expired"
+    return CitationView(
+        tenant_id=row["tenant_id"],
+        citation_id=row["citation_id"],
+        receipt_id=row["receipt_id"],
+        position=int(row["position"]),
+        document_id=row["document_id"],
+        version_id=row["version_id"],
+        chunk_id=row["chunk_id"],
+        path=row["path"],
+        locator=orjson.loads(row["locator"]),
+        score=row["score"],
+        sensitivity=row["sensitivity"],
+        expires_at=row["expires_at"],
+        state=state,
+        snapshot=_json(row["snapshot"]),
+        scrubbed_position=scrubbed_at,
+        scrub_reason=row["scrub_reason"] if scrubbed_at is not None else None,
+    )
+
+
+def _chunk(row: Any, as_of: int | None) -> ChunkView:
+    scrubbed_at = row["scrubbed_position"]
+    live_to = row["live_to_position"]
+    if as_of is not None and live_to is not None and live_to > as_of:
+        live_to = None
+    return ChunkView(
+        tenant_id=row["tenant_id"],
+        document_id=row["document_id"],
+        version_id=row["version_id"],
+        version=int(row["version"]),
+        chunk_id=row["chunk_id"],
+        ordinal=int(row["ordinal"]),
+        source=row["source"],
+        path=row["path"],
+        sensitivity=row["sensitivity"],
+        content_sha256=row["content_sha256"],
+        start_line=int(row["start_line"]),
+        end_line=int(row["end_line"]),
+        heading_path=_json(row["heading_path"]),
+        text=_json(row["text"]),
+        text_commitment=row["text_commitment"],
+        live_from_position=int(row["live_from_position"]),
+        live_to_position=live_to,
+        removed_reason=row["removed_reason"] if live_to is not None else None,
+        scrubbed=scrubbed_at is not None and (as_of is None or scrubbed_at <= as_of),
+    )

@@ -1,0 +1,116 @@
+"""receipts: one row per RetrievalRecorded, keyed by (tenant, receipt_id).
+
+`policy_snapshot` keeps the log's three cases apart: SQL NULL when the field
+was absent (legacy post), the JSON object with its null pair when no bundle
+was active, the JSON object with hash and YAML otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ledger.canonical import canonical_json
+from ledger.entries import RecordedEvent
+from ledger.store import Store
+from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.history import trace_id_of
+
+RECEIPTS_TABLE = "citeledger_rm_receipts"
+
+_COLUMNS = (
+    "tenant_id",
+    "receipt_id",
+    "position",
+    "event_id",
+    "recorded_at",
+    "actor",
+    "run_id",
+    "trace_id",
+    "engine",
+    "mode",
+    "status",
+    "parent_receipt_id",
+    "subject_id",
+    "context_hash",
+    "policy_snapshot",
+    "policy_bundle_hash",
+    "citation_count",
+    "body",
+    "kid",
+    "signature",
+)
+
+
+class ReceiptsProjection(Projection):
+    name: ClassVar[str] = "receipts"
+    version: ClassVar[int] = 1
+    tables: ClassVar[tuple[TableSpec, ...]] = (
+        TableSpec(
+            name=RECEIPTS_TABLE,
+            key=("tenant_id", "receipt_id"),
+            columns=tuple(DigestColumn(c) for c in _COLUMNS),
+            position_column="position",
+        ),
+    )
+
+    indexes: ClassVar[tuple[IndexSpec, ...]] = (
+        IndexSpec(f"{RECEIPTS_TABLE}_position", RECEIPTS_TABLE, "tenant_id, position"),
+        IndexSpec(f"{RECEIPTS_TABLE}_parent", RECEIPTS_TABLE, "tenant_id, parent_receipt_id"),
+        IndexSpec(f"{RECEIPTS_TABLE}_trace", RECEIPTS_TABLE, "tenant_id, trace_id, position"),
+    )
+
+    def table_ddl(self, store: Store) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {store.table(RECEIPTS_TABLE)} ("
+            "tenant_id TEXT NOT NULL, receipt_id TEXT NOT NULL, position BIGINT NOT NULL, "
+            "event_id TEXT NOT NULL, recorded_at TEXT NOT NULL, actor TEXT NOT NULL, run_id TEXT, "
+            "trace_id TEXT, engine TEXT NOT NULL, mode TEXT NOT NULL, status TEXT NOT NULL, "
+            "parent_receipt_id TEXT, subject_id TEXT, context_hash TEXT NOT NULL, "
+            "policy_snapshot TEXT, policy_bundle_hash TEXT, citation_count INTEGER NOT NULL, "
+            "body TEXT NOT NULL, kid TEXT NOT NULL, signature TEXT NOT NULL, "
+            "PRIMARY KEY (tenant_id, receipt_id))",
+        ]
+
+    def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
+        rows = []
+        for event in events:
+            if self.check_known(event) != "RetrievalRecorded":
+                continue
+            envelope, payload = event.envelope, event.payload
+            snapshot = payload.get("policy_snapshot")  # absent -> None -> SQL NULL
+            rows.append(
+                (
+                    event.tenant_id,
+                    payload_field(event, "receipt_id"),
+                    event.position,
+                    envelope["event_id"],
+                    envelope["recorded_at"],
+                    envelope["actor"],
+                    envelope.get("run_id"),
+                    trace_id_of(envelope),
+                    payload_field(event, "engine"),
+                    payload_field(event, "mode"),
+                    payload_field(event, "status"),
+                    payload.get("parent_receipt_id"),
+                    payload.get("subject_id"),
+                    payload_field(event, "context_hash"),
+                    json_text(snapshot) if "policy_snapshot" in payload else None,
+                    snapshot.get("bundle_hash") if isinstance(snapshot, dict) else None,
+                    len(payload_field(event, "selected_entries")),
+                    canonical_json(payload, checked=False).decode(),
+                    envelope["kid"],
+                    envelope["signature"],
+                )
+            )
+        if rows:
+            # First receipt wins on a duplicate id: a later one is still in history,
+            # and the result must not depend on batch boundaries.
+            cursor.executemany(
+                store.sql(
+                    f"INSERT INTO {store.table(RECEIPTS_TABLE)} ({', '.join(_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
+                    "ON CONFLICT (tenant_id, receipt_id) DO NOTHING"
+                ),
+                rows,
+            )

@@ -1,0 +1,484 @@
+"""The projection runner: follows the notification log and applies each event
+to each read model exactly once.
+
+Tracking: one row per projection (last notification id and log position
+applied, status). A batch's read-model writes and the move of its tracking
+row commit in one transaction, and the move is a compare-and-set on the
+previous notification id, so two runners (threads or processes) never apply
+the same event twice, and a crash resumes from the last committed batch.
+
+Why not `eventsourcing.projection.ProjectionRunner`/`TrackingRecorder`
+as is: the library's tracking recorder commits tracking in its own
+transaction (the shared-cursor insert is private), keeps only a notification
+id (we also need the log position for lag, as-of and gap checks, and a
+per-projection health status), and its SQLite recorder has no `subscribe()`.
+We read the same notification log through the library's recorder
+(`select_notifications`) and, on PostgreSQL, wake on the library's
+LISTEN/NOTIFY channel.
+
+Failure: an event a projection cannot apply rolls its batch back; the batch
+is retried one event per transaction so everything before the culprit is
+kept, then the projection is marked failed at that position (logged, visible
+in `health()`) and stops; other projections go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ledger.entries import RecordedEvent, utc_now
+from ledger.store import LEDGER_STREAM_ID, Store
+from projections.base import Projection, UnappliableEvent
+from projections.citations import CitationsProjection
+from projections.corpus import CorpusProjection
+from projections.history import HistoryProjection
+from projections.receipts import ReceiptsProjection
+
+if TYPE_CHECKING:
+    from ledger.application import Ledger
+
+log = logging.getLogger("citeledger.projections")
+
+TRACKING_TABLE = "citeledger_projection_tracking"
+DEFAULT_BATCH = 1_000
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, sqlite3.OperationalError)
+
+Notification = tuple[int, RecordedEvent | None]  # (notification id, ledger entry or None)
+
+
+def default_projections() -> list[Projection]:
+    return [HistoryProjection(), ReceiptsProjection(), CitationsProjection(), CorpusProjection()]
+
+
+class NotificationSource:
+    """The ledger's notification log, read through eventsourcing's recorder.
+
+    Notifications of other streams (signed log checkpoints) come back as None:
+    they move tracking but are not log entries.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.recorder: Any = store.recorder
+
+    def fetch(self, after: int, limit: int) -> list[Notification]:
+        rows = self.recorder.select_notifications(start=after, limit=limit, inclusive_of_start=False)
+        return [
+            (
+                int(row.id),
+                RecordedEvent(position=row.originator_version, entry=bytes(row.state))
+                if row.originator_id == LEDGER_STREAM_ID
+                else None,
+            )
+            for row in rows
+        ]
+
+    def head_position(self) -> int:
+        rows = self.recorder.select_events(LEDGER_STREAM_ID, desc=True, limit=1)
+        return int(rows[0].originator_version) if rows else 0
+
+
+@dataclass(frozen=True)
+class TrackingState:
+    projection: str
+    version: int
+    notification_id: int
+    position: int
+    status: str  # "running" | "failed"
+    error: str | None
+    failed_position: int | None
+
+
+@dataclass(frozen=True)
+class ProjectionLag:
+    projection: str
+    head_position: int
+    applied_position: int
+    status: str
+    error: str | None
+    failed_position: int | None
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.head_position - self.applied_position)
+
+
+class _LostRace(Exception):
+    """Another runner moved the tracking row first; re-read and continue."""
+
+
+class ProjectionRunner:
+    def __init__(
+        self,
+        store: Store,
+        projections: Sequence[Projection] | None = None,
+        *,
+        source: NotificationSource | None = None,
+        batch_size: int = DEFAULT_BATCH,
+    ) -> None:
+        self.store = store
+        self.projections = list(projections) if projections is not None else default_projections()
+        names = [p.name for p in self.projections]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate projection names: {names}")
+        self.source = source or NotificationSource(store)
+        self.batch_size = batch_size
+        self._lock = threading.RLock()  # one catch-up at a time per process
+        self._after_catch_up: list[Callable[[], None]] = []
+        self.ensure()
+
+    # -- setup ---------------------------------------------------------------------
+    def projection(self, name: str) -> Projection:
+        for projection in self.projections:
+            if projection.name == name:
+                return projection
+        raise KeyError(f"no projection named {name!r} (have {', '.join(p.name for p in self.projections)})")
+
+    def ensure(self) -> None:
+        """Create tracking and read-model tables; rebuild a model whose version changed."""
+        store = self.store
+        statements = [
+            f"CREATE TABLE IF NOT EXISTS {store.table(TRACKING_TABLE)} ("
+            "projection TEXT PRIMARY KEY, version INTEGER NOT NULL, notification_id BIGINT NOT NULL, "
+            "position BIGINT NOT NULL, status TEXT NOT NULL, error TEXT, failed_position BIGINT, "
+            "updated_at TEXT NOT NULL)"
+        ]
+        for projection in self.projections:
+            statements.extend(projection.ddl(store))
+        store.create_tables(*statements)
+        with store.transaction(commit=True) as cursor:
+            for projection in self.projections:
+                cursor.execute(
+                    store.sql(
+                        f"INSERT INTO {store.table(TRACKING_TABLE)} "
+                        "(projection, version, notification_id, position, status, updated_at) "
+                        "VALUES (?, ?, 0, 0, 'running', ?) ON CONFLICT (projection) DO NOTHING"
+                    ),
+                    (projection.name, projection.version, utc_now()),
+                )
+        states = self.states()
+        for projection in self.projections:
+            if states[projection.name].version != projection.version:
+                log.warning(
+                    "projection %s: stored version %d, code version %d: rebuilding from position 0",
+                    projection.name,
+                    states[projection.name].version,
+                    projection.version,
+                )
+                store.create_tables(*projection.drop_statements(store), *projection.ddl(store))
+                self.reset([projection.name])
+
+    def states(self) -> dict[str, TrackingState]:
+        store = self.store
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(
+                f"SELECT projection, version, notification_id, position, status, error, failed_position "
+                f"FROM {store.table(TRACKING_TABLE)}"
+            )
+            rows = cursor.fetchall()
+        return {
+            row["projection"]: TrackingState(
+                projection=row["projection"],
+                version=int(row["version"]),
+                notification_id=int(row["notification_id"]),
+                position=int(row["position"]),
+                status=row["status"],
+                error=row["error"],
+                failed_position=row["failed_position"],
+            )
+            for row in rows
+        }
+
+    # -- applying ------------------------------------------------------------------
+    def catch_up(
+        self,
+        *,
+        until_position: int | None = None,
+        stop_position: int | None = None,
+        names: Sequence[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+        interrupt: threading.Event | None = None,
+    ) -> int:
+        """Apply what is in the log; returns how many entries were applied (summed
+        over projections). `until_position`: return once every running projection
+        has reached it. `stop_position`: never apply an entry beyond it.
+        `interrupt`: return after the current batch once it is set."""
+        selected = [self.projection(n) for n in names] if names is not None else self.projections
+        applied = 0
+        with self._lock:
+            while interrupt is None or not interrupt.is_set():
+                states = self.states()
+                active = [
+                    p
+                    for p in selected
+                    if states[p.name].status == "running"
+                    and (stop_position is None or states[p.name].position < stop_position)
+                    and (until_position is None or states[p.name].position < until_position)
+                ]
+                if not active:
+                    break
+                low = min(states[p.name].notification_id for p in active)
+                batch = self.source.fetch(low, self.batch_size)
+                if stop_position is not None:
+                    batch = _cut(batch, stop_position)
+                if not batch:
+                    break
+                # Projections at the same point share one transaction per batch (a rebuild,
+                # a caught-up embedded runner); on any failure each goes alone, to isolate it.
+                groups: dict[int, list[Projection]] = {}
+                for projection in active:
+                    groups.setdefault(states[projection.name].notification_id, []).append(projection)
+                for notification_id, members in groups.items():
+                    todo = [item for item in batch if item[0] > notification_id]
+                    if todo:
+                        applied += self._apply_group(members, states, todo)
+                if progress is not None:
+                    progress(max((e.position for _, e in batch if e is not None), default=0))
+        for callback in self._after_catch_up:
+            try:
+                callback()
+            except Exception:  # a checkpoint hook must not break catching up
+                log.exception("after-catch-up hook failed")
+        return applied
+
+    def _apply_group(
+        self, members: list[Projection], states: dict[str, TrackingState], todo: list[Notification]
+    ) -> int:
+        if len(members) > 1:
+            events = [event for _, event in todo if event is not None]
+            first = states[members[0].name].position
+            if all(event.position == first + i + 1 for i, event in enumerate(events)):
+                try:
+                    self._commit([(p, states[p.name]) for p in members], todo[-1][0], events)
+                    return len(events) * len(members)
+                except _LostRace:
+                    return 0
+                except TRANSIENT_ERRORS:
+                    raise
+                except Exception:
+                    log.debug("group batch failed; applying projections one at a time", exc_info=True)
+        return sum(self._apply(p, states[p.name], todo) for p in members)
+
+    def _apply(self, projection: Projection, state: TrackingState, todo: list[Notification]) -> int:
+        events = [event for _, event in todo if event is not None]
+        expected = state.position
+        for event in events:
+            expected += 1
+            if event.position != expected:
+                self._fail(
+                    projection, state, expected, f"log position {expected} missing (next is {event.position})"
+                )
+                return 0
+        try:
+            self._commit([(projection, state)], todo[-1][0], events)
+            return len(events)
+        except _LostRace:
+            return 0
+        except TRANSIENT_ERRORS:
+            raise
+        except Exception:  # noqa: BLE001 - find the culprit one event at a time
+            if len(todo) == 1:
+                self._fail_with(projection, state, events)
+                return 0
+        done = 0
+        for notification_id, maybe_event in todo:
+            single = [maybe_event] if maybe_event is not None else []
+            try:
+                self._commit([(projection, state)], notification_id, single)
+            except _LostRace:
+                return done
+            except TRANSIENT_ERRORS:
+                raise
+            except Exception:  # noqa: BLE001
+                self._fail_with(projection, state, single)
+                return done
+            state = TrackingState(
+                projection=state.projection,
+                version=state.version,
+                notification_id=notification_id,
+                position=single[-1].position if single else state.position,
+                status=state.status,
+                error=None,
+                failed_position=None,
+            )
+            done += len(single)
+        return done
+
+    def _commit(
+        self,
+        members: list[tuple[Projection, TrackingState]],
+        notification_id: int,
+        events: list[RecordedEvent],
+    ) -> None:
+        store = self.store
+        with store.transaction(commit=True) as cursor:
+            for projection, state in members:
+                position = events[-1].position if events else state.position
+                # Tracking first: on both databases this takes the write lock, so the
+                # compare-and-set decides before any read-model row is written.
+                cursor.execute(
+                    store.sql(
+                        f"UPDATE {store.table(TRACKING_TABLE)} "
+                        "SET notification_id=?, position=?, updated_at=? "
+                        "WHERE projection=? AND notification_id=? AND status='running'"
+                    ),
+                    (notification_id, position, utc_now(), projection.name, state.notification_id),
+                )
+                if store.rowcount(cursor) != 1:
+                    raise _LostRace
+                projection.apply(cursor, store, events)
+
+    def _fail_with(self, projection: Projection, state: TrackingState, events: list[RecordedEvent]) -> None:
+        """Re-run the failing apply to capture its error, then record the stop."""
+        position = events[0].position if events else state.position + 1
+        try:
+            with self.store.transaction(commit=False) as cursor:
+                projection.apply(cursor, self.store, events)
+            message = "apply failed only inside a batch"
+        except UnappliableEvent as exc:
+            message = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the message is the point
+            message = f"position {position}: {type(exc).__name__}: {exc}"
+        self._fail(projection, state, position, message)
+
+    def _fail(self, projection: Projection, state: TrackingState, position: int, message: str) -> None:
+        log.error("projection %s stopped at position %d: %s", projection.name, position, message)
+        store = self.store
+        with store.transaction(commit=True) as cursor:
+            cursor.execute(
+                store.sql(
+                    f"UPDATE {store.table(TRACKING_TABLE)} SET status='failed', error=?, "
+                    "failed_position=?, updated_at=? WHERE projection=? AND notification_id=?"
+                ),
+                (message, position, utc_now(), projection.name, state.notification_id),
+            )
+
+    # -- rebuild, retry ----------------------------------------------------------
+    def reset(self, names: Sequence[str] | None = None) -> None:
+        """Empty the read models and their tracking in one transaction (position 0)."""
+        selected = [self.projection(n) for n in names] if names is not None else self.projections
+        store = self.store
+        with self._lock, store.transaction(commit=True) as cursor:
+            for projection in selected:
+                for statement in projection.truncate_statements(store):
+                    cursor.execute(statement)
+                cursor.execute(
+                    store.sql(
+                        f"UPDATE {store.table(TRACKING_TABLE)} SET version=?, notification_id=0, "
+                        "position=0, status='running', error=NULL, failed_position=NULL, updated_at=? "
+                        "WHERE projection=?"
+                    ),
+                    (projection.version, utc_now(), projection.name),
+                )
+
+    def rebuild(
+        self, names: Sequence[str] | None = None, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Empty the read models and re-apply the whole log; returns entries applied.
+
+        Query-only indexes are dropped for the bulk load and created once at the
+        end; readers see an incomplete model until the rebuild has caught up."""
+        selected = [self.projection(n) for n in names] if names is not None else self.projections
+        with self._lock:
+            self.reset(names)
+            drops = [statement for p in selected for statement in p.deferred_index_drops(self.store)]
+            if drops:
+                self.store.create_tables(*drops)
+            try:
+                return self.catch_up(names=names, progress=progress)
+            finally:
+                self.store.create_tables(*(statement for p in selected for statement in p.ddl(self.store)))
+
+    def retry_failed(self) -> list[str]:
+        """Let stopped projections try their failing event again (after a fix is deployed)."""
+        store = self.store
+        with store.transaction(commit=True) as cursor:
+            cursor.execute(
+                f"UPDATE {store.table(TRACKING_TABLE)} SET status='running', error=NULL, "
+                "failed_position=NULL WHERE status='failed'"
+            )
+        return [name for name, state in self.states().items() if state.status == "running"]
+
+    # -- lag, health, embedding -----------------------------------------------------
+    def lag(self) -> list[ProjectionLag]:
+        return read_lag(self.store, [p.name for p in self.projections], source=self.source)
+
+    def health(self) -> dict[str, Any]:
+        """`ok` is False when any projection has stopped on an event."""
+        lags = self.lag()
+        return {
+            "ok": all(item.status == "running" for item in lags),
+            "projections": {
+                item.projection: {
+                    "status": item.status,
+                    "applied_position": item.applied_position,
+                    "head_position": item.head_position,
+                    "lag": item.lag,
+                    "failed_position": item.failed_position,
+                    "error": item.error,
+                }
+                for item in lags
+            },
+        }
+
+    def applied_position(self) -> int:
+        """The position every projection has reached (the minimum)."""
+        states = self.states()
+        return min((states[p.name].position for p in self.projections), default=0)
+
+    def after_catch_up(self, callback: Callable[[], None]) -> None:
+        self._after_catch_up.append(callback)
+
+    def attach(self, ledger: Ledger) -> None:
+        """Embedded mode: apply right after each local commit, before append returns."""
+
+        def after_commit(head: int) -> None:
+            self.catch_up(until_position=head)
+
+        ledger.on_commit(after_commit)
+
+
+def embedded(ledger: Ledger, projections: Sequence[Projection] | None = None) -> ProjectionRunner:
+    """A runner on the ledger's own database, caught up and attached for read-your-writes."""
+    runner = ProjectionRunner(ledger.store, projections)
+    runner.catch_up()
+    runner.attach(ledger)
+    return runner
+
+
+def read_lag(
+    store: Store, names: Sequence[str] | None = None, *, source: NotificationSource | None = None
+) -> list[ProjectionLag]:
+    """Head position minus applied position, per projection (for metrics and health)."""
+    head = (source or NotificationSource(store)).head_position()
+    with store.transaction(commit=False) as cursor:
+        cursor.execute(
+            f"SELECT projection, position, status, error, failed_position "
+            f"FROM {store.table(TRACKING_TABLE)} ORDER BY projection"
+        )
+        rows = {row["projection"]: row for row in cursor.fetchall()}
+    return [
+        ProjectionLag(
+            projection=name,
+            head_position=head,
+            applied_position=int(rows[name]["position"]),
+            status=rows[name]["status"],
+            error=rows[name]["error"],
+            failed_position=rows[name]["failed_position"],
+        )
+        for name in (names if names is not None else list(rows))
+        if name in rows
+    ]
+
+
+def _cut(batch: list[Notification], stop_position: int) -> list[Notification]:
+    for index, (_, event) in enumerate(batch):
+        if event is not None and event.position > stop_position:
+            return batch[:index]
+    return batch

@@ -1,0 +1,452 @@
+"""API benchmark: signed `POST /v1/retrievals` (group commit) and
+`GET /v1/receipts/{id}` against a bare Litestar baseline that does the same
+request validation and one plain unsigned `eventsourcing` save per request.
+
+Both servers run under uvicorn on loopback (one worker each, SQLite), driven
+by the same bounded set of concurrent clients for a bounded time. The load
+generator is `wrk` when it is on PATH (a native client, so the numbers are
+the server's, not the client's; POST bodies and headers come from a Lua
+script, the paced run uses wrk's `delay()` hook), else a Python httpx client;
+the table says which. The bench token's rate limit is set high through
+configuration (the limiter still runs on every request).
+
+    .venv/bin/python scripts/bench_api.py [--seconds 8] [--clients 32] [--client auto|wrk|python]
+        [--out docs/benchmarks/api.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "bench-token"
+
+BASELINE = """
+import os, uuid
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate, event
+from litestar import Litestar, post
+from api.schemas import RetrievalIn
+
+class Receipt(Aggregate):
+    @event("Recorded")
+    def __init__(self, body: dict) -> None:
+        self.body = body
+
+class Receipts(Application):
+    pass
+
+store = Receipts(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                      "SQLITE_DBNAME": os.environ["BASELINE_DB"], "SQLITE_LOCK_TIMEOUT": "30"})
+
+@post("/baseline/retrievals", sync_to_thread=True, status_code=201)
+def record(data: RetrievalIn) -> dict:
+    receipt = Receipt(data.model_dump(mode="json"))
+    store.save(receipt)
+    return {"receipt_id": str(receipt.id)}
+
+app = Litestar([record])
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {url}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise RuntimeError(f"server did not start: {url}")
+
+
+async def drive(
+    url: str, make_body: Any, clients: int, seconds: float, method: str = "POST", rate: float | None = None
+) -> dict[str, float]:
+    latencies: list[float] = []
+    errors = 0
+    stop = time.monotonic() + seconds
+    interval = clients / rate if rate else 0.0
+
+    async def worker(index: int, http: httpx.AsyncClient) -> None:
+        nonlocal errors
+        next_at = time.monotonic() + (index * interval / clients if rate else 0)
+        while time.monotonic() < stop:
+            if rate:
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                next_at += interval
+            started = time.perf_counter()
+            if method == "POST":
+                response = await http.post(
+                    url, json=make_body(), headers={"Authorization": f"Bearer {TOKEN}"}
+                )
+            else:
+                response = await http.get(make_body(), headers={"Authorization": f"Bearer {TOKEN}"})
+            latencies.append(time.perf_counter() - started)
+            if response.status_code >= 300:
+                errors += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+        began = time.monotonic()
+        await asyncio.gather(*(worker(i, http) for i in range(clients)))
+        elapsed = time.monotonic() - began
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "rps": len(latencies) / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000 if latencies else 0.0,
+        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000 if latencies else 0.0,
+    }
+
+
+WRK_SCRIPT = """
+local counter = 0
+local method = os.getenv("BENCH_METHOD")
+local doc = os.getenv("BENCH_DOC")
+local chunk = os.getenv("BENCH_CHUNK")
+local rate = tonumber(os.getenv("BENCH_RATE") or "0")
+local prefix = os.getenv("BENCH_PREFIX") or "q"
+wrk.method = method
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN")
+if method == "POST" then
+  wrk.headers["Content-Type"] = "application/json"
+end
+
+request = function()
+  if method ~= "POST" then
+    return wrk.format(nil, nil, nil, nil)
+  end
+  counter = counter + 1
+  local body = '{"query":"how long are logs kept? ' .. prefix .. counter ..
+    '","engine":"external:bench","selected_entries":[{"document_id":"' .. doc ..
+    '","chunk_id":"' .. chunk .. '","score":"1.5","snippet":"Audit logs are kept for 180 days."}]}'
+  return wrk.format(nil, nil, nil, body)
+end
+
+if rate > 0 then
+  local ffi = require("ffi")
+  ffi.cdef[[
+    typedef struct { long tv_sec; long tv_usec; } bench_timeval;
+    int gettimeofday(bench_timeval *tv, void *tz);
+  ]]
+  local tv = ffi.new("bench_timeval")
+  local interval = 1000 / rate
+  local next_slot = 0
+  -- one pacer for all connections of the (single) wrk thread: request n is sent
+  -- no earlier than start + n / rate
+  delay = function()
+    ffi.C.gettimeofday(tv, nil)
+    local now = tonumber(tv.tv_sec) * 1000 + tonumber(tv.tv_usec) / 1000
+    if next_slot < now then next_slot = now end
+    local wait = next_slot - now
+    next_slot = next_slot + interval
+    return wait
+  end
+end
+
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCH_RESULT {"requests": %d, "duration_us": %d, "errors": %d, "p50_us": %d, "p99_us": %d}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.status + e.timeout,
+    latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+NOTES = [
+    "## Notes",
+    "",
+    "- The figures of earlier versions of this file (baseline 145 req/s, signed 102 req/s, reads 165 req/s)",
+    "  came from the Python client, which was the bottleneck: on the same server wrk measured the baseline",
+    "  at ~765 req/s. Compare runs only with the same load generator.",
+    "- Per request the signed path does far more than the baseline (bearer check, shared rate-limit bucket,",
+    "  catalog lookup, AES-GCM sealing of query and snippet, Ed25519 signing, RFC 8785 canonical JSON, and",
+    "  the catalog and embedded read-model updates after every group commit). Group commit removes the",
+    "  per-request commit, but on this disk a commit is cheap (the baseline commits ~750 times/s), so the",
+    "  signed route is CPU-bound in one Python process (~90% of one core under load, GIL-bound), not",
+    "  commit-bound. That is why the >= 1.5x throughput target is missed with one worker.",
+    "- Capacity is below 500 req/s, so the paced run cannot meet p99 < 50 ms: requests queue.",
+    "- The embedded SQLite store runs one worker (`citeledger serve` clamps it); more workers need",
+    "  PostgreSQL (`CITELEDGER_DATABASE_URL`), and on 2 shared cores they would compete with the load",
+    "  generator and the baseline server.",
+    "- Server, baseline, wrk and any other job on the machine share the 2 cores; runs vary by +-40%",
+    "  with background load.",
+    "",
+]
+
+
+def drive_wrk(
+    wrk: str,
+    script: Path,
+    url: str,
+    clients: int,
+    seconds: float,
+    *,
+    method: str = "POST",
+    doc: tuple[str, str] = ("", ""),
+    rate: float | None = None,
+    prefix: str = "q",
+) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "BENCH_METHOD": method,
+        "BENCH_DOC": doc[0],
+        "BENCH_CHUNK": doc[1],
+        "BENCH_RATE": str(rate or 0),
+        "BENCH_TOKEN": TOKEN,
+        "BENCH_PREFIX": prefix,
+    }
+    out = subprocess.run(
+        [
+            wrk,
+            "-t1",
+            f"-c{clients}",
+            f"-d{max(1, round(seconds))}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(script),
+            url,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
+    ).stdout
+    line = next(row for row in out.splitlines() if row.startswith("BENCH_RESULT "))
+    raw = json.loads(line.removeprefix("BENCH_RESULT "))
+    elapsed = raw["duration_us"] / 1e6
+    return {
+        "requests": raw["requests"],
+        "errors": raw["errors"],
+        "rps": raw["requests"] / elapsed if elapsed else 0.0,
+        "p50_ms": raw["p50_us"] / 1000,
+        "p99_ms": raw["p99_us"] / 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "api.md")
+    parser.add_argument("--client", choices=["auto", "wrk", "python"], default="auto")
+    args = parser.parse_args()
+    wrk = shutil.which("wrk") if args.client in ("auto", "wrk") else None
+    if args.client == "wrk" and wrk is None:
+        parser.error("wrk is not on PATH (apt-get install wrk)")
+    work = Path(tempfile.mkdtemp(prefix="citeledger-bench-"))
+    env = {
+        **os.environ,
+        "CITELEDGER_BOOTSTRAP_TOKEN": TOKEN,
+        "CITELEDGER_RATE_LIMIT_RPS": "1000000",
+        "CITELEDGER_RATE_LIMIT_BURST": "1000000",
+        "BASELINE_DB": str(work / "baseline.sqlite"),
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("CITELEDGER_DATABASE_URL", None)
+    api_port, base_port = free_port(), free_port()
+    (work / "baseline_app.py").write_text(BASELINE)
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--data-dir",
+            str(work / "data"),
+            "--port",
+            str(api_port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    baseline = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "baseline_app:app",
+            "--port",
+            str(base_port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        api_url, base_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{base_port}"
+        wait_up(api_url + "/v1/healthz", api)
+        wait_up(base_url + "/", baseline)
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        doc = httpx.post(
+            api_url + "/v1/documents",
+            json={"path": "bench.md", "text": "# Bench\n\nAudit logs are kept for 180 days.\n"},
+            headers=auth,
+            timeout=30,
+        ).json()
+        counter = iter(range(10**9))
+
+        def body() -> dict[str, Any]:
+            n = next(counter)
+            return {
+                "query": f"how long are logs kept? {n}",
+                "engine": "external:bench",
+                "selected_entries": [
+                    {
+                        "document_id": doc["document_id"],
+                        "chunk_id": doc["chunks"][0]["chunk_id"],
+                        "score": "1.5",
+                        "snippet": "Audit logs are kept for 180 days.",
+                    }
+                ],
+            }
+
+        results: dict[str, dict[str, float]] = {}
+        names = (
+            "baseline POST (unsigned eventsourcing save)",
+            "citeledger POST /v1/retrievals (signed, group commit)",
+            "citeledger POST /v1/retrievals at 500 req/s",
+            "citeledger GET /v1/receipts/{id}",
+        )
+        receipt = ""
+        if wrk is not None:
+            script = work / "bench.lua"
+            script.write_text(WRK_SCRIPT)
+            ref = (doc["document_id"], doc["chunks"][0]["chunk_id"])
+            results[names[0]] = drive_wrk(
+                wrk,
+                script,
+                base_url + "/baseline/retrievals",
+                args.clients,
+                args.seconds,
+                doc=ref,
+                prefix="b",
+            )
+            results[names[1]] = drive_wrk(
+                wrk, script, api_url + "/v1/retrievals", args.clients, args.seconds, doc=ref, prefix="s"
+            )
+            results[names[2]] = drive_wrk(
+                wrk,
+                script,
+                api_url + "/v1/retrievals",
+                args.clients,
+                args.seconds,
+                doc=ref,
+                rate=500,
+                prefix="r",
+            )
+            receipt = httpx.post(api_url + "/v1/retrievals", json=body(), headers=auth, timeout=30).json()[
+                "receipt_id"
+            ]
+            results[names[3]] = drive_wrk(
+                wrk, script, f"{api_url}/v1/receipts/{receipt}", args.clients, args.seconds, method="GET"
+            )
+        else:
+            results[names[0]] = asyncio.run(
+                drive(base_url + "/baseline/retrievals", body, args.clients, args.seconds)
+            )
+            results[names[1]] = asyncio.run(
+                drive(api_url + "/v1/retrievals", body, args.clients, args.seconds)
+            )
+            results[names[2]] = asyncio.run(
+                drive(api_url + "/v1/retrievals", body, args.clients, args.seconds, rate=500)
+            )
+            receipt = httpx.post(api_url + "/v1/retrievals", json=body(), headers=auth, timeout=30).json()[
+                "receipt_id"
+            ]
+            results[names[3]] = asyncio.run(
+                drive(
+                    "", lambda: f"{api_url}/v1/receipts/{receipt}", args.clients, args.seconds, method="GET"
+                )
+            )
+    finally:
+        api.terminate()
+        baseline.terminate()
+        api.wait(timeout=30)
+        baseline.wait(timeout=30)
+    base, signed = results[names[0]], results[names[1]]
+    paced, reads = results[names[2]], results[names[3]]
+    generator = (
+        "wrk (native, 1 thread, Lua script for POST bodies and headers; paced run via wrk `delay()`)"
+        if wrk is not None
+        else "Python httpx (asyncio) client: install wrk for numbers that are not client-bound"
+    )
+    lines = [
+        "# API benchmark",
+        "",
+        f"`scripts/bench_api.py --seconds {args.seconds:g} --clients {args.clients}`: uvicorn, "
+        "**one worker** per server, SQLite, loopback,",
+        f"{os.cpu_count()} CPU(s) shared by both servers, the load generator and any other work "
+        "on the machine.",
+        f"Load generator: {generator}; {args.clients} concurrent connections.",
+        "",
+        "| run | requests | errors | req/s | p50 ms | p99 ms |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['requests']:.0f} | {r['errors']:.0f} | {r['rps']:.0f} "
+            f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} |"
+        )
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}x" if b else "n/a"
+
+    lines += [
+        "",
+        "| ratio (citeledger signed POST / baseline) | value | target |",
+        "| --- | ---: | --- |",
+        f"| throughput | **{ratio(signed['rps'], base['rps'])}** | >= 1.5x |",
+        f"| p50 latency | {ratio(signed['p50_ms'], base['p50_ms'])} | |",
+        f"| p99 latency | {ratio(signed['p99_ms'], base['p99_ms'])} | |",
+        "",
+        f"Paced run: {paced['rps']:.0f} req/s achieved of 500 offered, p99 {paced['p99_ms']:.1f} ms "
+        "(target: p99 < 50 ms at 500 req/s).",
+        f"Reads: {reads['rps']:.0f} req/s (target >= 3,000).",
+        "",
+        *NOTES,
+    ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""The API's hot-path shortcuts keep the contract: rate-limit leases still share
+one bucket, cached chunk rows and receipts never leak across tenants, and the
+cross-worker document claim keeps version numbers unique."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from api.catalog import Catalog
+from api.contract import ApiError
+from api.ratelimit import DatabaseBucket, RateLimiter
+from ledger.application import Ledger
+from tests.api_support import DOC, Api, api, make_api  # noqa: F401
+
+
+def test_bucket_draws_leases_and_credits_returns(open_ledger: Callable[..., Ledger]) -> None:
+    ledger = open_ledger(run_checkpointer=False)
+    bucket = DatabaseBucket(ledger.store, rate=0.001, burst=10)
+    assert bucket.take("k", 4) == (4, 0.0)  # 6 left
+    assert bucket.take("k", 4)[0] == 4  # 2 left
+    assert bucket.take("k", 4)[0] == 1  # fewer than wanted: one token, never more than exist
+    assert bucket.take("k", 4)[0] == 1
+    granted, wait = bucket.take("k", 1)
+    assert granted == 0 and wait > 0
+    assert bucket.take("k", 3, returned=3)[0] == 3  # unspent tokens come back to the shared bucket
+    assert bucket.take("other", 10)[0] == 10  # buckets are per key
+
+
+class CountingBucket:
+    def __init__(self, inner: DatabaseBucket) -> None:
+        self.inner, self.rate, self.burst, self.calls = inner, inner.rate, inner.burst, 0
+
+    def take(self, key: str, want: int = 1, returned: int = 0) -> tuple[int, float]:
+        self.calls += 1
+        return self.inner.take(key, want, returned)
+
+
+def test_busy_token_costs_few_shared_writes(open_ledger: Callable[..., Ledger]) -> None:
+    ledger = open_ledger(run_checkpointer=False)
+    counting = CountingBucket(DatabaseBucket(ledger.store, rate=1000.0, burst=10_000))
+    limiter = RateLimiter(counting)
+
+    async def many() -> None:
+        for _ in range(600):
+            await limiter.check("tok")
+
+    anyio.run(many)
+    assert counting.calls < 60  # leases, not one shared write per request
+
+
+def test_leases_from_two_workers_share_one_bucket(
+    open_ledger: Callable[..., Ledger], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time as real_time
+
+    import api.ratelimit as ratelimit_module
+
+    class FrozenWallClock:  # no refill during the test: the bucket holds exactly `burst`
+        monotonic = staticmethod(real_time.monotonic)
+
+        @staticmethod
+        def time() -> float:
+            return 1_000_000.0
+
+    monkeypatch.setattr(ratelimit_module, "time", FrozenWallClock)
+    ledger = open_ledger(run_checkpointer=False)
+    bucket = DatabaseBucket(ledger.store, rate=1000.0, burst=300)
+    worker_a, worker_b = RateLimiter(bucket), RateLimiter(bucket)
+
+    async def burst() -> tuple[int, int]:
+        allowed = refused = 0
+        for i in range(600):
+            try:
+                await (worker_a if i % 2 else worker_b).check("tok")
+                allowed += 1
+            except ApiError as exc:
+                assert exc.status_code == 429
+                refused += 1
+        return allowed, refused
+
+    allowed, refused = anyio.run(burst)
+    assert allowed <= 300 and allowed + refused == 600
+    assert allowed >= 300 - 2 * RateLimiter(bucket).max_lease  # at most the workers' unspent leases idle
+
+
+def test_slow_limit_draws_one_token_at_a_time(open_ledger: Callable[..., Ledger]) -> None:
+    ledger = open_ledger(run_checkpointer=False)
+    assert RateLimiter(DatabaseBucket(ledger.store, rate=0.5, burst=4)).max_lease == 1
+
+
+def test_cached_receipt_stays_tenant_scoped(api: Api) -> None:
+    doc = api.document()
+    receipt = api.retrieval(doc)["receipt_id"]
+    first = api.client.get(f"/v1/receipts/{receipt}", headers=api.headers())
+    again = api.client.get(f"/v1/receipts/{receipt}", headers=api.headers())
+    assert first.status_code == again.status_code == 200
+    assert first.json()["event"] == again.json()["event"]
+    assert api.services.receipt_cache.get("acme", receipt) is not None
+    other = api.client.get(f"/v1/receipts/{receipt}", headers=api.headers("other"))
+    assert other.status_code == 404
+
+
+def test_cached_chunks_stay_tenant_scoped(api: Api) -> None:
+    doc = api.document()
+    api.retrieval(doc)  # caches acme's chunk row
+    body = api.retrieval_body(doc)
+    response = api.client.post("/v1/retrievals", json=body, headers=api.headers("other"))
+    assert response.status_code == 422 and response.json()["error"]["code"] == "unknown_chunk"
+
+
+def test_document_claimed_by_another_worker_is_409_then_free(make_api: Callable[..., Api]) -> None:
+    worker_a, worker_b = make_api(), make_api()
+    first = worker_a.document()
+    other_catalog: Catalog = worker_b.services.catalog
+    changed = DOC + "\nA changed line.\n"
+    with other_catalog.document_claim("acme", first["document_id"]):
+        busy = worker_a.client.post(
+            "/v1/documents",
+            json={"path": "handbook/retention.md", "text": changed},
+            headers=worker_a.headers(),
+        )
+        assert busy.status_code == 409, busy.text
+        assert busy.json()["error"]["code"] == "document_busy"
+        assert busy.json()["error"]["retryable"] is True
+    after = worker_a.document(changed)
+    assert after["version"] == 2 and after["document_id"] == first["document_id"]
+
+
+def test_two_workers_ingesting_changes_get_distinct_versions(make_api: Callable[..., Api]) -> None:
+    worker_a, worker_b = make_api(), make_api()
+    worker_a.document()
+    results: list[Any] = []
+
+    def post(worker: Api, n: int) -> None:
+        for i in range(3):
+            text = DOC + f"\nworker {n} edit {i}\n"
+            while True:
+                response = worker.client.post(
+                    "/v1/documents",
+                    json={"path": "handbook/retention.md", "text": text},
+                    headers=worker.headers(),
+                )
+                if response.status_code != 409:
+                    break
+            results.append(response)
+
+    threads = [threading.Thread(target=post, args=(w, n)) for n, w in enumerate((worker_a, worker_b))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert all(r.status_code == 201 for r in results), [r.text for r in results]
+    versions = sorted(r.json()["version"] for r in results)
+    assert versions == [2, 3, 4, 5, 6, 7]
+
+
+def test_stale_claim_is_taken_over(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    import api.catalog as catalog_module
+
+    doc = api.document()
+    catalog: Catalog = api.services.catalog
+    monkeypatch.setattr(catalog_module, "CLAIM_STALE_S", 0.0)
+    holder = catalog.document_claim("acme", doc["document_id"])
+    holder.__enter__()  # a worker that died without releasing
+    after = api.document(DOC + "\nnew\n")
+    assert after["version"] == 2

@@ -1,0 +1,153 @@
+"""Scale-out: `citeledger serve --workers 2` on PostgreSQL, many concurrent
+clients; every acknowledged event is in the log exactly once and `citeledger
+verify` is clean."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from ledger.config import LedgerConfig
+from ledger.store import LEDGER_STREAM_ID, Store
+from tests.api_support import DOC
+from tests.conftest import PG_DSN, pg_connect
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENTS = 12
+POSTS_PER_CLIENT = 15
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    schema = "t_" + uuid.uuid4().hex[:16]
+    with pg_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    port = _free_port()
+    env = {
+        **os.environ,
+        "CITELEDGER_DATABASE_URL": f"{PG_DSN}?schema={schema}",
+        "CITELEDGER_BOOTSTRAP_TOKEN": "multi-process-token",
+        "CITELEDGER_RATE_LIMIT_RPS": "100000",
+        "CITELEDGER_RATE_LIMIT_BURST": "100000",
+    }
+    data_dir = tmp_path / "data"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Bearer multi-process-token"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/v1/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)
+        doc = httpx.post(
+            f"{base}/v1/documents", json={"path": "a.md", "text": DOC}, headers=auth, timeout=10
+        ).json()
+
+        def client(index: int) -> list[tuple[str, int]]:
+            acked = []
+            with httpx.Client(base_url=base, headers=auth, timeout=20) as http:
+                for n in range(POSTS_PER_CLIENT):
+                    body: dict[str, Any] = {
+                        "query": f"question {index}-{n}",
+                        "engine": "external:load",
+                        "selected_entries": [
+                            {
+                                "document_id": doc["document_id"],
+                                "chunk_id": doc["chunks"][n % 2]["chunk_id"],
+                                "score": "1.0",
+                                "snippet": "Audit logs are kept for 180 days.",
+                            }
+                        ],
+                    }
+                    response = http.post("/v1/retrievals", json=body, headers={"X-Run-Id": f"c{index}"})
+                    if response.status_code == 201:
+                        acked.append((response.json()["receipt_id"], response.json()["position"]))
+            return acked
+
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            acknowledged = [item for part in pool.map(client, range(CLIENTS)) for item in part]
+        assert len(acknowledged) == CLIENTS * POSTS_PER_CLIENT
+        workers_seen = {
+            httpx.get(f"{base}/v1/receipts/{receipt_id}", headers=auth, timeout=10).status_code
+            for receipt_id, _ in acknowledged[:20]
+        }
+        assert workers_seen == {200}
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+    config = LedgerConfig(
+        data_dir=data_dir, database_url=env["CITELEDGER_DATABASE_URL"], run_checkpointer=False
+    )
+    store = Store(config)
+    try:
+        rows = store.recorder.select_events(LEDGER_STREAM_ID)
+        receipts = Counter(
+            orjson.loads(bytes(row.state))["payload"]["receipt_id"]
+            for row in rows
+            if row.topic.endswith("RetrievalRecorded")
+        )
+        positions = {int(row.originator_version) for row in rows}
+    finally:
+        store.close()
+    for receipt_id, position in acknowledged:
+        assert receipts[receipt_id] == 1
+        assert position in positions
+    assert sum(receipts.values()) == len(acknowledged)
+    verify = subprocess.run(
+        [sys.executable, "-m", "api.cli", "verify", "--deep", "--data-dir", str(data_dir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    with pg_connect() as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
