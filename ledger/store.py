@@ -33,14 +33,13 @@ class EventStoreApp(Application[UUID]):
     name = "citeledger"
 
 
-@contextmanager
-def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
-    """Serialise table creation across processes: eventsourcing's CREATE TYPE
-    is not safe when two processes start on an empty schema at once."""
+def pg_connect(config: LedgerConfig) -> Any:
+    """A plain autocommit psycopg connection to the configured PostgreSQL (for
+    what eventsourcing's pool does not do: advisory locks, LISTEN)."""
     import psycopg
 
     env = config.eventsourcing_env()
-    with psycopg.connect(
+    return psycopg.connect(
         dbname=env["POSTGRES_DBNAME"],
         host=env["POSTGRES_HOST"],
         port=int(env["POSTGRES_PORT"]),
@@ -48,7 +47,14 @@ def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
         password=env["POSTGRES_PASSWORD"],
         autocommit=True,
         connect_timeout=10,
-    ) as conn:
+    )
+
+
+@contextmanager
+def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
+    """Serialise table creation across processes: eventsourcing's CREATE TYPE
+    is not safe when two processes start on an empty schema at once."""
+    with pg_connect(config) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('citeledger-ddl'))")
         try:
             yield

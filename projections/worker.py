@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from ledger.store import Store
+from ledger.store import Store, pg_connect
 from projections.runner import TRANSIENT_ERRORS, ProjectionRunner
 
 log = logging.getLogger("citeledger.projections.worker")
@@ -32,16 +32,7 @@ class LogWaiter:
             self._listen()
 
     def _listen(self) -> None:
-        env = self.store.config.eventsourcing_env()
-        self._conn = psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"],
-            host=env["POSTGRES_HOST"],
-            port=int(env["POSTGRES_PORT"]),
-            user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"],
-            autocommit=True,
-            connect_timeout=10,
-        )
+        self._conn = pg_connect(self.store.config)
         channel = self.store.recorder.channel_name
         self._conn.execute(f'LISTEN "{channel}"')
 
