@@ -95,7 +95,7 @@ class Catalog:
             "version BIGINT NOT NULL, version_id TEXT NOT NULL, "
             "content_sha256 TEXT NOT NULL, path TEXT NOT NULL, "
             "sensitivity TEXT NOT NULL, position BIGINT NOT NULL, removed INTEGER NOT NULL, "
-            "retention_days INTEGER, "
+            "retention_days INTEGER, subject_id TEXT, "
             "PRIMARY KEY (tenant_id, document_id))",
             f"CREATE TABLE IF NOT EXISTS {t(CHUNKS_TABLE)} (tenant_id TEXT NOT NULL, "
             "document_id TEXT NOT NULL, "
@@ -182,12 +182,14 @@ class Catalog:
                 sql(
                     f"INSERT INTO {docs} AS d (tenant_id, document_id, version, version_id, "
                     "content_sha256, path, "
-                    "sensitivity, position, removed, retention_days) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) "
+                    "sensitivity, position, removed, retention_days, subject_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?) "
                     "ON CONFLICT (tenant_id, document_id) DO UPDATE SET version=excluded.version, "
                     "version_id=excluded.version_id, content_sha256=excluded.content_sha256, "
                     "path=excluded.path, "
                     "sensitivity=excluded.sensitivity, position=excluded.position, removed=0, "
-                    "retention_days=excluded.retention_days WHERE d.position < excluded.position"
+                    "retention_days=excluded.retention_days, subject_id=excluded.subject_id "
+                    "WHERE d.position < excluded.position"
                 ),
                 (
                     tenant,
@@ -199,6 +201,7 @@ class Catalog:
                     payload["sensitivity"],
                     position,
                     payload.get("retention_days"),
+                    payload.get("subject_id"),
                 ),
             )
             for chunk in payload["chunks"]:
@@ -318,6 +321,18 @@ class Catalog:
                 row["target_id"] if row["target_kind"] == "document" else f"subject.{row['target_id']}"
                 for row in cursor.fetchall()
             )
+
+    def documents_of_subject(self, tenant: str, subject_id: str) -> list[str]:
+        """Documents whose latest version carries `subject_id`."""
+        with self.store.transaction(commit=False) as cursor:
+            cursor.execute(
+                self.store.sql(
+                    f"SELECT document_id FROM {self.store.table(DOCUMENTS_TABLE)} "
+                    "WHERE tenant_id=? AND subject_id=? ORDER BY document_id"
+                ),
+                (tenant, subject_id),
+            )
+            return [row["document_id"] for row in cursor.fetchall()]
 
     def tenants(self) -> list[str]:
         """Every tenant with a document or receipt (for the retention sweep)."""

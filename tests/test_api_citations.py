@@ -208,3 +208,20 @@ def test_erased_text_is_nowhere_in_files_rows_or_logs(api: Api, caplog: pytest.L
                 assert cursor.fetchone()["n"] == 0, table
     ledger.issue_checkpoint()
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def test_subject_erasure_also_erases_documents_about_them(api: Api) -> None:
+    doc = api.document(text="# File\n\nNotes about the data subject.\n", subject_id="subj-7")
+    receipt = api.retrieval(doc)
+    citation_id = receipt["citation_ids"][0]
+    ingested = api.services.ledger.get(doc["position"])
+    chunk = ingested.payload["chunks"][0]["text"]
+    assert chunk["extra_key_refs"] == ["subject/acme/subj-7"]
+    assert _get(api, citation_id).status_code == 200
+    erased = api.client.post("/v1/erasures", json={"subject_id": "subj-7"}, headers=api.headers())
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["erased"]["document_ids"] == [doc["document_id"]]
+    with pytest.raises(KeyDestroyed):
+        api.services.ledger.sealer.unseal(chunk, tenant_id="acme")
+    gone = _get(api, citation_id)
+    assert gone.status_code == 404 and gone.headers["x-replay-reason"] == "chunk_retention_expired"

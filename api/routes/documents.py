@@ -24,8 +24,15 @@ from api.routes.common import AnyRequest, caller, fingerprint, ok
 from api.schemas import LIMITS, DocumentIn, RemoveDocumentIn
 from api.services import Services
 from ledger.entries import EventDraft
-from ledger.events import MAX_CHUNKS_PER_DOCUMENT, Chunk, DocumentIngested, DocumentRemoved, Locator
-from ledger.sealing import KeyDestroyed, document_key_ref
+from ledger.events import (
+    MAX_CHUNKS_PER_DOCUMENT,
+    Chunk,
+    DocumentIngested,
+    DocumentRemoved,
+    Locator,
+    Sealed,
+)
+from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 
 _locks: dict[tuple[str, str], threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -88,7 +95,15 @@ def ingest(
         version = current.version + 1 if current is not None else 1
         version_id = uuid.uuid4().hex
         key_ref = document_key_ref(tenant, document_id)
-        seal = services.ledger.sealer.seal
+        # A document about a data subject is also sealed under their key: erasing the
+        # subject erases it too, whichever of the two keys goes first.
+        layers = [subject_key_ref(tenant, doc.subject_id)] if doc.subject_id else []
+
+        def seal(text: str, *, tenant_id: str, key_ref: str) -> Sealed:
+            return services.ledger.sealer.seal(
+                text, tenant_id=tenant_id, key_ref=key_ref, extra_key_refs=layers
+            )
+
         try:
             chunks = [
                 Chunk(

@@ -66,37 +66,46 @@ def _bucket_refs(services: Services, tenant: str, scope: str) -> list[str]:
 def erase(services: Services, principal: Principal, ids: Correlation, body: ErasureIn) -> dict[str, Any]:
     tenant, catalog = principal.tenant, services.catalog
     catalog.catch_up(services.ledger)
+    documents: list[str]
     if body.document_id is not None:
         target_kind, target_id = "document", body.document_id
         if catalog.document(tenant, target_id) is None:
             raise not_found("document")
-        primary, scope = document_key_ref(tenant, target_id), target_id
+        documents, refs = [target_id], []
     else:
         assert body.subject_id is not None
         target_kind, target_id = "subject", body.subject_id
-        primary, scope = subject_key_ref(tenant, target_id), f"subject.{target_id}"
-        if not services.ledger.data_keys.known(primary):
+        subject_ref = subject_key_ref(tenant, target_id)
+        if not services.ledger.data_keys.known(subject_ref):
             raise not_found("data subject")
+        # The subject's queries, and every document about them.
+        documents = catalog.documents_of_subject(tenant, target_id)
+        refs = [subject_ref, *_bucket_refs(services, tenant, f"subject.{target_id}")]
     holds = catalog.active_holds(tenant, target_kind, target_id)
+    for document_id in documents:
+        holds += catalog.active_holds(tenant, "document", document_id)
     if holds:
+        held = sorted(set(holds))
         raise ApiError(
             409,
             "legal_hold",
-            f"{target_kind} is under legal hold {', '.join(holds)}",
-            extra_body={"hold_ids": holds},
+            f"{target_kind} is under legal hold {', '.join(held)}",
+            extra_body={"hold_ids": held},
         )
+    for document_id in documents:
+        refs += [document_key_ref(tenant, document_id), *_bucket_refs(services, tenant, document_id)]
     event = shred(
         services.ledger,
         tenant_id=tenant,
-        key_refs=[primary, *_bucket_refs(services, tenant, scope)],
+        key_refs=refs,
         reason="erasure_request",
         actor=principal.actor,
-        document_ids=[target_id] if target_kind == "document" else [],
+        document_ids=documents,
         run_id=ids.run_id,
         trace_id=ids.trace_id,
     )
     return {
-        "erased": {"kind": target_kind, "id": target_id},
+        "erased": {"kind": target_kind, "id": target_id, "document_ids": documents},
         "already_erased": event is None,
         "position": event.position if event is not None else None,
     }
