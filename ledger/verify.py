@@ -18,6 +18,7 @@ What is checked, in position order, stopping at the first bad position:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 from collections import deque
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, NoReturn
 
 import orjson
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.canonical import canonical_json
@@ -122,6 +124,10 @@ _SIGNATURE_MEMBER = b',"signature":"'
 
 
 def _signature_ok(entry: bytes, public_raw: bytes) -> bool:
+    return _signature_ok_with(entry, Ed25519PublicKey.from_public_bytes(public_raw))
+
+
+def _signature_ok_with(entry: bytes, public_key: Ed25519PublicKey) -> bool:
     """Verify the entry's signature over its own bytes minus the signature member.
 
     Equal to checking against the canonical JSON without `signature` (keys are
@@ -134,13 +140,20 @@ def _signature_ok(entry: bytes, public_raw: bytes) -> bool:
     end = start + 88
     if entry[end : end + 1] != b'"':
         return False
-    message = entry[:at] + entry[end + 1 :]
-    return verify_signature(public_raw, message, entry[start:end].decode("ascii", "replace"))
+    try:
+        public_key.verify(base64.b64decode(entry[start:end], validate=True), entry[:at] + entry[end + 1 :])
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def _verify_batch(batch: list[tuple[int, bytes, bytes]]) -> int | None:
+    keys: dict[bytes, Ed25519PublicKey] = {}  # one key object per batch, not per entry
     for position, entry, public_raw in batch:
-        if not _signature_ok(entry, public_raw):
+        key = keys.get(public_raw)
+        if key is None:
+            key = keys[public_raw] = Ed25519PublicKey.from_public_bytes(public_raw)
+        if not _signature_ok_with(entry, key):
             return position
     return None
 
@@ -154,7 +167,8 @@ class _SignatureChecker:
     _MAX_PENDING = 16
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+        # One more thread than cores: the pass itself also needs the GIL now and then.
+        self._pool = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
         self._batch: list[tuple[int, bytes, bytes]] = []
         self._pending: deque[Future[int | None]] = deque()
 
