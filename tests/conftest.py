@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,10 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def ledger_config(backend: str, tmp_path: Path) -> Iterator[LedgerConfig]:
-    data_dir = tmp_path / "data"
+@contextmanager
+def fresh_config(backend: str, root: Path) -> Iterator[LedgerConfig]:
+    """A ledger config on a new SQLite directory or a new PostgreSQL schema, dropped afterwards."""
+    data_dir = root / uuid.uuid4().hex[:12]
     if backend == "sqlite":
         yield LedgerConfig(data_dir=data_dir, run_checkpointer=False)
         return
@@ -49,6 +51,12 @@ def ledger_config(backend: str, tmp_path: Path) -> Iterator[LedgerConfig]:
     finally:
         with pg_connect() as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def ledger_config(backend: str, tmp_path: Path) -> Iterator[LedgerConfig]:
+    with fresh_config(backend, tmp_path) as config:
+        yield config
 
 
 @pytest.fixture

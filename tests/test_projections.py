@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from projections.base import Projection
 from projections.digest import digests
 from projections.queries import HistoryFilter, InvalidCursor, ReadModels, ReceiptFilter, TextUnavailable
 from projections.runner import ProjectionRunner, default_projections, embedded
-from tests.conftest import PG_DSN, pg_connect
+from tests.conftest import fresh_config
 from tests.factories import TENANT, document_draft, retrieval_draft
 from tests.projection_fixtures import Op, Scenario, ops
 
@@ -308,24 +307,6 @@ class CrashAfter(Projection):
         self.calls += 1
         if self.calls == self.crash_on_call:
             raise SimulatedCrash
-
-
-@contextmanager
-def fresh_config(backend: str, root: Path) -> Iterator[LedgerConfig]:
-    data_dir = root / uuid.uuid4().hex[:12]
-    if backend == "sqlite":
-        yield LedgerConfig(data_dir=data_dir, run_checkpointer=False)
-        return
-    schema = "p_" + uuid.uuid4().hex[:16]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield LedgerConfig(
-            data_dir=data_dir, database_url=f"{PG_DSN}?schema={schema}", run_checkpointer=False
-        )
-    finally:
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def project_with_crashes(store: Store, rng: random.Random, head: int, restarts: int) -> None:
