@@ -15,6 +15,7 @@ from api.config import ApiConfig, server_version
 from api.contract import ContractApp, exception_handler
 from api.metrics import Metrics
 from api.routes import checkpoints, citations, documents, events, ops, policy, receipts, retention, retrievals
+from api.routes.common import DEPENDENCIES
 from api.services import Services
 
 log = logging.getLogger("citeledger.api")
@@ -47,6 +48,7 @@ def create_app(config: ApiConfig) -> ContractApp:
 
     app = ContractApp(
         route_handlers=ROUTES,
+        dependencies=DEPENDENCIES,
         on_startup=[startup],
         on_shutdown=[shutdown],
         exception_handlers={Exception: exception_handler, HTTPException: exception_handler},

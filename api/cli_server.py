@@ -107,14 +107,14 @@ def retention_run(
     """Destroy expired text (expiry keys whose day is over), sparing legal holds; record each scrub."""
     import datetime as dt
 
-    from api.catalog import Catalog
-    from api.retention_sweep import sweep
     from ledger.application import Ledger
+    from ledger.usecases.retention import sweep
+    from projections.lookups import ledger_context
 
     config = _prepare(data_dir)
     moment = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
     with Ledger(config.ledger) as ledger:
-        recorded = sweep(ledger, Catalog(ledger.store), moment)
+        recorded = sweep(ledger_context(ledger, retention_for=config.retention_for), moment)
     for event in recorded:
         typer.echo(
             f"position {event.position}: {event.tenant_id} {event.payload['reason']} "

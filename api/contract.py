@@ -156,6 +156,9 @@ def _validation_message(exc: ValidationException) -> str:
 
 def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[str, Any]]:
     """(status, code, message, retryable, headers, extra body) for any exception."""
+    from api.errors import to_api_error  # the domain-error table imports this module
+
+    exc = to_api_error(exc) or exc
     if isinstance(exc, ApiError):
         return exc.status_code, exc.code, exc.message, exc.retryable, dict(exc.headers or {}), exc.extra_body
     if isinstance(exc, EventRejected):

@@ -1,5 +1,8 @@
-"""What the routes share in one worker process: the ledger, its group
-committer, tokens, limits, the write-side catalog, metrics."""
+"""One worker process's wiring: the ledger and its group committer, the
+projection runner and the write-side lookups it feeds, the use-case context,
+tokens, rate limits, metrics. Routes receive the parts they need through
+Litestar dependency injection (`api.dependencies`), never by reaching in here.
+"""
 
 from __future__ import annotations
 
@@ -8,49 +11,29 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from api.auth import TokenStore
-from api.catalog import Catalog
 from api.config import ApiConfig, server_version
-from api.idempotency import IdempotencyStore
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
-from api.retention_sweep import RetentionScheduler
-from ledger.application import Ledger
-from ledger.entries import EventDraft, RecordedEvent
+from ledger.application import Ledger, Notification
+from ledger.claims import DocumentClaims
 from ledger.group_commit import GroupCommitter
+from ledger.usecases.context import UseCaseContext
+from ledger.usecases.retention import sweep
+from projections.lookups import ProjectedLookups
 from projections.queries import ReadModels
-from projections.runner import ProjectionRunner, embedded
+from projections.runner import ProjectionRunner
 
 log = logging.getLogger("citeledger.api")
 T = TypeVar("T")
 NO_POLICY = "none"
-
-
-class ReceiptCache:
-    """(tenant, receipt_id) -> its RetrievalRecorded entry. Entries are immutable (the
-    log is append-only; scrubbing destroys keys, never bytes), so a hit never goes stale.
-    Bounded: the oldest half is dropped when full."""
-
-    def __init__(self, max_items: int = 20_000) -> None:
-        self.max_items = max_items
-        self._items: dict[tuple[str, str], RecordedEvent] = {}
-        self._lock = threading.Lock()
-
-    def get(self, tenant: str, receipt_id: str) -> RecordedEvent | None:
-        return self._items.get((tenant, receipt_id))
-
-    def put(self, tenant: str, receipt_id: str, event: RecordedEvent) -> None:
-        with self._lock:
-            if len(self._items) >= self.max_items:
-                for key in list(self._items)[: self.max_items // 2]:
-                    del self._items[key]
-            self._items[(tenant, receipt_id)] = event
+FOLLOW_INTERVAL_S = 1.0  # embedded: how soon entries of other processes (the CLI) show up
 
 
 class Services:
@@ -61,23 +44,36 @@ class Services:
         self.last_error: str | None = None
         self.metrics = metrics
         self.ledger = Ledger(config.ledger)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
         try:
-            self.committer = GroupCommitter(self.ledger, max_batch_events=config.group_commit_max_events)
             store = self.ledger.store
-            self.catalog = Catalog(store)
-            self.catalog.catch_up(self.ledger)
-            self.ledger.on_commit(self._after_commit)
+            self.committer = GroupCommitter(self.ledger, max_batch_events=config.group_commit_max_events)
             # Embedded (the SQLite default): read models follow each commit in this process.
-            # Scale-out: `citeledger project` (or `serve`'s projector thread) runs them; the
-            # workers only ensure the tables exist and read them.
+            # Scale-out: `citeledger project` runs them; workers catch the write-side models
+            # up themselves before a decision that needs them.
             if config.embedded_projections is None:
-                run_here = not config.ledger.is_postgres
+                self.embedded = not config.ledger.is_postgres
             else:
-                run_here = config.embedded_projections
-            self.projector: ProjectionRunner = embedded(self.ledger) if run_here else ProjectionRunner(store)
+                self.embedded = config.embedded_projections
+            self.projector = ProjectionRunner(store)
+            self.lookups = ProjectedLookups(store, self.projector)
+            if self.embedded:
+                self.projector.catch_up()
+            # Each process applies its own commits at once (read-your-writes).
+            self.projector.attach(self.ledger)
+            self.ledger.on_commit(self.lookups.observe)
+            self.ledger.on_commit(self._count)
+            self.claims = DocumentClaims(store)
             self.read_models = ReadModels(store)
+            self.context = UseCaseContext(
+                ledger=self.ledger,
+                write=self.committer.write,
+                lookups=self.lookups,
+                retention_for=config.retention_for,
+                clock=lambda: dt.datetime.now(dt.UTC),
+            )
             self.tokens = TokenStore(config.token_path, config.tokens_env)
-            self.idempotency = IdempotencyStore(store)
             bucket: Bucket | None = None
             if config.rate_limit_rps > 0:
                 if config.redis_url:
@@ -90,17 +86,75 @@ class Services:
         except Exception:
             self.ledger.close()
             raise
-        self.retention: RetentionScheduler | None = (
-            RetentionScheduler(self.ledger, self.catalog, config.retention_interval_s)
-            if config.retention_interval_s > 0
-            else None
-        )
-        # Wall clock for retention decisions; tests travel in time by replacing it.
-        self.clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+        # Every process follows the log: entries of other processes (other workers, the
+        # CLI) reach this one's read models within FOLLOW_INTERVAL_S, or at once on a miss.
+        self._wake = threading.Event()
+        self._followed = threading.Condition()
+        self._follow_rounds = 0
+        follower = threading.Thread(target=self._follow_loop, name="citeledger-follow", daemon=True)
+        follower.start()
+        self._threads.append(follower)
+        if config.retention_interval_s > 0:
+            self._start("citeledger-retention", config.retention_interval_s, self._sweep)
         self.limiter = anyio.CapacityLimiter(64)
-        self.receipt_cache = ReceiptCache()
-        self._policy_cache: dict[str, tuple[float, str]] = {}
-        self._policy_lock = threading.Lock()
+
+    # -- background work -------------------------------------------------------------
+    def _start(self, name: str, interval_s: float, work: Callable[[], None]) -> None:
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    work()
+                except Exception:  # retried at the next interval
+                    log.exception("%s failed", name)
+
+        thread = threading.Thread(target=loop, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _follow_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(FOLLOW_INTERVAL_S)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.ledger.sync()
+                self.projector.catch_up()
+            except Exception:  # retried at the next round
+                log.exception("following the log failed")
+            with self._followed:
+                self._follow_rounds += 1
+                self._followed.notify_all()
+
+    def follow_now(self, timeout_s: float = 2.0) -> None:
+        """Wait until the follower has applied everything committed before this call."""
+        with self._followed:
+            target = self._follow_rounds + 2  # a round already running may have missed the newest
+            self._wake.set()
+            deadline = time.monotonic() + timeout_s
+            while self._follow_rounds < target and (left := deadline - time.monotonic()) > 0:
+                self._wake.set()
+                self._followed.wait(left)
+
+    def _sweep(self) -> None:
+        scrubbed = sweep(self.context)
+        if scrubbed:
+            log.info("retention sweep recorded %d scrub entries", len(scrubbed))
+
+    def _count(self, committed: Sequence[Notification]) -> None:
+        for _, event in committed:
+            self.metrics.events_appended.labels(event.type).inc()
+            if event.type == "RetrievalRecorded":
+                self.metrics.retrievals.labels(str(event.payload.get("status"))).inc()
+
+    # -- helpers for the routes ----------------------------------------------------------
+    @property
+    def clock(self) -> Callable[[], dt.datetime]:
+        return self.context.clock
+
+    @clock.setter
+    def clock(self, value: Callable[[], dt.datetime]) -> None:
+        self.context.clock = value
 
     def _namespace(self) -> str:
         """Rate-limit buckets are per database, so two deployments sharing Redis do not mix."""
@@ -108,42 +162,21 @@ class Services:
         where = ledger.database_url or str(ledger.sqlite_path.resolve())
         return hashlib.sha256(where.encode()).hexdigest()[:16]
 
-    def _after_commit(self, head: int) -> None:
-        # Runs in the writer thread after each group commit: one index transaction per batch.
-        self.catalog.catch_up(self.ledger)
-
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking ledger work off the event loop; a request past its deadline stops waiting."""
-        return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self.limiter)
-
-    def append(self, drafts: list[EventDraft], tenant: str) -> list[RecordedEvent]:
         try:
-            committed = self.committer.submit(drafts, tenant_id=tenant)
+            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self.limiter)
         except Exception as exc:
-            self.last_error = f"append failed: {type(exc).__name__}"
+            if not _is_refusal(exc):
+                self.last_error = f"{type(exc).__name__}"
             raise
-        for event in committed:
-            self.metrics.events_appended.labels(event.type).inc()
-            if event.type == "RetrievalRecorded":
-                self.metrics.retrievals.labels(str(event.payload.get("status"))).inc()
-        return committed
 
     def policy_version(self, tenant: str | None) -> str:
-        tenant = tenant or "default"
-        now = time.monotonic()
-        cached = self._policy_cache.get(tenant)
-        if cached is not None and now - cached[0] < 1.0:
-            return cached[1]
         try:
-            row = self.catalog.policy(tenant)
+            policy = self.lookups.live_policy(tenant or "default")
         except Exception:  # noqa: BLE001 - a version label never fails a response
-            return cached[1] if cached else NO_POLICY
-        value = row.policy_version if row else NO_POLICY
-        self._policy_cache[tenant] = (now, value)
-        return value
-
-    def forget_policy(self, tenant: str) -> None:
-        self._policy_cache.pop(tenant, None)
+            return NO_POLICY
+        return policy.policy_version if policy is not None else NO_POLICY
 
     def projection_health(self) -> tuple[bool, int | None]:
         """(ok, lag) of the read models."""
@@ -152,7 +185,17 @@ class Services:
         return bool(health["ok"]), int(lag)
 
     def close(self) -> None:
-        if self.retention is not None:
-            self.retention.close()
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
         self.committer.close()
         self.ledger.close()
+
+
+def _is_refusal(exc: Exception) -> bool:
+    from api.errors import to_api_error
+    from ledger.events import EventRejected
+
+    mapped = to_api_error(exc)
+    return isinstance(exc, EventRejected) or (mapped is not None and mapped.status_code < 500)

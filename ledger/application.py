@@ -15,11 +15,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from ledger import idempotency
 from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
@@ -31,10 +33,11 @@ from ledger.entries import (
     RecordedEvent,
     entry_signature_ok,
     prepare,
-    seal_entry,
+    sign_entry,
     utc_now,
 )
 from ledger.events import EventRejected, SigningKeyRotated
+from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
 from ledger.merkle import MerkleTree
 from ledger.sealing import DataKeyStore, Sealer
 from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64, verify_signature
@@ -60,6 +63,59 @@ except ImportError:  # pragma: no cover - psycopg is a hard dependency
     pass
 
 
+Notification = tuple[int, RecordedEvent]  # (notification id, committed entry)
+CommitListener = Callable[[Sequence[Notification]], None]
+
+
+@dataclass(frozen=True)
+class Write:
+    """One caller's drafts, committed together (all or nothing), optionally with
+    the idempotency record that must be atomic with them."""
+
+    prepared: list[PreparedDraft]
+    idempotent: IdempotentWrite | None = None
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    events: list[RecordedEvent]  # empty when answered from an earlier record
+    answer: idempotency.Answer | None  # the (status, body) of a keyed write
+    error: Exception | None = None
+
+
+class _AlreadyRecorded(Exception):
+    def __init__(self, settled: dict[int, StoredAnswer]) -> None:
+        self.settled = settled
+
+
+def _replayed(stored: StoredAnswer, key: IdempotencyKey) -> WriteOutcome:
+    try:
+        return WriteOutcome([], stored.replay(key))
+    except IdempotencyKeyReused as exc:
+        return WriteOutcome([], None, exc)
+
+
+def _repeat_of(first: WriteOutcome, write: Write, first_write: Write) -> WriteOutcome:
+    """A second write with the same key in one batch: answered like a retry of the first."""
+    if first.error is not None or first.answer is None:
+        return first
+    assert write.idempotent is not None and first_write.idempotent is not None
+    stored = StoredAnswer(first_write.idempotent.key.fingerprint, *first.answer)
+    return _replayed(stored, write.idempotent.key)
+
+
+def prepare_all(drafts: Sequence[EventDraft], *, tenant_id: str | None = None) -> list[PreparedDraft]:
+    """Validate drafts for one caller; an event for another tenant than `tenant_id` is refused."""
+    if len(drafts) > MAX_BATCH_EVENTS:
+        raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
+    prepared = []
+    for index, draft in enumerate(drafts):
+        if tenant_id is not None and draft.tenant_id != tenant_id:
+            raise EventRejected(f"events[{index}].tenant_id", "event is for another tenant")
+        prepared.append(prepare(draft))
+    return prepared
+
+
 class LedgerIntegrityError(RuntimeError):
     """The store holds something the ledger itself would never have written."""
 
@@ -81,6 +137,7 @@ class Ledger:
         self.origin = origin_for(self.root_public_key)
         self.store = Store(config)
         self.recorder: Any = self.store.recorder
+        self.store.create_tables(*idempotency.ddl(self.store))
         self.data_keys = DataKeyStore(self.store, self.keydir.master_key())
         self.sealer = Sealer(self.data_keys)
 
@@ -95,7 +152,7 @@ class Ledger:
         self._checkpoints: list[CheckpointRecord] = []
         self._appended = threading.Event()
         self._closed = threading.Event()
-        self._commit_listeners: list[Callable[[int], None]] = []
+        self._commit_listeners: list[CommitListener] = []
 
         self.sync()
         if self.size == 0:
@@ -203,81 +260,146 @@ class Ledger:
         """
         if not drafts:
             return []
-        if len(drafts) > MAX_BATCH_EVENTS:
-            raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
-        prepared = []
-        for index, draft in enumerate(drafts):
-            if tenant_id is not None and draft.tenant_id != tenant_id:
-                raise EventRejected(f"events[{index}].tenant_id", "event is for another tenant")
-            prepared.append(prepare(draft))
-        return self.append_prepared(prepared)
+        return self.append_prepared(prepare_all(drafts, tenant_id=tenant_id))
 
-    def on_commit(self, listener: Callable[[int], None]) -> None:
-        """Call `listener(head_position)` after each local commit, before the
-        append returns: how embedded projections give read-your-writes."""
+    def on_commit(self, listener: CommitListener) -> None:
+        """Call `listener(notifications)` with each local commit's entries (and their
+        notification ids), before the append returns: how embedded projections and
+        write-side lookups follow the log without re-reading what was just written."""
         self._commit_listeners.append(listener)
-
-    def _commit(
-        self, prepared: Sequence[PreparedDraft], *, only_at: int | None = None
-    ) -> list[RecordedEvent]:
-        committed = self._commit_locked(prepared, only_at=only_at)
-        if committed:
-            for listener in self._commit_listeners:
-                try:
-                    listener(committed[-1].position)
-                except Exception:  # the entries are committed; a reader's failure is its own
-                    log.exception("commit listener failed")
-        return committed
 
     def append_prepared(self, prepared: Sequence[PreparedDraft]) -> list[RecordedEvent]:
         """Commit drafts already validated by `ledger.entries.prepare` (group commit path)."""
         if len(prepared) > MAX_BATCH_EVENTS:
             raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
-        return self._commit(prepared)
+        outcome = self.commit_writes([Write(list(prepared))])[0]
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.events
+
+    def commit_writes(self, writes: Sequence[Write]) -> list[WriteOutcome]:
+        """Sign and insert several writes in ONE transaction, with the idempotency
+        records of those that carry a key; a write whose key is already recorded is
+        answered from its record and writes nothing."""
+        outcomes, committed = self._commit_locked(writes)
+        if committed:
+            for listener in self._commit_listeners:
+                try:
+                    listener(committed)
+                except Exception:  # the entries are committed; a reader's failure is its own
+                    log.exception("commit listener failed")
+        return outcomes
 
     def _commit_locked(
-        self, prepared: Sequence[PreparedDraft], *, only_at: int | None = None
-    ) -> list[RecordedEvent]:
-        """Sign and insert; `only_at` gives up (returns []) instead of moving on
-        when that position is taken (the genesis entry exists once)."""
+        self, writes: Sequence[Write], *, only_at: int | None = None
+    ) -> tuple[list[WriteOutcome], list[Notification]]:
+        """`only_at` gives up (no outcome events) instead of moving on when that
+        position is taken (the genesis entry exists once)."""
+        outcomes: dict[int, WriteOutcome] = {}
+        # A key repeated within the batch: the first occurrence writes, the others
+        # are answered from it after the commit.
+        first_of_key: dict[tuple[str, str], int] = {}
+        repeats: dict[int, int] = {}
+        for index, write in enumerate(writes):
+            if write.idempotent is not None:
+                ident = (write.idempotent.key.tenant_id, write.idempotent.key.key)
+                if ident in first_of_key:
+                    repeats[index] = first_of_key[ident]
+                else:
+                    first_of_key[ident] = index
+        store = self.store
         with self._lock:
             for attempt in range(MAX_APPEND_ATTEMPTS):
+                pending = [i for i in range(len(writes)) if i not in outcomes and i not in repeats]
+                if not pending:
+                    break
                 key = self.signing_key()
                 recorded_at = utc_now()
                 position, prev_hash = self.size, self._head_hash
-                batch: list[RecordedEvent] = []
-                for item in prepared:
-                    position += 1
-                    entry = seal_entry(
-                        item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
-                    )
-                    event = RecordedEvent(position=position, entry=entry)
-                    prev_hash = event.leaf_hash.hex()
-                    batch.append(event)
-                stored = [
-                    StoredEvent(
-                        originator_id=LEDGER_STREAM_ID,
-                        originator_version=event.position,
-                        topic=EVENT_TOPIC_PREFIX + item.draft.type,
-                        state=event.entry,
-                    )
-                    for event, item in zip(batch, prepared, strict=True)
-                ]
+                events: dict[int, list[RecordedEvent]] = {}
+                stored: list[StoredEvent] = []
+                for index in pending:
+                    batch: list[RecordedEvent] = []
+                    for item in writes[index].prepared:
+                        position += 1
+                        entry = sign_entry(
+                            item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
+                        )
+                        event = RecordedEvent(position=position, entry=entry)
+                        prev_hash = event.leaf_hash.hex()
+                        batch.append(event)
+                        stored.append(
+                            StoredEvent(
+                                originator_id=LEDGER_STREAM_ID,
+                                originator_version=position,
+                                topic=EVENT_TOPIC_PREFIX + item.draft.type,
+                                state=entry,
+                            )
+                        )
+                    events[index] = batch
+                keyed = {i: writes[i].idempotent for i in pending if writes[i].idempotent is not None}
                 try:
-                    self.recorder.insert_events(stored)
+                    with store.transaction(commit=True) as cursor:
+                        notification_ids = store.insert_log(cursor, stored) if stored else []
+                        if keyed:
+                            # Under the log's write lock: a key another writer recorded first.
+                            found = idempotency.find(
+                                cursor, store, [(k.key.tenant_id, k.key.key) for k in keyed.values() if k]
+                            )
+                            settled = {
+                                i: found[(k.key.tenant_id, k.key.key)]
+                                for i, k in keyed.items()
+                                if k is not None and (k.key.tenant_id, k.key.key) in found
+                            }
+                            if settled:
+                                raise _AlreadyRecorded(settled)
+                            rows = []
+                            for i, k in keyed.items():
+                                assert k is not None
+                                answer = k.answer(events[i])
+                                outcomes[i] = WriteOutcome(events[i], answer)
+                                rows.append((k.key, answer, events[i][0].position if events[i] else 0))
+                            idempotency.insert(cursor, store, rows)
+                except _AlreadyRecorded as already:
+                    for i, stored_answer in already.settled.items():
+                        k = writes[i].idempotent
+                        assert k is not None
+                        outcomes[i] = _replayed(stored_answer, k.key)
+                    for i in keyed:
+                        if i not in already.settled:
+                            outcomes.pop(i, None)
+                    continue
                 except _DUPLICATE_ERRORS:
+                    for i in keyed:
+                        outcomes.pop(i, None)
                     # Another process took these positions: catch up and re-sign.
                     self.sync()
                     if only_at is not None:
-                        return []
+                        return [WriteOutcome([], None)], []
                     time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))  # noqa: S311
                     continue
-                for event in batch:
-                    self.tree.append(event.leaf_hash)
+                except Exception as exc:  # noqa: BLE001 - every write of the batch gets the error
+                    for i in pending:
+                        outcomes[i] = WriteOutcome([], None, exc)
+                    break
+                committed: list[Notification] = []
+                for index in pending:
+                    for event in events[index]:
+                        self.tree.append(event.leaf_hash)
+                    if index not in outcomes:
+                        outcomes[index] = WriteOutcome(events[index], None)
+                flat = [event for index in pending for event in events[index]]
+                committed = list(zip(notification_ids, flat, strict=True))
                 self._head_hash = prev_hash
                 self._appended.set()
-                return batch
-        raise AppendConflict(f"no free position after {MAX_APPEND_ATTEMPTS} attempts")
+                for index, first in repeats.items():
+                    outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
+                return [outcomes[i] for i in range(len(writes))], committed
+            else:
+                raise AppendConflict(f"no free position after {MAX_APPEND_ATTEMPTS} attempts")
+        for index, first in repeats.items():
+            outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
+        return [outcomes[i] for i in range(len(writes))], []
 
     def _append_genesis(self) -> None:
         root_kid = kid_for(self.root_public_key)
@@ -301,10 +423,20 @@ class Ledger:
             if previous is None:
                 self._signing_key = new_key  # genesis is self-signed
             try:
-                committed = self._commit([item], only_at=1 if previous is None else None)
+                outcomes, notifications = self._commit_locked(
+                    [Write([item])], only_at=1 if previous is None else None
+                )
+                if outcomes[0].error is not None:
+                    raise outcomes[0].error
+                committed = outcomes[0].events
             except Exception:
                 self._signing_key = None
                 raise
+            for listener in self._commit_listeners if committed else ():
+                try:
+                    listener(notifications)
+                except Exception:
+                    log.exception("commit listener failed")
             if not committed:  # another process wrote the genesis entry first
                 self._signing_key = None
                 first = self.get(1)

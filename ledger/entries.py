@@ -96,7 +96,7 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
 
-def seal_entry(
+def sign_entry(
     prepared: PreparedDraft, *, position: int, prev_hash: str, key: SigningKey, recorded_at: str
 ) -> bytes:
     """Sign a prepared draft at `position`; returns the entry bytes."""
@@ -194,7 +194,7 @@ __all__ = [
     "RecordedEvent",
     "entry_signature_ok",
     "prepare",
-    "seal_entry",
+    "sign_entry",
     "signing_input_of",
     "utc_now",
 ]

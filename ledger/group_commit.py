@@ -2,10 +2,10 @@
 
 Each caller's drafts are validated in the caller's thread (so a bad request
 fails alone and writes nothing); a single writer thread then takes everything
-queued and commits it in one transaction. While one transaction is in
-flight the next batch accumulates, so throughput grows with concurrency
-instead of stopping at one fsync per request. A caller returns only after
-its entries are committed.
+queued and commits it in one transaction, idempotency records included. While
+one transaction is in flight the next batch accumulates, so throughput grows
+with concurrency instead of stopping at one commit per request. A caller
+returns only after its entries are committed.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from ledger.application import MAX_BATCH_EVENTS, Ledger
-from ledger.entries import EventDraft, PreparedDraft, RecordedEvent, prepare
+from ledger.application import MAX_BATCH_EVENTS, Ledger, Write, WriteOutcome, prepare_all
+from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import EventRejected
+from ledger.idempotency import IdempotentWrite
 
-_Request = tuple[list[PreparedDraft], "Future[list[RecordedEvent]]"]
+_Request = tuple[Write, "Future[WriteOutcome]"]
 
 
 class GroupCommitter:
@@ -33,18 +34,26 @@ class GroupCommitter:
         self.batches = 0  # transactions committed, for metrics and the benchmark
 
     def submit(self, drafts: Sequence[EventDraft], *, tenant_id: str | None = None) -> list[RecordedEvent]:
-        if not drafts:
-            return []
+        return self.write(drafts, tenant_id=tenant_id).events
+
+    def write(
+        self,
+        drafts: Sequence[EventDraft],
+        *,
+        tenant_id: str | None = None,
+        idempotent: IdempotentWrite | None = None,
+    ) -> WriteOutcome:
+        """Commit one caller's drafts (with its idempotency record); raises its error."""
         if len(drafts) > self.max_batch_events:
             raise EventRejected("events", f"at most {self.max_batch_events} events per request")
-        prepared = []
-        for index, draft in enumerate(drafts):
-            if tenant_id is not None and draft.tenant_id != tenant_id:
-                raise EventRejected(f"events[{index}].tenant_id", "event is for another tenant")
-            prepared.append(prepare(draft))
-        future: Future[list[RecordedEvent]] = Future()
-        self._queue.put((prepared, future))
-        return future.result(timeout=self.timeout_s)
+        if not drafts and idempotent is None:
+            return WriteOutcome([], None)
+        future: Future[WriteOutcome] = Future()
+        self._queue.put((Write(prepare_all(drafts, tenant_id=tenant_id), idempotent), future))
+        outcome = future.result(timeout=self.timeout_s)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome
 
     def _run(self) -> None:
         while True:
@@ -52,7 +61,7 @@ class GroupCommitter:
             if first is None:
                 return
             batch = [first]
-            events = len(first[0])
+            events = len(first[0].prepared)
             while events < self.max_batch_events:
                 try:
                     item = self._queue.get_nowait()
@@ -61,28 +70,25 @@ class GroupCommitter:
                 if item is None:
                     self._queue.put(None)  # finish this batch, then stop
                     break
-                if events + len(item[0]) > self.max_batch_events:
+                if events + len(item[0].prepared) > self.max_batch_events:
                     self._commit(batch)
                     batch, events = [], 0
                 batch.append(item)
-                events += len(item[0])
+                events += len(item[0].prepared)
             self._commit(batch)
 
     def _commit(self, batch: list[_Request]) -> None:
         if not batch:
             return
-        prepared = [draft for drafts, _ in batch for draft in drafts]
         try:
-            committed = self.ledger.append_prepared(prepared)
+            outcomes = self.ledger.commit_writes([write for write, _ in batch])
         except Exception as exc:  # noqa: BLE001 - forwarded to every caller of the batch
             for _, future in batch:
                 future.set_exception(exc)
             return
         self.batches += 1
-        offset = 0
-        for drafts, future in batch:
-            future.set_result(committed[offset : offset + len(drafts)])
-            offset += len(drafts)
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            future.set_result(outcome)
 
     def close(self) -> None:
         self._queue.put(None)

@@ -9,12 +9,13 @@ PostgreSQL share one connection configuration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 from uuid import UUID
 
 from eventsourcing.application import Application
+from eventsourcing.persistence import StoredEvent
 
 from ledger.config import LedgerConfig
 
@@ -121,6 +122,17 @@ class Store:
         else:
             with self.recorder.datastore.get_connection(commit=True) as conn:
                 conn.cursor().execute(statement)
+
+    def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
+        """Insert log rows through the caller's transaction (so whatever must be atomic
+        with them shares it); returns their notification ids.
+
+        PostgreSQL: eventsourcing's insert takes the table lock that keeps notification
+        ids in commit order, and notifies listeners; SQLite serialises writers itself."""
+        if self.dialect == "postgres":
+            self.recorder._insert_stored_events(cursor, stored)
+            return [int(row["notification_id"]) for row in cursor.fetchall()]
+        return [int(i) for i in self.recorder._insert_events(cursor, stored)]
 
     def rowcount(self, cursor: Any) -> int:
         """Rows touched by the last statement (eventsourcing wraps sqlite3's cursor)."""

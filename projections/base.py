@@ -85,6 +85,8 @@ class Projection(ABC):
     version: ClassVar[int]  # bump when the table shape or the mapping changes: forces a rebuild
     tables: ClassVar[tuple[TableSpec, ...]]
     indexes: ClassVar[tuple[IndexSpec, ...]] = ()
+    # False for current-state models (rows updated in place): no as-of digest exists for them.
+    as_of_digest: ClassVar[bool] = True
 
     @abstractmethod
     def table_ddl(self, store: Store) -> list[str]:

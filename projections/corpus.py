@@ -35,12 +35,13 @@ _INSERT_COLUMNS = (
     "text_key_ref",
     "text_commitment",
     "text",
+    "retention_days",
 )
 
 
 class CorpusProjection(Projection):
     name: ClassVar[str] = "corpus"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     tables: ClassVar[tuple[TableSpec, ...]] = (
         TableSpec(
             name=CORPUS_TABLE,
@@ -67,6 +68,10 @@ class CorpusProjection(Projection):
             deferrable=False,
         ),
         IndexSpec(f"{CORPUS_TABLE}_key_ref", CORPUS_TABLE, "tenant_id, text_key_ref", deferrable=False),
+        # The write path's chunk lookup (a citation names document and chunk).
+        IndexSpec(
+            f"{CORPUS_TABLE}_chunk", CORPUS_TABLE, "tenant_id, document_id, chunk_id", deferrable=False
+        ),
         # as_of(p): rows with live_from <= p (primary key prefix) and live_to NULL or > p.
         IndexSpec(f"{CORPUS_TABLE}_live_to", CORPUS_TABLE, "tenant_id, live_to_position, live_from_position"),
     )
@@ -80,6 +85,7 @@ class CorpusProjection(Projection):
             "content_sha256 TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
             "heading_path TEXT, text_key_ref TEXT NOT NULL, text_commitment TEXT NOT NULL, text TEXT, "
             "live_to_position BIGINT, removed_reason TEXT, scrubbed_position BIGINT, scrub_reason TEXT, "
+            "retention_days INTEGER, "
             "PRIMARY KEY (tenant_id, live_from_position, ordinal))",
         ]
 
@@ -113,6 +119,7 @@ class CorpusProjection(Projection):
                             text["key_ref"],
                             text["commitment"],
                             json_text(text),
+                            event.payload.get("retention_days"),
                         )
                     )
             elif event_type == "DocumentRemoved":

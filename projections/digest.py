@@ -81,4 +81,8 @@ def projection_digest(projection: Projection, store: Store, *, as_of: int | None
 
 
 def digests(projections: list[Projection], store: Store, *, as_of: int | None = None) -> dict[str, str]:
-    return {p.name: projection_digest(p, store, as_of=as_of) for p in projections}
+    return {
+        p.name: projection_digest(p, store, as_of=as_of)
+        for p in projections
+        if as_of is None or p.as_of_digest
+    }

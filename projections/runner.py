@@ -40,6 +40,7 @@ from projections.citations import CitationsProjection
 from projections.corpus import CorpusProjection
 from projections.history import HistoryProjection
 from projections.receipts import ReceiptsProjection
+from projections.writeside import WriteSideProjection
 
 if TYPE_CHECKING:
     from ledger.application import Ledger
@@ -54,7 +55,13 @@ Notification = tuple[int, RecordedEvent | None]  # (notification id, ledger entr
 
 
 def default_projections() -> list[Projection]:
-    return [HistoryProjection(), ReceiptsProjection(), CitationsProjection(), CorpusProjection()]
+    return [
+        HistoryProjection(),
+        ReceiptsProjection(),
+        CitationsProjection(),
+        CorpusProjection(),
+        WriteSideProjection(),
+    ]
 
 
 class NotificationSource:
@@ -435,11 +442,37 @@ class ProjectionRunner:
     def after_catch_up(self, callback: Callable[[], None]) -> None:
         self._after_catch_up.append(callback)
 
-    def attach(self, ledger: Ledger) -> None:
-        """Embedded mode: apply right after each local commit, before append returns."""
+    def apply_committed(self, committed: Sequence[tuple[int, RecordedEvent]]) -> int:
+        """Apply entries a writer has just committed, without reading them back; a
+        projection whose tracking is not right behind them catches up from the store."""
+        if not committed:
+            return 0
+        first = committed[0][1].position
+        with self._lock:
+            states = self.states()
+            ready = [
+                p
+                for p in self.projections
+                if states[p.name].status == "running"
+                and states[p.name].position == first - 1
+                and states[p.name].notification_id < committed[0][0]
+            ]
+            applied = self._apply_group(ready, states, list(committed)) if ready else 0
+            behind = [p.name for p in self.projections if p not in ready]
+        if behind:
+            applied += self.catch_up(until_position=committed[-1][1].position, names=behind)
+        elif self._after_catch_up:
+            for callback in self._after_catch_up:
+                try:
+                    callback()
+                except Exception:  # a checkpoint hook must not break applying
+                    log.exception("after-catch-up hook failed")
+        return applied
 
-        def after_commit(head: int) -> None:
-            self.catch_up(until_position=head)
+    def attach(self, ledger: Ledger) -> None:
+        """Embedded mode: apply each local commit's entries before append returns."""
+        def after_commit(committed: Sequence[tuple[int, RecordedEvent]]) -> None:
+            self.apply_committed(committed)
 
         ledger.on_commit(after_commit)
 

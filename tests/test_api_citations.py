@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from api.retention_sweep import sweep
 from ledger.audit import verify_store
 from ledger.sealing import KeyDestroyed
+from ledger.usecases.retention import sweep
 from tests.api_support import Api, api, make_api  # noqa: F401 - fixtures
 
 IDS = {"X-Run-Id": "run-fixed", "X-Trace-Id": "trace-fixed"}
@@ -71,7 +71,7 @@ def test_expired_citation_is_not_found_before_and_after_the_sweep(api: Api) -> N
     api.services.clock = lambda: later
     before = _get(api, citation_id)
     assert before.status_code == 404 and before.headers["x-replay-reason"] == "chunk_not_found"
-    scrubbed = sweep(api.services.ledger, api.services.catalog, later)
+    scrubbed = sweep(api.services.context, later)
     assert scrubbed and scrubbed[-1].payload["reason"] == "retention_expired"
     after = _get(api, citation_id)
     assert after.status_code == 404 and after.headers["x-replay-reason"] == "chunk_not_found"
@@ -160,7 +160,7 @@ def test_legal_hold_blocks_erasure_and_retention_until_released(api: Api) -> Non
     assert "Litigation" not in refused.text  # the legal basis is sealed, never echoed
 
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=400)
-    sweep(api.services.ledger, api.services.catalog, later)
+    sweep(api.services.context, later)
     citation = api.services.read_models.citation("acme", citation_id)
     assert api.services.read_models.citation_text(citation, api.services.ledger.sealer)  # spared
 

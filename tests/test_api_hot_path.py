@@ -11,10 +11,10 @@ from typing import Any
 import anyio
 import pytest
 
-from api.catalog import Catalog
 from api.contract import ApiError
 from api.ratelimit import DatabaseBucket, RateLimiter
 from ledger.application import Ledger
+from ledger.claims import DocumentClaims
 from tests.api_support import DOC, Api, api, make_api  # noqa: F401
 
 
@@ -100,7 +100,7 @@ def test_cached_receipt_stays_tenant_scoped(api: Api) -> None:
     again = api.client.get(f"/v1/receipts/{receipt}", headers=api.headers())
     assert first.status_code == again.status_code == 200
     assert first.json()["event"] == again.json()["event"]
-    assert api.services.receipt_cache.get("acme", receipt) is not None
+    assert api.services.lookups.receipt_position("acme", receipt) is not None
     other = api.client.get(f"/v1/receipts/{receipt}", headers=api.headers("other"))
     assert other.status_code == 404
 
@@ -116,9 +116,9 @@ def test_cached_chunks_stay_tenant_scoped(api: Api) -> None:
 def test_document_claimed_by_another_worker_is_409_then_free(make_api: Callable[..., Api]) -> None:
     worker_a, worker_b = make_api(), make_api()
     first = worker_a.document()
-    other_catalog: Catalog = worker_b.services.catalog
+    other_claims: DocumentClaims = worker_b.services.claims
     changed = DOC + "\nA changed line.\n"
-    with other_catalog.document_claim("acme", first["document_id"]):
+    with other_claims.hold("acme", first["document_id"]):
         busy = worker_a.client.post(
             "/v1/documents",
             json={"path": "handbook/retention.md", "text": changed},
@@ -160,12 +160,12 @@ def test_two_workers_ingesting_changes_get_distinct_versions(make_api: Callable[
 
 
 def test_stale_claim_is_taken_over(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    import api.catalog as catalog_module
+    import ledger.claims as claims_module
 
     doc = api.document()
-    catalog: Catalog = api.services.catalog
-    monkeypatch.setattr(catalog_module, "CLAIM_STALE_S", 0.0)
-    holder = catalog.document_claim("acme", doc["document_id"])
-    holder.__enter__()  # a worker that died without releasing
+    claims: DocumentClaims = api.services.claims
+    monkeypatch.setattr(claims_module, "CLAIM_STALE_S", 0.0)
+    holder = claims._take("acme", doc["document_id"], "dead-worker", 0.1)
+    assert holder is None  # a worker that took the claim and died without releasing
     after = api.document(DOC + "\nnew\n")
     assert after["version"] == 2

@@ -11,7 +11,7 @@ from litestar.response import Stream
 
 from api.auth import requires
 from api.contract import ApiError, not_found
-from api.routes.common import AnyRequest, caller, ok, services_of
+from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
 from ledger.audit import iter_export
 from ledger.signing import b64
@@ -27,9 +27,8 @@ def _latest(services: Services) -> dict[str, Any]:
 
 
 @get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint")
-async def latest_checkpoint(request: AnyRequest) -> Response[Any]:
-    services = services_of(request)
-    return ok(request, await services.blocking(_latest, services))
+async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+    return ok(request, services, await services.blocking(_latest, services))
 
 
 def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any]:
@@ -58,11 +57,11 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
 @get("/consistency", guards=[requires("audit.read")], summary="Consistency proof between two tree sizes")
 async def consistency(
     request: AnyRequest,
+    services: ServicesDep,
     old: Annotated[int, QueryParameter(name="from", ge=1, le=2**53 - 1)],
     new: Annotated[int | None, QueryParameter(name="to", ge=1, le=2**53 - 1, required=False)] = None,
 ) -> Response[Any]:
-    services = services_of(request)
-    return ok(request, await services.blocking(_consistency, services, old, new))
+    return ok(request, services, await services.blocking(_consistency, services, old, new))
 
 
 checkpoints_router = Router(
@@ -100,9 +99,8 @@ def _keys(services: Services) -> dict[str, Any]:
     summary="Every signing public key with its validity",
     tags=["tamper evidence"],
 )
-async def public_keys(request: AnyRequest) -> Response[Any]:
-    services = services_of(request)
-    return ok(request, await services.blocking(_keys, services))
+async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+    return ok(request, services, await services.blocking(_keys, services))
 
 
 @get(
@@ -111,8 +109,7 @@ async def public_keys(request: AnyRequest) -> Response[Any]:
     summary="The whole log as JSONL for offline `citeledger verify`",
     tags=["tamper evidence"],
 )
-async def export(request: AnyRequest) -> Stream:
-    services, _, _ = caller(request)
+async def export(request: AnyRequest, services: ServicesDep) -> Stream:
     ledger = services.ledger
 
     def lines() -> Iterator[bytes]:

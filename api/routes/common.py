@@ -1,34 +1,75 @@
-"""Helpers every route module uses: the services, the caller, success bodies."""
+"""What every route module shares: dependencies (`Provide`), success bodies, and
+running a use case with `Idempotency-Key`."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import orjson
 from litestar import Request, Response
+from litestar.di import NamedDependency, Provide
+from litestar.params import HeaderParameter
 
-from api.auth import Principal, principal_of
-from api.contract import Correlation, correlation
+from api.auth import principal_of
+from api.contract import ApiError, correlation
 from api.services import Services
+from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, lookup
+from ledger.usecases.context import Caller, Result, UseCaseContext
+from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
+IdempotencyKeyHeader = Annotated[
+    str | None, HeaderParameter(name="Idempotency-Key", required=False, max_length=255)
+]
 
 
-def services_of(request: AnyRequest) -> Services:
+def _services(request: AnyRequest) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def caller(request: AnyRequest) -> tuple[Services, Principal, Correlation]:
-    return services_of(request), principal_of(request), correlation(request.scope)
+def _caller(request: AnyRequest) -> Caller:
+    principal = principal_of(request)
+    ids = correlation(request.scope)
+    return Caller(
+        tenant_id=principal.tenant,
+        actor=principal.actor,
+        scopes=principal.scopes,
+        run_id=ids.run_id,
+        trace_id=ids.trace_id,
+    )
+
+
+def _context(services: Services) -> UseCaseContext:
+    return services.context
+
+
+def _read_models(services: Services) -> ReadModels:
+    return services.read_models
+
+
+ServicesDep = NamedDependency[Services]
+CallerDep = NamedDependency[Caller]
+
+DEPENDENCIES = {
+    "services": Provide(_services, sync_to_thread=False),
+    "caller": Provide(_caller, sync_to_thread=False),
+    "ctx": Provide(_context, sync_to_thread=False),
+    "read_models": Provide(_read_models, sync_to_thread=False),
+}
 
 
 def ok(
-    request: AnyRequest, body: dict[str, Any], status: int = 200, *, tenant: str | None = None
+    request: AnyRequest,
+    services: Services,
+    body: dict[str, Any],
+    status: int = 200,
+    *,
+    tenant: str | None = None,
 ) -> Response[Any]:
     """A success body: always with server_version, policy_version and the correlation ids."""
-    services = services_of(request)
     ids = correlation(request.scope)
     principal = request.scope.get("state", {}).get("citeledger.principal")
     tenant = tenant or getattr(principal, "tenant", None)
@@ -47,3 +88,39 @@ def fingerprint(route: str, value: Any) -> str:
     return hashlib.sha256(
         route.encode() + b"\0" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     ).hexdigest()
+
+
+async def write(
+    request: AnyRequest,
+    services: Services,
+    caller: Caller,
+    key: str | None,
+    route: str,
+    body: Any,
+    use_case: Callable[[IdempotencyKey | None], Result],
+    *,
+    created_status: int = 201,
+) -> Response[Any]:
+    """Run a write use case at most once per (tenant, Idempotency-Key): a repeat of a
+    recorded request gets the first answer (`dedup: true`) without running again."""
+    idempotency: IdempotencyKey | None = None
+    if key is not None:
+        try:
+            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body))
+        except ValueError:
+            raise ApiError(
+                400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters"
+            ) from None
+        stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
+        if stored is not None:
+            try:
+                created, answer = stored.replay(idempotency)
+            except IdempotencyKeyReused as exc:
+                from api.errors import to_api_error
+
+                mapped = to_api_error(exc)
+                assert mapped is not None
+                raise mapped from None
+            return ok(request, services, answer, created_status if created else 200)
+    result = await services.blocking(use_case, idempotency)
+    return ok(request, services, result.body, created_status if result.created else 200)

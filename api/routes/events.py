@@ -11,7 +11,7 @@ from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
 from api.contract import ApiError, not_found
-from api.routes.common import AnyRequest, caller, ok
+from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
 from ledger.bundle import proof_json
 from ledger.entries import SYSTEM_TENANT, RecordedEvent
@@ -67,6 +67,8 @@ def history_page(
 @get("/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)")
 async def list_events(
     request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
     event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None,
     actor: Annotated[str | None, QueryParameter(name="actor", pattern=ID_PATTERN, required=False)] = None,
     trace_id: Annotated[
@@ -88,7 +90,6 @@ async def list_events(
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
 ) -> Response[Any]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    services, principal, _ = caller(request)
     parse_time(since, "since")
     parse_time(until, "until")
     flt = HistoryFilter(
@@ -102,8 +103,8 @@ async def list_events(
         recorded_from=since,
         recorded_to=until,
     )
-    body = await services.blocking(history_page, services, principal.tenant, flt, cursor, limit)
-    return ok(request, body)
+    body = await services.blocking(history_page, services, caller.tenant_id, flt, cursor, limit)
+    return ok(request, services, body)
 
 
 def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
@@ -114,10 +115,11 @@ def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
 
 
 @get("/{position:int}", guards=[requires("audit.read")], summary="One event with its signature")
-async def get_event(request: AnyRequest, position: Position) -> Response[Any]:
-    services, principal, _ = caller(request)
-    event = await services.blocking(_event, services, principal.tenant, position)
-    return ok(request, event_body(event))
+async def get_event(
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, position: Position
+) -> Response[Any]:
+    event = await services.blocking(_event, services, caller.tenant_id, position)
+    return ok(request, services, event_body(event))
 
 
 def _inclusion(services: Services, tenant: str, position: int, tree_size: int | None) -> dict[str, Any]:
@@ -149,14 +151,15 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
 )
 async def inclusion_proof(
     request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
     position: Position,
     tree_size: Annotated[
         int | None, QueryParameter(name="tree_size", ge=1, le=2**53 - 1, required=False)
     ] = None,
 ) -> Response[Any]:
-    services, principal, _ = caller(request)
-    body = await services.blocking(_inclusion, services, principal.tenant, position, tree_size)
-    return ok(request, body)
+    body = await services.blocking(_inclusion, services, caller.tenant_id, position, tree_size)
+    return ok(request, services, body)
 
 
 router = Router(path="/v1/events", route_handlers=[list_events, get_event, inclusion_proof], tags=["events"])

@@ -8,25 +8,19 @@ from typing import Any
 from litestar import Response, Router, get
 
 from api.contract import correlation, error_body
-from api.routes.common import AnyRequest, ok, services_of
+from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
 
 
 def _health(services: Services) -> dict[str, Any]:
-    store_ok = True
-    lag = None
+    """Read-only: the log's head and the projections' tracking (never writes)."""
+    store_ok, projections_ok, lag = True, False, None
     try:
-        head = services.ledger.sync()
-        indexed = services.catalog.catch_up(services.ledger)
-        lag = max(0, head - indexed)
+        projections_ok, lag = services.projection_health()
+        services.metrics.projection_lag.set(lag or 0)
     except Exception as exc:  # noqa: BLE001 - health reports, never raises
         store_ok = False
         services.last_error = f"store unreachable: {type(exc).__name__}"
-    projections_ok, projection_lag = services.projection_health()
-    if projection_lag is not None:
-        lag = projection_lag
-    if lag is not None:
-        services.metrics.projection_lag.set(lag)
     return {
         "store_ok": store_ok,
         "projections_ok": projections_ok and store_ok,
@@ -37,8 +31,7 @@ def _health(services: Services) -> dict[str, Any]:
 
 
 @get("/healthz", summary="Liveness and readiness")
-async def healthz(request: AnyRequest) -> Response[Any]:
-    services = services_of(request)
+async def healthz(request: AnyRequest, services: ServicesDep) -> Response[Any]:
     health = await services.blocking(_health, services)
     if not health["store_ok"]:
         body = {
@@ -48,18 +41,16 @@ async def healthz(request: AnyRequest) -> Response[Any]:
             **health,
         }
         return Response(content=body, status_code=503, media_type="application/json")
-    return ok(request, health)
+    return ok(request, services, health)
 
 
 @get("/version", summary="Server and policy versions")
-async def version(request: AnyRequest) -> Response[Any]:
-    services = services_of(request)
-    return ok(request, {"api": "v1", "origin": services.ledger.origin})
+async def version(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+    return ok(request, services, {"api": "v1", "origin": services.ledger.origin})
 
 
 @get("/metrics", summary="Prometheus metrics", media_type="text/plain; version=0.0.4")
-async def metrics(request: AnyRequest) -> Response[bytes]:
-    services = services_of(request)
+async def metrics(request: AnyRequest, services: ServicesDep) -> Response[bytes]:
     return Response(content=services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 

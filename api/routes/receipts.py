@@ -9,12 +9,13 @@ from litestar import Response, Router, get
 from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
-from api.contract import ApiError, not_found
-from api.routes.common import AnyRequest, caller, ok
+from api.contract import ApiError
+from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.routes.events import ID_PATTERN, Cursor, parse_time
 from api.services import Services
-from ledger.bundle import build_bundle, proof_json
 from ledger.entries import RecordedEvent
+from ledger.usecases.errors import NotFound
+from ledger.usecases.receipts import find_receipt, receipt_bundle
 from projections.queries import InvalidCursor, ReceiptFilter, ReceiptView
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
@@ -54,70 +55,29 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def find_receipt(services: Services, tenant: str, receipt_id: str) -> RecordedEvent:
-    cached = services.receipt_cache.get(tenant, receipt_id)
-    if cached is not None:
-        return cached
-    catalog = services.catalog
-    view = services.read_models.receipt(tenant, receipt_id)
-    position = view.position if view is not None else catalog.receipt_position(tenant, receipt_id)
-    if position is None:
-        catalog.catch_up(services.ledger)
-        position = catalog.receipt_position(tenant, receipt_id)
-    event = services.ledger.get(position) if position is not None else None
-    if event is None or event.tenant_id != tenant or event.type != "RetrievalRecorded":
-        raise not_found("receipt")
-    services.receipt_cache.put(tenant, receipt_id, event)
-    return event
-
-
 @get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt")
-async def get_receipt(request: AnyRequest, receipt_id: ReceiptId) -> Response[Any]:
-    services, principal, _ = caller(request)
-    # A receipt is an immutable signed entry: once found it is served from memory,
-    # without a thread hop or a database read.
-    event = services.receipt_cache.get(principal.tenant, receipt_id)
-    if event is None:
-        event = await services.blocking(find_receipt, services, principal.tenant, receipt_id)
-    return ok(request, receipt_body(event.envelope))
+async def get_receipt(
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+) -> Response[Any]:
+    event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
+    return ok(request, services, receipt_body(event.envelope))
 
 
-def bundle_for(services: Services, tenant: str, receipt_id: str) -> dict[str, Any]:
-    event = find_receipt(services, tenant, receipt_id)
-    ledger = services.ledger
-    checkpoint = ledger.checkpoint_covering(event.position)
-    size = checkpoint.tree_size
-    refs = [(e["document_id"], e["chunk_id"]) for e in event.payload["selected_entries"]]
-    chunks = services.catalog.chunks(tenant, refs)
-    citations = []
-    for entry in event.payload["selected_entries"]:
-        chunk = chunks.get((entry["document_id"], entry["chunk_id"]))
-        document: dict[str, Any] | None = None
-        if chunk is not None and chunk.position <= size:
-            doc_event = ledger.get(chunk.position)
-            if doc_event is not None:
-                document = {
-                    "entry": doc_event.envelope,
-                    "inclusion_proof": proof_json(
-                        chunk.position, size, ledger.inclusion_proof(chunk.position, size)
-                    ),
-                }
-        citations.append(
-            {
-                "citation_id": entry["citation_id"],
-                "document_id": entry["document_id"],
-                "chunk_id": entry["chunk_id"],
-                "document": document,
-            }
-        )
-    return build_bundle(ledger, event.position, extra={"citations": citations})
+def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
+    """A receipt recorded through another process a moment ago is found after one follow round."""
+    try:
+        return find_receipt(services.context, tenant_id, receipt_id)
+    except NotFound:
+        services.follow_now()
+        return find_receipt(services.context, tenant_id, receipt_id)
 
 
 @get("/{receipt_id:str}/bundle", guards=[requires("audit.read")], summary="Portable receipt bundle")
-async def get_bundle(request: AnyRequest, receipt_id: ReceiptId) -> Response[Any]:
-    services, principal, _ = caller(request)
-    bundle = await services.blocking(bundle_for, services, principal.tenant, receipt_id)
-    return ok(request, {"bundle": bundle})
+async def get_bundle(
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+) -> Response[Any]:
+    bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
+    return ok(request, services, {"bundle": bundle})
 
 
 def _summary(view: ReceiptView) -> dict[str, Any]:
@@ -155,6 +115,8 @@ def receipts_page(
 @get("/", guards=[requires("audit.read")], summary="List receipts (filters, cursor pagination)")
 async def list_receipts(
     request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
     mode: Annotated[
         str | None, QueryParameter(name="mode", pattern="^(live|as_of_replay)$", required=False)
     ] = None,
@@ -185,7 +147,6 @@ async def list_receipts(
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
 ) -> Response[Any]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    services, principal, _ = caller(request)
     parse_time(since, "since")
     parse_time(until, "until")
     flt = ReceiptFilter(
@@ -201,8 +162,8 @@ async def list_receipts(
         recorded_from=since,
         recorded_to=until,
     )
-    body = await services.blocking(receipts_page, services, principal.tenant, flt, cursor, limit)
-    return ok(request, body)
+    body = await services.blocking(receipts_page, services, caller.tenant_id, flt, cursor, limit)
+    return ok(request, services, body)
 
 
 router = Router(

@@ -1,16 +1,25 @@
-"""Request bodies of the API (pydantic). Text fields are plain text here;
-the API seals them before anything reaches the log."""
+"""The commands of the use cases: validated plain values (pydantic). Text fields
+are plain text here; the use cases seal them before anything reaches the log."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from api.config import Limits
-from ledger.events import MAX_FILTERS_APPLIED, Decimal, Hex64, Identifier, SourcePath, Timestamp
+from ledger.events import (
+    MAX_FILTERS_APPLIED,
+    MAX_SELECTED_ENTRIES,
+    Decimal,
+    Hex64,
+    Identifier,
+    SourcePath,
+    Timestamp,
+)
 
-LIMITS = Limits()
+MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
+MAX_QUERY_CHARS = 16 * 1024
+MAX_SNIPPET_CHARS = 64 * 1024
 
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
 Sensitivity = Literal["public", "internal", "restricted"]
@@ -24,7 +33,7 @@ class DocumentIn(RequestModel):
     """A markdown document to record (`DocumentIngested`)."""
 
     path: SourcePath
-    text: Annotated[str, Field(min_length=1, max_length=LIMITS.max_document_chars)]
+    text: Annotated[str, Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
     title: Annotated[str, Field(max_length=256)] | None = None
     source: Identifier = "api"
     sensitivity: Sensitivity = "internal"
@@ -51,7 +60,7 @@ class SelectedEntryIn(RequestModel):
     chunk_id: Identifier
     score: Decimal
     score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=16)] = []
-    snippet: Annotated[str, Field(min_length=1, max_length=LIMITS.max_snippet_chars)]
+    snippet: Annotated[str, Field(min_length=1, max_length=MAX_SNIPPET_CHARS)]
     explanation: Annotated[str, Field(max_length=4096)] | None = None
     expires_at: Timestamp | None = None
 
@@ -65,14 +74,12 @@ class FilterAppliedIn(RequestModel):
 class RetrievalIn(RequestModel):
     """A retrieval the caller performed itself (`engine: external:<name>`)."""
 
-    query: Annotated[str, Field(min_length=1, max_length=LIMITS.max_query_chars)]
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
     engine: Engine
     subject_id: Identifier | None = None
     task: TaskIn = TaskIn()
     status: Literal["ok", "no_hit", "denied", "timeout", "error"] = "ok"
-    selected_entries: Annotated[
-        list[SelectedEntryIn], Field(max_length=LIMITS.max_entries_per_retrieval)
-    ] = []
+    selected_entries: Annotated[list[SelectedEntryIn], Field(max_length=MAX_SELECTED_ENTRIES)] = []
     filters_applied: Annotated[list[FilterAppliedIn], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64 | None = None
 
@@ -86,3 +93,32 @@ class PolicyBundleIn(RequestModel):
 
 class RemoveDocumentIn(RequestModel):
     reason: Literal["source_deleted", "withdrawn"] = "withdrawn"
+
+
+MAX_HOLD_TARGETS = 1_000
+MAX_LEGAL_BASIS_CHARS = 4_000
+
+
+class ErasureIn(RequestModel):
+    """Erase a document (its text and every snapshot of it) or a data subject."""
+
+    document_id: Identifier | None = None
+    subject_id: Identifier | None = None
+
+    @model_validator(mode="after")
+    def one_target(self) -> ErasureIn:
+        if (self.document_id is None) == (self.subject_id is None):
+            raise ValueError("give exactly one of document_id or subject_id")
+        return self
+
+
+class LegalHoldIn(RequestModel):
+    document_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
+    subject_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
+    legal_basis: Annotated[str, Field(min_length=1, max_length=MAX_LEGAL_BASIS_CHARS)]
+
+    @model_validator(mode="after")
+    def some_target(self) -> LegalHoldIn:
+        if not self.document_ids and not self.subject_ids:
+            raise ValueError("a hold needs at least one document_id or subject_id")
+        return self

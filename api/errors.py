@@ -1,0 +1,41 @@
+"""The one place domain errors of the service layer become HTTP answers."""
+
+from __future__ import annotations
+
+from api.contract import ApiError
+from ledger.idempotency import IdempotencyKeyReused
+from ledger.usecases import errors
+
+# Most specific first: the first class the error is an instance of decides.
+_STATUS: tuple[tuple[type[errors.UseCaseError], int, bool], ...] = (
+    (errors.CitationUnavailable, 404, False),
+    (errors.NotFound, 404, False),
+    (errors.AccessDenied, 403, False),
+    (errors.TooLarge, 413, False),
+    (errors.Invalid, 422, False),
+    (errors.Busy, 409, True),
+    (errors.Conflict, 409, False),
+)
+
+
+def to_api_error(exc: Exception) -> ApiError | None:
+    """The HTTP form of a domain error; None for anything that is not one."""
+    if isinstance(exc, IdempotencyKeyReused):
+        return ApiError(
+            409,
+            "idempotency_key_reused",
+            "Idempotency-Key was already used with a different request",
+            retryable=False,
+        )
+    if not isinstance(exc, errors.UseCaseError):
+        return None
+    status, retryable = next(((s, r) for cls, s, r in _STATUS if isinstance(exc, cls)), (422, False))
+    headers: dict[str, str] = {}
+    extra: dict[str, object] = {}
+    if isinstance(exc, errors.CitationUnavailable):
+        headers["x-replay-reason"] = exc.reason
+    if isinstance(exc, errors.AccessDenied):
+        headers["x-replay-reason"] = exc.reason
+    if isinstance(exc, errors.UnderLegalHold):
+        extra["hold_ids"] = exc.hold_ids
+    return ApiError(status, exc.code, exc.message, retryable=retryable, headers=headers, extra_body=extra)

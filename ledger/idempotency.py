@@ -1,0 +1,126 @@
+"""Idempotency records: the answer a write gave, stored atomically with its entries.
+
+A write that carries an idempotency key (tenant, key, fingerprint of the
+request) is committed together with one row holding the answer it produced,
+in the same transaction as its log entries. So after any crash a retry with
+the same key either finds the row (the entries exist: answer it again,
+`dedup: true`) or does not (nothing was written: run it again) — there is no
+"pending" state to wait out, and no entry is ever written twice.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ledger.entries import RecordedEvent
+from ledger.store import Store
+
+IDEMPOTENCY_TABLE = "citeledger_idempotency"
+KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")  # visible ASCII, as HTTP headers carry it
+
+Answer = tuple[int, dict[str, Any]]  # (status, body)
+
+
+class IdempotencyKeyReused(ValueError):
+    """The key was already used for a different request."""
+
+
+@dataclass(frozen=True)
+class IdempotencyKey:
+    tenant_id: str
+    key: str
+    fingerprint: str  # what makes two requests "the same request"
+
+    def __post_init__(self) -> None:
+        if not KEY_PATTERN.match(self.key):
+            raise ValueError("Idempotency-Key must be 1-255 visible ASCII characters")
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    fingerprint: str
+    status: int
+    body: dict[str, Any]
+
+    def replay(self, idempotency: IdempotencyKey) -> Answer:
+        """The first answer again, marked as a repeat; a different request is refused."""
+        if self.fingerprint != idempotency.fingerprint:
+            raise IdempotencyKeyReused(idempotency.key)
+        return self.status, {**self.body, "dedup": True}
+
+
+@dataclass(frozen=True)
+class IdempotentWrite:
+    """What a write asks to be recorded with its entries: its key, and how to
+    turn its committed entries into the answer (run inside the transaction)."""
+
+    key: IdempotencyKey
+    answer: Callable[[Sequence[RecordedEvent]], Answer]
+
+
+def ddl(store: Store) -> list[str]:
+    blob = "BLOB" if store.dialect == "sqlite" else "BYTEA"
+    real = "REAL" if store.dialect == "sqlite" else "DOUBLE PRECISION"
+    return [
+        f"CREATE TABLE IF NOT EXISTS {store.table(IDEMPOTENCY_TABLE)} ("
+        "tenant_id TEXT NOT NULL, idem_key TEXT NOT NULL, fingerprint TEXT NOT NULL, "
+        f"status_code INTEGER NOT NULL, response {blob} NOT NULL, position BIGINT NOT NULL, "
+        f"created_at {real} NOT NULL, PRIMARY KEY (tenant_id, idem_key))"
+    ]
+
+
+def _row_answer(row: Any) -> StoredAnswer:
+    return StoredAnswer(
+        fingerprint=row["fingerprint"],
+        status=int(row["status_code"]),
+        body=orjson.loads(bytes(row["response"])),
+    )
+
+
+def find(cursor: Any, store: Store, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], StoredAnswer]:
+    """Stored answers for (tenant, key) pairs, read through the caller's transaction."""
+    found: dict[tuple[str, str], StoredAnswer] = {}
+    wanted = sorted(set(keys))
+    table = store.table(IDEMPOTENCY_TABLE)
+    for start in range(0, len(wanted), 200):
+        part = wanted[start : start + 200]
+        where = " OR ".join(["(tenant_id=? AND idem_key=?)"] * len(part))
+        cursor.execute(
+            store.sql(
+                f"SELECT tenant_id, idem_key, fingerprint, status_code, response FROM {table} WHERE {where}"
+            ),
+            tuple(value for pair in part for value in pair),
+        )
+        for row in cursor.fetchall():
+            found[(row["tenant_id"], row["idem_key"])] = _row_answer(row)
+    return found
+
+
+def lookup(store: Store, tenant_id: str, key: str) -> StoredAnswer | None:
+    """One stored answer, in a read-only transaction (the fast path before any work)."""
+    with store.transaction(commit=False) as cursor:
+        return find(cursor, store, [(tenant_id, key)]).get((tenant_id, key))
+
+
+def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> None:
+    """Record answers inside the transaction that inserts their entries."""
+    if not rows:
+        return
+    now = time.time()
+    cursor.executemany(
+        store.sql(
+            f"INSERT INTO {store.table(IDEMPOTENCY_TABLE)} "
+            "(tenant_id, idem_key, fingerprint, status_code, response, position, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)"
+        ),
+        [
+            (key.tenant_id, key.key, key.fingerprint, status, orjson.dumps(body), position, now)
+            for key, (status, body), position in rows
+        ],
+    )

@@ -1,0 +1,112 @@
+"""What every use case is given: who calls (`Caller`), and a small context."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ledger.application import Ledger, WriteOutcome
+from ledger.entries import EventDraft, RecordedEvent
+from ledger.events import PAYLOAD_MODELS, Schema
+from ledger.idempotency import IdempotencyKey, IdempotentWrite
+from ledger.retention import RetentionRules
+from ledger.sealing import Sealer
+from ledger.usecases.ports import WriteLookups
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks, as plain values: the tenant every object is scoped to, the actor
+    recorded in the entries, the scopes held, and correlation ids."""
+
+    tenant_id: str
+    actor: str
+    scopes: frozenset[str] = frozenset()
+    run_id: str | None = None
+    trace_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """A write's answer: `created` is False when nothing new was recorded
+    (an unchanged document, a repeat of an idempotent request)."""
+
+    body: dict[str, Any]
+    created: bool = True
+
+
+class Writer(Protocol):
+    def __call__(
+        self,
+        drafts: Sequence[EventDraft],
+        *,
+        tenant_id: str | None = None,
+        idempotent: IdempotentWrite | None = None,
+    ) -> WriteOutcome: ...
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass
+class UseCaseContext:
+    ledger: Ledger
+    write: Writer  # the group committer: one transaction per batch
+    lookups: WriteLookups
+    retention_for: Callable[[str], RetentionRules] = field(default=lambda _tenant: RetentionRules())
+    clock: Callable[[], dt.datetime] = _utc_now  # tests travel in time by replacing it
+
+    @property
+    def sealer(self) -> Sealer:
+        return self.ledger.sealer
+
+
+def draft(caller: Caller, payload: Schema) -> EventDraft:
+    """An event of the caller's tenant; its type is its payload's class."""
+    event_type = type(payload).__name__
+    if PAYLOAD_MODELS.get(event_type) is not type(payload):
+        raise TypeError(f"{event_type} is not an event payload")
+    return EventDraft(
+        type=event_type,
+        tenant_id=caller.tenant_id,
+        actor=caller.actor,
+        payload=payload,
+        run_id=caller.run_id,
+        trace_id=caller.trace_id,
+    )
+
+
+def record(
+    ctx: UseCaseContext,
+    caller: Caller,
+    payloads: Sequence[Schema],
+    answer: Callable[[Sequence[RecordedEvent]], dict[str, Any]],
+    idempotency: IdempotencyKey | None = None,
+) -> Result:
+    """Append the caller's events in the next group commit and answer from the
+    committed entries. With a key, the answer is stored in the same transaction,
+    so a retry after any crash gets it back (`dedup: true`) instead of a second write."""
+    drafts = [draft(caller, payload) for payload in payloads]
+
+    def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:
+        return 1, {**answer(events), "dedup": False}
+
+    keyed = IdempotentWrite(idempotency, stored) if idempotency is not None else None
+    outcome = ctx.write(drafts, tenant_id=caller.tenant_id, idempotent=keyed)
+    if outcome.answer is not None:
+        created, body = outcome.answer
+        return Result(body, created=bool(created))
+    return Result({**answer(outcome.events), "dedup": False})
+
+
+def entry_facts(event: RecordedEvent) -> dict[str, Any]:
+    """What every write answers about its entry: where it is and who signed it."""
+    return {
+        "position": event.position,
+        "event_id": event.event_id,
+        "kid": event.kid,
+        "signature": event.signature,
+    }

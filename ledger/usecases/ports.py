@@ -1,0 +1,99 @@
+"""What the use cases need from the read side, as interfaces.
+
+The write path looks things up (a document's current version, the chunks a
+retrieval cites, the live policy, legal holds, receipt positions); those
+answers come from projections run by the same runner and tracking as every
+other read model (`projections.lookups` implements these), never from a
+second index of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from ledger.sealing import Sealer
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    tenant_id: str
+    document_id: str
+    version: int
+    version_id: str
+    content_sha256: str
+    path: str
+    sensitivity: str
+    position: int
+    removed: bool
+    retention_days: int | None
+
+
+@dataclass(frozen=True)
+class ChunkState:
+    """A chunk version as ingested: immutable once recorded (a new version has new ids)."""
+
+    tenant_id: str
+    document_id: str
+    version_id: str
+    chunk_id: str
+    position: int  # of its DocumentIngested entry
+    path: str
+    start_line: int
+    end_line: int
+    sensitivity: str
+    retention_days: int | None
+    text: dict[str, Any] | None  # the sealed chunk text (None once scrubbed)
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    policy_version: str
+    bundle_sha256: str
+    bundle_yaml: str
+    position: int
+
+
+class WriteLookups(Protocol):
+    def refresh(self) -> None:
+        """Catch up with entries other processes appended."""
+
+    def document(self, tenant_id: str, document_id: str) -> DocumentState | None: ...
+
+    def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]: ...
+
+    def live_policy(self, tenant_id: str) -> PolicyState | None: ...
+
+    def active_holds(self, tenant_id: str, target_kind: str, target_id: str) -> list[str]: ...
+
+    def hold(self, tenant_id: str, hold_id: str) -> tuple[bool, bool]:
+        """(exists, still active)."""
+        ...
+
+    def held_scopes(self, tenant_id: str) -> frozenset[str]: ...
+
+    def documents_of_subject(self, tenant_id: str, subject_id: str) -> list[str]: ...
+
+    def tenants(self) -> list[str]: ...
+
+    def receipt_position(self, tenant_id: str, receipt_id: str) -> int | None: ...
+
+
+class CitationView(Protocol):
+    citation_id: str
+    receipt_id: str
+    document_id: str
+    version_id: str | None
+    chunk_id: str
+    path: str
+    locator: dict[str, Any]
+    sensitivity: str
+    expires_at: str | None
+    position: int
+
+
+class CitationReader(Protocol):
+    def citation(self, tenant_id: str, citation_id: str, *, now: datetime | None = None) -> Any: ...
+
+    def citation_text(self, citation: Any, sealer: Sealer) -> str: ...

@@ -1,0 +1,50 @@
+"""Use cases on receipts: find one (tenant-scoped), build its portable bundle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.bundle import build_bundle, proof_json
+from ledger.entries import RecordedEvent
+from ledger.usecases.context import UseCaseContext
+from ledger.usecases.errors import NotFound
+
+
+def find_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> RecordedEvent:
+    """The receipt's signed entry; another tenant's receipt is not found, like an unknown one."""
+    position = ctx.lookups.receipt_position(tenant_id, receipt_id)
+    event = ctx.ledger.get(position) if position is not None else None
+    if event is None or event.tenant_id != tenant_id or event.type != "RetrievalRecorded":
+        raise NotFound("receipt")
+    return event
+
+
+def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
+    """The portable bundle of a receipt, with the inclusion proof of every cited document entry."""
+    event = find_receipt(ctx, tenant_id, receipt_id)
+    ledger = ctx.ledger
+    size = ledger.checkpoint_covering(event.position).tree_size
+    selected = event.payload["selected_entries"]
+    chunks = ctx.lookups.chunks(tenant_id, [(e["document_id"], e["chunk_id"]) for e in selected])
+    citations = []
+    for entry in selected:
+        chunk = chunks.get((entry["document_id"], entry["chunk_id"]))
+        document: dict[str, Any] | None = None
+        if chunk is not None and chunk.position <= size:
+            doc_event = ledger.get(chunk.position)
+            if doc_event is not None:
+                document = {
+                    "entry": doc_event.envelope,
+                    "inclusion_proof": proof_json(
+                        chunk.position, size, ledger.inclusion_proof(chunk.position, size)
+                    ),
+                }
+        citations.append(
+            {
+                "citation_id": entry["citation_id"],
+                "document_id": entry["document_id"],
+                "chunk_id": entry["chunk_id"],
+                "document": document,
+            }
+        )
+    return build_bundle(ledger, event.position, extra={"citations": citations})

@@ -1,0 +1,170 @@
+"""Use case: record a retrieval a service ran itself (`engine: external:<name>`).
+
+The ledger checks that every cited chunk is one it holds for the tenant, mints
+the citation ids, seals the query and snippets, freezes the live policy as the
+receipt's `policy_snapshot`, and appends one signed `RetrievalRecorded`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.canonical import canonical_json
+from ledger.entries import RecordedEvent, utc_now
+from ledger.events import (
+    FilterApplied,
+    Locator,
+    PolicySnapshot,
+    RetrievalRecorded,
+    ScoreComponent,
+    SelectedEntry,
+    TaskEnvelope,
+)
+from ledger.idempotency import IdempotencyKey
+from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
+from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
+from ledger.usecases.commands import RetrievalIn
+from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
+from ledger.usecases.errors import ChunkScrubbed, SubjectErased, UnknownChunk
+
+
+def _expiry(
+    rules: RetentionRules, now: dt.datetime, retention_days: int | None, requested: str | None
+) -> dt.datetime:
+    """The citation's expiry: the document's window (never below the tenant floor); a
+    caller may ask for a longer one, never a shorter one. Always a UTC midnight, the
+    moment its expiry key is destroyed."""
+    expires = rules.expires_at(now, retention_days)
+    if requested:
+        asked = dt.datetime.fromisoformat(requested.replace("Z", "+00:00"))
+        if asked > expires:
+            expires = dt.datetime(asked.year, asked.month, asked.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
+    return expires
+
+
+def record_retrieval(
+    ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
+) -> Result:
+    tenant = caller.tenant_id
+    refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
+    chunks = ctx.lookups.chunks(tenant, refs)
+    if len(chunks) < len(set(refs)):
+        ctx.lookups.refresh()  # maybe ingested through another process a moment ago
+        chunks = ctx.lookups.chunks(tenant, refs)
+    for index, ref in enumerate(refs):
+        if ref not in chunks:
+            raise UnknownChunk(
+                f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant"
+            )
+    policy = ctx.lookups.live_policy(tenant)
+    sealer = ctx.sealer
+    rules = ctx.retention_for(tenant)
+    now = ctx.clock()
+    receipt_expiry = rules.expires_at(now, None)
+    entries: list[SelectedEntry] = []
+    try:
+        for index, item in enumerate(body.selected_entries):
+            chunk = chunks[(item.document_id, item.chunk_id)]
+            doc_ref = document_key_ref(tenant, item.document_id)
+            expires = _expiry(rules, now, chunk.retention_days, item.expires_at)
+            receipt_expiry = max(receipt_expiry, expires)
+            # Shredded by erasing the document *or* by its expiry day passing.
+            layers = [expiry_key_for(tenant, expires, item.document_id)]
+            try:
+                snapshot = sealer.seal(item.snippet, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
+                explanation = (
+                    sealer.seal(item.explanation, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
+                    if item.explanation
+                    else None
+                )
+            except KeyDestroyed:
+                raise ChunkScrubbed(
+                    f"selected_entries[{index}]: the cited document's text was scrubbed"
+                ) from None
+            entries.append(
+                SelectedEntry(
+                    citation_id=uuid.uuid4().hex,
+                    document_id=item.document_id,
+                    version_id=chunk.version_id,
+                    chunk_id=item.chunk_id,
+                    path=chunk.path,
+                    locator=Locator(start_line=chunk.start_line, end_line=chunk.end_line),
+                    score=item.score,
+                    score_breakdown=[
+                        ScoreComponent(component=c.component, value=c.value) for c in item.score_breakdown
+                    ],
+                    explanation=explanation,
+                    snapshot=snapshot,
+                    sensitivity=chunk.sensitivity,  # type: ignore[arg-type]
+                    expires_at=format_timestamp(expires),
+                )
+            )
+        query_ref = subject_key_ref(tenant, body.subject_id) if body.subject_id else tenant_key_ref(tenant)
+        query_scope = f"subject.{body.subject_id}" if body.subject_id else "queries"
+        query = sealer.seal(
+            body.query,
+            tenant_id=tenant,
+            key_ref=query_ref,
+            extra_key_refs=[expiry_key_for(tenant, receipt_expiry, query_scope)],
+        )
+    except KeyDestroyed:
+        raise SubjectErased("the data subject's key was destroyed") from None
+    context_hash = (
+        body.context_hash
+        or hashlib.sha256(
+            canonical_json([[e.document_id, e.chunk_id, e.snapshot.commitment] for e in entries])
+        ).hexdigest()
+    )
+    receipt_id = uuid.uuid4().hex
+    payload = RetrievalRecorded(
+        receipt_id=receipt_id,
+        query=query,
+        subject_id=body.subject_id,
+        task=TaskEnvelope(
+            trace_id=caller.trace_id,
+            task_id=body.task.task_id,
+            deadline_ms=body.task.deadline_ms,
+            auth_scope=body.task.auth_scope if body.task.auth_scope is not None else sorted(caller.scopes),
+        ),
+        engine=body.engine,
+        mode="live",
+        policy_snapshot=PolicySnapshot(
+            bundle_hash=policy.bundle_sha256 if policy else None,
+            bundle_yaml=policy.bundle_yaml if policy else None,
+            captured_at=utc_now(),
+        ),
+        selected_entries=entries,
+        filters_applied=[
+            FilterApplied(rule_id=f.rule_id, chunk_id=f.chunk_id, action=f.action)
+            for f in body.filters_applied
+        ],
+        context_hash=context_hash,
+        status=body.status,
+    )
+
+    def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
+        event = events[0]
+        return {
+            "receipt_id": receipt_id,
+            "citation_ids": [e.citation_id for e in entries],
+            "citations": [
+                {
+                    "citation_id": e.citation_id,
+                    "document_id": e.document_id,
+                    "chunk_id": e.chunk_id,
+                    "path": e.path,
+                    "locator": {"start_line": e.locator.start_line, "end_line": e.locator.end_line},
+                }
+                for e in entries
+            ],
+            **entry_facts(event),
+            "recorded_at": event.envelope["recorded_at"],
+            "context_hash": context_hash,
+            "status": body.status,
+        }
+
+    return record(ctx, caller, [payload], answer, idempotency)

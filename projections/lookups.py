@@ -1,0 +1,246 @@
+"""The write path's lookups (`ledger.usecases.ports.WriteLookups`), served from
+read models the projection runner maintains: documents, policies and holds
+(`write_side`), chunks (`corpus`), receipt positions (`receipts`).
+
+Hot lookups come from memory: chunk rows and receipt positions never change
+once recorded, so they are cached; the live policy is cached and refreshed
+from the commits this process sees (and re-read after a short time for
+commits of other processes). `refresh()` catches the write-side read models
+up with the log before a decision that must see every earlier entry.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ledger.application import Ledger, Write, WriteOutcome, prepare_all
+from ledger.entries import EventDraft, RecordedEvent
+from ledger.idempotency import IdempotentWrite
+from ledger.store import Store
+from ledger.usecases.context import UseCaseContext, Writer
+from ledger.usecases.ports import ChunkState, DocumentState, PolicyState
+from projections.corpus import CORPUS_TABLE
+from projections.receipts import RECEIPTS_TABLE
+from projections.runner import ProjectionRunner
+from projections.writeside import DOCUMENTS_TABLE, HOLDS_TABLE, POLICIES_TABLE
+
+WRITE_PATH_PROJECTIONS = ("write_side", "corpus", "receipts")
+POLICY_TTL_S = 1.0  # how stale a policy published by another process may be
+_CACHE_MAX = 100_000  # rows per cache; cleared (not evicted one by one) when full
+
+
+class ProjectedLookups:
+    def __init__(self, store: Store, runner: ProjectionRunner) -> None:
+        self.store = store
+        self.runner = runner
+        self._chunks: dict[tuple[str, str, str], ChunkState] = {}
+        self._receipts: dict[tuple[str, str], int] = {}
+        self._policies: dict[str, tuple[float, PolicyState | None]] = {}
+        self._lock = threading.Lock()
+
+    # -- following commits ------------------------------------------------------------
+    def observe(self, committed: Sequence[tuple[int, RecordedEvent]]) -> None:
+        """Commit listener: remember what this process has just written."""
+        for _, event in committed:
+            event_type = event.type
+            if event_type == "RetrievalRecorded":
+                self._remember_receipt(event.tenant_id, event.payload["receipt_id"], event.position)
+            elif event_type == "PolicyBundlePublished":
+                payload = event.payload
+                state = PolicyState(
+                    payload["policy_version"],
+                    payload["bundle_sha256"],
+                    payload["bundle_yaml"],
+                    event.position,
+                )
+                self._policies[event.tenant_id] = (time.monotonic(), state)
+            elif event_type == "RetentionScrubbed":
+                self._chunks.clear()  # cached sealed texts may now be gone
+
+    def refresh(self) -> None:
+        self.runner.catch_up(names=WRITE_PATH_PROJECTIONS)
+
+    # -- lookups ---------------------------------------------------------------------
+    def _rows(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        with self.store.transaction(commit=False) as cursor:
+            cursor.execute(self.store.sql(statement), tuple(params))
+            return list(cursor.fetchall())
+
+    def document(self, tenant_id: str, document_id: str) -> DocumentState | None:
+        rows = self._rows(
+            f"SELECT * FROM {self.store.table(DOCUMENTS_TABLE)} WHERE tenant_id=? AND document_id=?",
+            (tenant_id, document_id),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return DocumentState(
+            tenant_id=row["tenant_id"],
+            document_id=row["document_id"],
+            version=int(row["version"]),
+            version_id=row["version_id"],
+            content_sha256=row["content_sha256"],
+            path=row["path"],
+            sensitivity=row["sensitivity"],
+            position=int(row["position"]),
+            removed=bool(row["removed"]),
+            retention_days=row["retention_days"],
+        )
+
+    def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]:
+        found: dict[tuple[str, str], ChunkState] = {}
+        missing = []
+        for ref in sorted(set(refs)):
+            cached = self._chunks.get((tenant_id, *ref))
+            if cached is None:
+                missing.append(ref)
+            else:
+                found[ref] = cached
+        if not missing:
+            return found
+        if len(self._chunks) > _CACHE_MAX:
+            self._chunks.clear()
+        table = self.store.table(CORPUS_TABLE)
+        with self.store.transaction(commit=False) as cursor:
+            for start in range(0, len(missing), 100):
+                part = missing[start : start + 100]
+                where = " OR ".join(["(document_id=? AND chunk_id=?)"] * len(part))
+                cursor.execute(
+                    self.store.sql(
+                        "SELECT tenant_id, document_id, version_id, chunk_id, live_from_position, path, "
+                        "start_line, end_line, sensitivity, retention_days, text "
+                        f"FROM {table} WHERE tenant_id=? AND ({where})"
+                    ),
+                    (tenant_id, *(value for ref in part for value in ref)),
+                )
+                for row in cursor.fetchall():
+                    chunk = ChunkState(
+                        tenant_id=row["tenant_id"],
+                        document_id=row["document_id"],
+                        version_id=row["version_id"],
+                        chunk_id=row["chunk_id"],
+                        position=int(row["live_from_position"]),
+                        path=row["path"],
+                        start_line=int(row["start_line"]),
+                        end_line=int(row["end_line"]),
+                        sensitivity=row["sensitivity"],
+                        retention_days=row["retention_days"],
+                        text=orjson.loads(row["text"]) if row["text"] else None,
+                    )
+                    found[(chunk.document_id, chunk.chunk_id)] = chunk
+                    self._chunks[(tenant_id, chunk.document_id, chunk.chunk_id)] = chunk
+        return found
+
+    def live_policy(self, tenant_id: str) -> PolicyState | None:
+        cached = self._policies.get(tenant_id)
+        if cached is not None and time.monotonic() - cached[0] < POLICY_TTL_S:
+            return cached[1]
+        rows = self._rows(f"SELECT * FROM {self.store.table(POLICIES_TABLE)} WHERE tenant_id=?", (tenant_id,))
+        state = (
+            PolicyState(
+                rows[0]["policy_version"],
+                rows[0]["bundle_sha256"],
+                rows[0]["bundle_yaml"],
+                int(rows[0]["position"]),
+            )
+            if rows
+            else None
+        )
+        if cached is None or state is None or cached[1] is None or state.position >= cached[1].position:
+            self._policies[tenant_id] = (time.monotonic(), state)
+            return state
+        return cached[1]
+
+    def active_holds(self, tenant_id: str, target_kind: str, target_id: str) -> list[str]:
+        rows = self._rows(
+            f"SELECT DISTINCT hold_id FROM {self.store.table(HOLDS_TABLE)} WHERE tenant_id=? "
+            "AND target_kind=? AND target_id=? AND released_position IS NULL ORDER BY hold_id",
+            (tenant_id, target_kind, target_id),
+        )
+        return [row["hold_id"] for row in rows]
+
+    def hold(self, tenant_id: str, hold_id: str) -> tuple[bool, bool]:
+        rows = self._rows(
+            f"SELECT released_position FROM {self.store.table(HOLDS_TABLE)} WHERE tenant_id=? AND hold_id=?",
+            (tenant_id, hold_id),
+        )
+        return bool(rows), any(row["released_position"] is None for row in rows)
+
+    def held_scopes(self, tenant_id: str) -> frozenset[str]:
+        rows = self._rows(
+            f"SELECT DISTINCT target_kind, target_id FROM {self.store.table(HOLDS_TABLE)} "
+            "WHERE tenant_id=? AND released_position IS NULL",
+            (tenant_id,),
+        )
+        return frozenset(
+            row["target_id"] if row["target_kind"] == "document" else f"subject.{row['target_id']}"
+            for row in rows
+        )
+
+    def documents_of_subject(self, tenant_id: str, subject_id: str) -> list[str]:
+        rows = self._rows(
+            f"SELECT document_id FROM {self.store.table(DOCUMENTS_TABLE)} "
+            "WHERE tenant_id=? AND subject_id=? ORDER BY document_id",
+            (tenant_id, subject_id),
+        )
+        return [row["document_id"] for row in rows]
+
+    def tenants(self) -> list[str]:
+        rows = self._rows(
+            f"SELECT tenant_id FROM {self.store.table(DOCUMENTS_TABLE)} UNION "
+            f"SELECT tenant_id FROM {self.store.table(RECEIPTS_TABLE)}",
+            (),
+        )
+        return sorted(row["tenant_id"] for row in rows)
+
+    def receipt_position(self, tenant_id: str, receipt_id: str) -> int | None:
+        cached = self._receipts.get((tenant_id, receipt_id))
+        if cached is not None:
+            return cached
+        rows = self._rows(
+            f"SELECT position FROM {self.store.table(RECEIPTS_TABLE)} WHERE tenant_id=? AND receipt_id=?",
+            (tenant_id, receipt_id),
+        )
+        if not rows:
+            return None  # reads never write: an entry of another process shows up within the lag
+        self._remember_receipt(tenant_id, receipt_id, int(rows[0]["position"]))
+        return int(rows[0]["position"])
+
+    def _remember_receipt(self, tenant_id: str, receipt_id: str, position: int) -> None:
+        with self._lock:
+            if len(self._receipts) > _CACHE_MAX:
+                self._receipts.clear()
+            self._receipts[(tenant_id, receipt_id)] = position
+
+
+def direct_writer(ledger: Ledger) -> Writer:
+    """A writer without a group committer (one process, one caller: the CLI)."""
+
+    def write(
+        drafts: Sequence[EventDraft],
+        *,
+        tenant_id: str | None = None,
+        idempotent: IdempotentWrite | None = None,
+    ) -> WriteOutcome:
+        outcome = ledger.commit_writes([Write(prepare_all(drafts, tenant_id=tenant_id), idempotent)])[0]
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome
+
+    return write
+
+
+def ledger_context(ledger: Ledger, **settings: Any) -> UseCaseContext:
+    """The use-case context of a process without the API (the command line, the demo):
+    projections run here, on the ledger's own database."""
+    runner = ProjectionRunner(ledger.store)
+    lookups = ProjectedLookups(ledger.store, runner)
+    runner.catch_up()
+    runner.attach(ledger)
+    ledger.on_commit(lookups.observe)
+    return UseCaseContext(ledger=ledger, write=direct_writer(ledger), lookups=lookups, **settings)
