@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from cli.projections import register as register_projections
+from cli.server import register as register_server
 from ledger.application import Ledger
 from ledger.audit import verify_export, verify_store, write_export
 from ledger.bundle import BundleError, build_bundle, verify_bundle
@@ -201,17 +203,12 @@ def demo(
     events: Annotated[int, typer.Option(help="How many retrievals to record")] = 200,
 ) -> None:
     """Record documents and retrievals, checkpoint, bundle and verify: the embedded default end to end."""
-    from api.demo import run_demo
+    from cli.demo import run_demo
 
     raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console))
 
 
-from api.cli_server import register as register_server  # noqa: E402
-
 register_server(app)
-
-from api.cli_projections import register as register_projections  # noqa: E402
-
 register_projections(app)
 
 if __name__ == "__main__":  # pragma: no cover
