@@ -279,7 +279,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "serve",
             "--data-dir",
             str(work / "data"),

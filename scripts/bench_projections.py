@@ -246,7 +246,7 @@ def lag_under_load(
     if config.database_url:
         env["CITELEDGER_DATABASE_URL"] = config.database_url
     worker = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "project", "--batch-size", "500", "--poll-interval", "0.05"],
+        [sys.executable, "-m", "cli.main", "project", "--batch-size", "500", "--poll-interval", "0.05"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -54,7 +54,7 @@ def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> N
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "serve",
             "--data-dir",
             str(data_dir),
@@ -140,7 +140,7 @@ def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> N
         assert position in positions
     assert sum(receipts.values()) == len(acknowledged)
     verify = subprocess.run(
-        [sys.executable, "-m", "api.cli", "verify", "--deep", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "cli.main", "verify", "--deep", "--data-dir", str(data_dir)],
         cwd=ROOT,
         env=env,
         capture_output=True,

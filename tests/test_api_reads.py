@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from api.auth import TokenStore, digest, ensure_bootstrap_token
-from api.cli import app as cli_app
+from cli.main import app as cli_app
 from ledger.audit import verify_export
 from ledger.bundle import verify_bundle
 from ledger.canonical import canonical_json

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def citeledger(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
-    command = [sys.executable, "-m", "api.cli", *args]
+    command = [sys.executable, "-m", "cli.main", *args]
     if data_dir is not None:
         command += ["--data-dir", str(data_dir)]
     return subprocess.run(

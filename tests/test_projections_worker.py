@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from api.cli import app
+from cli.main import app
 from ledger.application import Ledger
 from ledger.config import LedgerConfig
 from projections.checkpoints import ProjectionCheckpoints, rebuild_in_scratch
@@ -36,7 +36,7 @@ def _spawn_worker(config: LedgerConfig, log: Path) -> subprocess.Popen[bytes]:
     else:
         env.pop("CITELEDGER_DATABASE_URL", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "project", "--batch-size", "25", "--poll-interval", "0.1"],
+        [sys.executable, "-m", "cli.main", "project", "--batch-size", "25", "--poll-interval", "0.1"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -191,7 +191,7 @@ def test_swapped_public_key_file_is_detected_by_the_cli(ledger: Ledger) -> None:
     env_args = ["--data-dir", str(config.data_dir)]
     env = {"PATH": "/usr/bin:/bin", "CITELEDGER_DATABASE_URL": config.database_url or ""}
     clean = subprocess.run(
-        [sys.executable, "-m", "api.cli", "verify", *env_args],
+        [sys.executable, "-m", "cli.main", "verify", *env_args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -203,7 +203,7 @@ def test_swapped_public_key_file_is_detected_by_the_cli(ledger: Ledger) -> None:
     other = base64.b64encode(public_raw_of(Ed25519PrivateKey.generate())).decode()
     (config.keys_dir / "root.pub").write_text(other + "\n")
     swapped = subprocess.run(
-        [sys.executable, "-m", "api.cli", "verify", *env_args],
+        [sys.executable, "-m", "cli.main", "verify", *env_args],
         cwd=ROOT,
         env=env,
         capture_output=True,

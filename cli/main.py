@@ -1,24 +1,24 @@
 """`citeledger` command line: demo, verify, export, bundles, checkpoints, keys."""
 
+# Each command imports what it needs inside its body: an auditor's `verify-bundle` loads the
+# bundle checker, not the store, the projections or (ever) the web package.
+
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ledger.application import Ledger
-from ledger.audit import verify_export, verify_store, write_export
-from ledger.bundle import BundleError, build_bundle, verify_bundle
-from ledger.config import LedgerConfig
-from ledger.signing import KeyDirectory, KeyFileError, read_public_key_file
-from ledger.store import Store
-from ledger.verify import VerifyReport
+from cli.projections import register as register_projections
+from cli.server import register as register_server
+
+if TYPE_CHECKING:
+    from ledger.config import LedgerConfig
+    from ledger.verify import VerifyReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console(stderr=True)
@@ -34,10 +34,14 @@ PublicKey = Annotated[
 
 
 def _config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfig:
+    from ledger.config import LedgerConfig
+
     return LedgerConfig.from_env(data_dir, run_checkpointer=checkpointer)
 
 
 def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
+    from ledger.signing import KeyDirectory, KeyFileError, read_public_key_file
+
     path = public_key or KeyDirectory(config.keys_dir).root_public_key_path
     try:
         return read_public_key_file(path)
@@ -87,6 +91,11 @@ def verify(
     ] = None,
 ) -> None:
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ledger.audit import verify_export, verify_store
+    from ledger.store import Store
+
     config = _config(data_dir)
     trusted = _trusted_key(config, public_key)
     try:
@@ -125,6 +134,10 @@ def export(
     data_dir: DataDir = None,
 ) -> None:
     """Write the log and its checkpoints as JSONL for offline `verify --export`."""
+    from ledger.audit import write_export
+    from ledger.signing import KeyDirectory
+    from ledger.store import Store
+
     config = _config(data_dir)
     store = Store(config)
     try:
@@ -140,6 +153,8 @@ def export(
 @app.command()
 def checkpoint(data_dir: DataDir = None) -> None:
     """Issue a signed checkpoint over the whole log now and print its note."""
+    from ledger.application import Ledger
+
     with Ledger(_config(data_dir)) as ledger:
         record = ledger.issue_checkpoint()
     if record is None:
@@ -155,6 +170,11 @@ def bundle(
     data_dir: DataDir = None,
 ) -> None:
     """Write the portable bundle (entry, checkpoint, inclusion proof, key chain) for one entry."""
+    import orjson
+
+    from ledger.application import Ledger
+    from ledger.bundle import build_bundle
+
     with Ledger(_config(data_dir)) as ledger:
         try:
             document = build_bundle(ledger, position)
@@ -174,6 +194,11 @@ def verify_bundle_command(
     public_key: Annotated[Path, typer.Option("--public-key", help="Trusted root public key")],
 ) -> None:
     """Check a bundle offline with nothing but the root public key."""
+    import orjson
+
+    from ledger.bundle import BundleError, verify_bundle
+    from ledger.signing import read_public_key_file
+
     trusted = read_public_key_file(public_key)
     try:
         document = orjson.loads(bundle_file.read_bytes())
@@ -190,6 +215,8 @@ def verify_bundle_command(
 @app.command("rotate-key")
 def rotate_key(data_dir: DataDir = None) -> None:
     """Introduce a new signing key, announced in the log and signed by the current one."""
+    from ledger.application import Ledger
+
     with Ledger(_config(data_dir)) as ledger:
         event = ledger.rotate_signing_key()
     console.print(f"new signing key {event.payload['new_kid']} at position {event.position}")
@@ -201,17 +228,12 @@ def demo(
     events: Annotated[int, typer.Option(help="How many retrievals to record")] = 200,
 ) -> None:
     """Record documents and retrievals, checkpoint, bundle and verify: the embedded default end to end."""
-    from api.demo import run_demo
+    from cli.demo import run_demo
 
     raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console))
 
 
-from api.cli_server import register as register_server  # noqa: E402
-
 register_server(app)
-
-from api.cli_projections import register as register_projections  # noqa: E402
-
 register_projections(app)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,16 +9,14 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ledger.config import LedgerConfig
-from ledger.store import Store
-from projections.digest import digests
-from projections.runner import NotificationSource, ProjectionRunner
+if TYPE_CHECKING:
+    from ledger.store import Store
+    from projections.runner import ProjectionRunner
 
 console = Console(stderr=True)
 
@@ -33,10 +31,15 @@ ProjectionNames = Annotated[
 
 
 def _store(data_dir: Path | None) -> Store:
+    from ledger.config import LedgerConfig
+    from ledger.store import Store
+
     return Store(LedgerConfig.from_env(data_dir, run_checkpointer=False))
 
 
 def _runner(store: Store, batch_size: int = 1_000) -> ProjectionRunner:
+    from projections.runner import ProjectionRunner
+
     return ProjectionRunner(store, batch_size=batch_size)
 
 
@@ -56,6 +59,11 @@ def rebuild(
     batch_size: Annotated[int, typer.Option(help="Entries per transaction")] = 2_000,
 ) -> None:
     """Drop read models and rebuild them from position 0, then print their digests."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from projections.digest import digests
+    from projections.runner import NotificationSource
+
     store = _store(data_dir)
     try:
         runner = _runner(store, batch_size)
@@ -88,6 +96,8 @@ def digest(
     as_of: Annotated[int | None, typer.Option("--as-of", help="Digest as of this log position")] = None,
 ) -> None:
     """Print one SHA-256 per read model (`name digest` lines)."""
+    from projections.digest import digests
+
     store = _store(data_dir)
     try:
         runner = _runner(store)
@@ -117,6 +127,8 @@ def project(
     ] = 0.0,
 ) -> None:
     """Follow the log and keep the read models current until SIGTERM/SIGINT."""
+    from ledger.config import LedgerConfig
+    from ledger.store import Store
     from projections.worker import run_worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -154,7 +166,9 @@ def verify_projections(data_dir: DataDir = None) -> None:
     """Check the latest signed projection checkpoint: signature, log root, a scratch rebuild
     of the log prefix and the live read models; exit 1 on any difference."""
     from ledger.application import Ledger
+    from ledger.config import LedgerConfig
     from projections.checkpoints import ProjectionCheckpoints
+    from projections.runner import ProjectionRunner
 
     config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
     with Ledger(config) as ledger:
@@ -178,7 +192,9 @@ def verify_projections(data_dir: DataDir = None) -> None:
 def projection_checkpoint(data_dir: DataDir = None) -> None:
     """Sign the read models as of the latest log checkpoint now and print the record."""
     from ledger.application import Ledger
+    from ledger.config import LedgerConfig
     from projections.checkpoints import ProjectionCheckpoints
+    from projections.runner import ProjectionRunner
 
     with Ledger(LedgerConfig.from_env(data_dir, run_checkpointer=False)) as ledger:
         ledger.issue_checkpoint()

@@ -1,4 +1,8 @@
-"""`citeledger serve` and `citeledger tokens create`."""
+"""`citeledger serve`, `citeledger tokens create` and `citeledger retention run`.
+
+Their work lives in the web package: each command imports `api` inside its
+body, so registering them costs the offline commands nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,24 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from api.auth import SCOPES, create_token, ensure_bootstrap_token
-from api.config import ApiConfig
+if TYPE_CHECKING:
+    from api.config import ApiConfig
+
+# The scopes `api.auth.SCOPES` accepts, for the `--scopes` help text without importing the
+# web package (tests/test_cli_imports.py keeps the two equal).
+SCOPES = (
+    "events.write",
+    "ingest.write",
+    "retrieval.write",
+    "audit.read",
+    "knowledge.restricted.read",
+    "replay.run",
+    "admin",
+)
 
 DataDirOption = Annotated[
     Path | None,
@@ -20,6 +36,8 @@ DataDirOption = Annotated[
 
 
 def _prepare(data_dir: Path | None) -> ApiConfig:
+    from api.config import ApiConfig
+
     if data_dir is not None:
         os.environ["CITELEDGER_DATA_DIR"] = str(data_dir)
     config = ApiConfig.from_env(data_dir)
@@ -37,6 +55,7 @@ def serve(
     """Start the HTTP API (embedded SQLite by default; several workers on PostgreSQL)."""
     import uvicorn
 
+    from api.auth import ensure_bootstrap_token
     from ledger.application import Ledger
 
     config = _prepare(data_dir)
@@ -76,6 +95,8 @@ def tokens_create(
 ) -> None:
     """Create a token; prints the bearer value once (only its hash is stored)."""
     import re
+
+    from api.auth import create_token
 
     if not re.match(r"^[a-z0-9][a-z0-9_-]{0,62}$", tenant):
         typer.echo("tenant must match [a-z0-9][a-z0-9_-]{0,62}", err=True)

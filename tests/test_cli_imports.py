@@ -1,0 +1,107 @@
+"""The offline commands never load the web package (issue item 7).
+
+An auditor's `verify-bundle` of a 6 KB file used to import Litestar and uvicorn
+(~785 modules) because the command line lived in `api/` and registered the server
+commands at import time. Each command runs here in one real subprocess on a real
+store; after each one, none of `litestar`, `uvicorn`, `api` may be in `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.auth import SCOPES
+from cli.server import SCOPES as HELP_SCOPES
+
+ROOT = Path(__file__).resolve().parents[1]
+FORBIDDEN = ("litestar", "uvicorn", "api")
+
+# Runs in the child: each command in turn through the real typer app, then the forbidden
+# top-level packages loaded so far.
+PROBE = """
+import json, sys
+from cli.main import app
+
+forbidden = set(sys.argv[1].split(","))
+results = []
+for args in json.loads(sys.argv[2]):
+    try:
+        app(args, prog_name="citeledger")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    loaded = sorted({name for name in sys.modules if name.split(".")[0] in forbidden})
+    results.append({"args": args, "exit": code, "loaded": loaded})
+print("PROBE " + json.dumps(results))
+"""
+
+
+def _probe(commands: list[list[str]]) -> list[dict[str, object]]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, ",".join(FORBIDDEN), json.dumps(commands)],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("PROBE "))
+    results: list[dict[str, object]] = json.loads(line.removeprefix("PROBE "))
+    return results
+
+
+@pytest.mark.slow
+def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    public_key = str(tmp_path / "data" / "keys" / "root.pub")
+    export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
+    # The auditor's three commands first, each in a fresh interpreter on a store made
+    # by the same command line.
+    assert _probe([["demo", "--events", "5", "--data-dir", data]])[0]["exit"] == 0
+    audited = [
+        ["export", "--out", export, "--data-dir", data],
+        ["verify", "--data-dir", data],
+        ["verify", "--export", export, "--public-key", public_key, "--deep"],
+        ["bundle", "3", "--out", bundle, "--data-dir", data],
+        ["verify-bundle", bundle, "--public-key", public_key],
+    ]
+    for command in audited:
+        result = _probe([command])[0]
+        assert result == {"args": command, "exit": 0, "loaded": []}
+
+    # Every other command that works on the ledger or the read models, one process.
+    offline = [
+        ["demo", "--events", "5", "--data-dir", data],
+        ["checkpoint", "--data-dir", data],
+        ["rotate-key", "--data-dir", data],
+        ["rebuild", "--data-dir", data],
+        ["digest", "--data-dir", data],
+        ["lag", "--data-dir", data],
+        ["projection-checkpoint", "--data-dir", data],
+        ["verify-projections", "--data-dir", data],
+    ]
+    for result in _probe(offline):
+        assert result["exit"] == 0, result
+        assert result["loaded"] == [], result
+
+
+@pytest.mark.slow
+def test_server_commands_still_reach_the_web_package(tmp_path: Path) -> None:
+    """The probe sees imports: `tokens create` loads `api` (lazily, inside the command)."""
+    data = str(tmp_path / "data")
+    result = _probe([["tokens", "create", "--tenant", "acme", "--scopes", "audit.read", "--data-dir", data]])
+    assert result[0]["exit"] == 0
+    assert "api" in result[0]["loaded"]  # type: ignore[operator]
+
+
+def test_scopes_in_help_match_the_api() -> None:
+    assert HELP_SCOPES == SCOPES
