@@ -471,6 +471,7 @@ class ProjectionRunner:
 
     def attach(self, ledger: Ledger) -> None:
         """Embedded mode: apply each local commit's entries before append returns."""
+
         def after_commit(committed: Sequence[tuple[int, RecordedEvent]]) -> None:
             self.apply_committed(committed)
 
