@@ -28,6 +28,7 @@ from litestar.exceptions import NotAuthorizedException, PermissionDeniedExceptio
 from litestar.handlers.base import BaseRouteHandler
 
 from api.contract import set_principal
+from ledger.timestamps import utc_now
 
 SCOPES = (
     "events.write",
@@ -89,10 +90,6 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def read_token_file(path: Path) -> list[TokenRecord]:
     if not path.exists():
         return []
@@ -122,7 +119,7 @@ def create_token(
     token_id = token_id or secrets.token_hex(6)
     bearer = secret if secret is not None else f"clt_{token_id}_{secrets.token_urlsafe(32)}"
     records = [r for r in read_token_file(path) if r.token_id != token_id]
-    records.append(TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), _now()))
+    records.append(TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), utc_now(timespec="seconds")))
     _write_token_file(path, records)
     return bearer
 

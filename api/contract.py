@@ -31,6 +31,7 @@ from litestar.exceptions import (
 from litestar.types import Message, Receive, Scope, Send
 
 from ledger.events import EventRejected
+from ledger.timestamps import utc_now
 
 access_log = logging.getLogger("citeledger.api.access")
 error_log = logging.getLogger("citeledger.api.error")
@@ -305,7 +306,7 @@ class ContractApp(Litestar):
         state = scope.get("state", {})
         principal = state.get(_STATE_PRINCIPAL)
         line = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "ts": utc_now(timespec="seconds"),
             "method": scope.get("method"),
             "route": scope.get("path_template") or "unmatched",
             "status": status,

@@ -10,7 +10,6 @@ tree hashes as the leaf. The signature covers the same JSON without the
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,6 +31,7 @@ from ledger.events import (
 )
 from ledger.merkle import leaf_hash
 from ledger.signing import SigningKey, verify_signature
+from ledger.timestamps import utc_now
 
 GENESIS_PREV_HASH = "0" * 64
 
@@ -89,11 +89,6 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
     return PreparedDraft(draft=draft, payload_json=payload_json)
-
-
-def utc_now() -> str:
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
 
 def seal_entry(
