@@ -25,12 +25,18 @@ MAX_FILTERS_APPLIED = 1_000
 MAX_SEALED_CIPHERTEXT_B64 = 96 * 1024  # ~64 KiB of plaintext per sealed field
 MAX_BUNDLE_YAML_CHARS = 256 * 1024
 
+MAX_IDENTIFIER_CHARS = 128
+
 SYSTEM_TENANT = "_ledger"
 
 # --- scalar types -----------------------------------------------------------
 TenantId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 EnvelopeTenantId = Annotated[str, StringConstraints(pattern=r"^(_ledger|[a-z0-9][a-z0-9_-]{0,62})$")]
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
+# Ids of documents, chunks, receipts, holds, actors, runs, traces: also what the API
+# accepts in paths and correlation headers (one pattern, used everywhere).
+IDENTIFIER_CHARS = "A-Za-z0-9._:@-"
+IDENTIFIER_PATTERN = rf"^[A-Za-z0-9][{IDENTIFIER_CHARS}]{{0,{MAX_IDENTIFIER_CHARS - 1}}}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Base64 = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
 KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
@@ -43,7 +49,8 @@ SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
 KeyRef = Annotated[
     str,
     StringConstraints(
-        pattern=r"^(tenant|document|subject|expiry)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,160})?$"
+        pattern=rf"^(tenant|document|subject|expiry)/[{IDENTIFIER_CHARS}]{{1,{MAX_IDENTIFIER_CHARS}}}"
+        rf"(/[{IDENTIFIER_CHARS}]{{1,160}})?$"
     ),
 ]
 
