@@ -18,7 +18,6 @@ What is checked, in position order, stopping at the first bad position:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 from collections import deque
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, NoReturn
 
 import orjson
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.canonical import canonical_json
@@ -120,40 +118,13 @@ def possession_ok(payload: dict[str, Any]) -> bool:
     )
 
 
-_SIGNATURE_MEMBER = b',"signature":"'
-
-
-def _signature_ok(entry: bytes, public_raw: bytes) -> bool:
-    return _signature_ok_with(entry, Ed25519PublicKey.from_public_bytes(public_raw))
-
-
-def _signature_ok_with(entry: bytes, public_key: Ed25519PublicKey) -> bool:
-    """Verify the entry's signature over its own bytes minus the signature member.
-
-    Equal to checking against the canonical JSON without `signature` (keys are
-    sorted, so that member sits between run_id and tenant_id), without re-encoding.
-    """
-    at = entry.rfind(_SIGNATURE_MEMBER)
-    if at < 0:
-        return False
-    start = at + len(_SIGNATURE_MEMBER)
-    end = start + 88
-    if entry[end : end + 1] != b'"':
-        return False
-    try:
-        public_key.verify(base64.b64decode(entry[start:end], validate=True), entry[:at] + entry[end + 1 :])
-    except (InvalidSignature, ValueError):
-        return False
-    return True
-
-
 def _verify_batch(batch: list[tuple[int, bytes, bytes]]) -> int | None:
     keys: dict[bytes, Ed25519PublicKey] = {}  # one key object per batch, not per entry
     for position, entry, public_raw in batch:
         key = keys.get(public_raw)
         if key is None:
             key = keys[public_raw] = Ed25519PublicKey.from_public_bytes(public_raw)
-        if not _signature_ok_with(entry, key):
+        if not entry_signature_ok(entry, key):
             return position
     return None
 
@@ -403,7 +374,7 @@ class LogVerifier:
             )
         if envelope.get("prev_hash") != state.prev_leaf_hex:
             signer = state.keys.get(str(kid))
-            if signer is not None and expected > 1 and _signature_ok(row.entry, signer):
+            if signer is not None and expected > 1 and entry_signature_ok(row.entry, signer):
                 checker.stop(
                     Finding(
                         expected - 1, "entry altered: its hash differs from the one the next entry signed"
