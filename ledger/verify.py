@@ -29,12 +29,11 @@ from typing import Any, NamedTuple, NoReturn
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.entries import GENESIS_PREV_HASH, entry_signature_ok
+from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import leaf_hash, node_hash
 from ledger.note import NoteError, open_checkpoint, parse_checkpoint_body
-from ledger.signing import kid_for, unb64, verify_signature
 from ledger.store import EVENT_TOPIC_PREFIX
 
 
@@ -99,23 +98,6 @@ class _RunningRoot:
         for _, left in reversed(self._stack[:-1]):
             node = node_hash(left, node)
         return node
-
-
-def possession_ok(payload: dict[str, Any]) -> bool:
-    message = canonical_json(
-        {
-            "new_kid": payload.get("new_kid"),
-            "public_key": payload.get("public_key"),
-            "previous_kid": payload.get("previous_kid"),
-        }
-    )
-    try:
-        public_raw = unb64(str(payload["public_key"]))
-    except (KeyError, ValueError):
-        return False
-    return kid_for(public_raw) == payload.get("new_kid") and verify_signature(
-        public_raw, message, str(payload.get("possession_signature", ""))
-    )
 
 
 def _verify_batch(batch: list[tuple[int, bytes, bytes]]) -> int | None:
@@ -404,22 +386,10 @@ class LogVerifier:
     def _check_key_event(
         self, envelope: dict[str, Any], position: int, keys: dict[str, bytes], current_kid: str | None
     ) -> str:
-        payload = envelope.get("payload") or {}
-        if not possession_ok(payload):
-            raise _Stop(Finding(position, "key rotation without a valid proof of possession"))
-        new_kid = str(payload["new_kid"])
-        new_key = unb64(str(payload["public_key"]))
-        previous = payload.get("previous_kid")
-        if position == 1:
-            if previous is not None or new_key != self.root_key:
-                raise _Stop(Finding(1, "genesis key is not the trusted public key"))
-            signer = new_key
-        else:
-            if previous is None or previous != current_kid or envelope.get("kid") != current_kid:
-                raise _Stop(Finding(position, "key rotation not signed by the key in force"))
-            signer = keys[str(current_kid)]
-        if envelope.get("kid") != kid_for(signer) or not entry_signature_ok(envelope, signer):
-            raise _Stop(Finding(position, "key rotation signature does not verify"))
+        try:
+            new_kid, new_key = check_key_event(envelope, position, keys, current_kid, self.root_key)
+        except KeyChainError as exc:
+            raise _Stop(Finding(exc.position, exc.problem)) from None
         keys[new_kid] = new_key
         return new_kid
 
