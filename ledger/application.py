@@ -29,7 +29,7 @@ from ledger.entries import (
     PreparedDraft,
     RecordedEvent,
     prepare,
-    seal_entry,
+    sign_entry,
     utc_now,
 )
 from ledger.events import EventRejected, SigningKeyRotated
@@ -228,7 +228,7 @@ class Ledger:
                 batch: list[RecordedEvent] = []
                 for item in prepared:
                     position += 1
-                    entry = seal_entry(
+                    entry = sign_entry(
                         item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
                     )
                     event = RecordedEvent(position=position, entry=entry)

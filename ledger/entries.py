@@ -95,7 +95,7 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     return PreparedDraft(draft=draft, payload_json=payload_json)
 
 
-def seal_entry(
+def sign_entry(
     prepared: PreparedDraft, *, position: int, prev_hash: str, key: SigningKey, recorded_at: str
 ) -> bytes:
     """Sign a prepared draft at `position`; returns the entry bytes."""
@@ -216,7 +216,7 @@ __all__ = [
     "RecordedEvent",
     "entry_signature_ok",
     "prepare",
-    "seal_entry",
+    "sign_entry",
     "signing_input_of",
     "utc_now",
 ]
