@@ -10,7 +10,6 @@ tree hashes as the leaf. The signature covers the same JSON without the
 from __future__ import annotations
 
 import base64
-import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -198,14 +197,6 @@ class RecordedEvent:
     @property
     def signature(self) -> str:
         return str(self.envelope["signature"])
-
-
-def entry_hash_hex(entry: bytes) -> str:
-    return leaf_hash(entry).hex()
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 __all__ = [

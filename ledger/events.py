@@ -44,7 +44,6 @@ Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:
 Decimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,9})?$")]
 # Paths are metadata, not document text, but still bounded and free of control characters.
 SourcePath = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f\x7f]+$")]
-ShortText = Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")]
 SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
 KeyRef = Annotated[
     str,
@@ -261,24 +260,6 @@ EventType = Literal[
 OMIT_WHEN_NONE = frozenset({"policy_snapshot"})
 
 
-class Envelope(Schema):
-    """The signed unit. `signature` covers the canonical JSON of every other field."""
-
-    v: Literal[1]
-    event_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
-    type: EventType
-    tenant_id: EnvelopeTenantId
-    position: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
-    prev_hash: Hex64
-    recorded_at: Timestamp
-    actor: Identifier
-    run_id: Identifier | None
-    trace_id: Identifier | None
-    payload: dict[str, Any]
-    kid: KeyId
-    signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
-
-
 class EventRejected(ValueError):
     """An event refused before anything was written; `field` names the culprit."""
 
@@ -312,8 +293,3 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
         if key in dumped and dumped[key] is None:
             del dumped[key]
     return dumped
-
-
-def parse_payload(event_type: str, payload: dict[str, Any]) -> Schema:
-    """The typed payload of a recorded event (read side)."""
-    return PAYLOAD_MODELS[event_type].model_validate(payload, strict=False)

@@ -248,16 +248,6 @@ class DataKeyStore:
             )
             return cursor.fetchone() is not None
 
-    def destroyed(self, key_ref: str) -> bool:
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                store.sql(f"SELECT destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"),
-                (key_ref,),
-            )
-            row = cursor.fetchone()
-        return row is not None and row["destroyed_at"] is not None
-
     def purge_residue(self) -> None:
         """Push destroyed key bytes out of the database's files: SQLite's WAL still
         holds old page images until a checkpoint, PostgreSQL keeps dead tuples

@@ -237,14 +237,6 @@ class ReadModels:
         )
         return _citation(rows[0], None, now) if rows else None
 
-    def citations_for_receipt(self, tenant_id: str, receipt_id: str) -> list[CitationView]:
-        rows = self._query(
-            f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} "
-            "WHERE tenant_id=? AND receipt_id=? ORDER BY citation_id",
-            (tenant_id, receipt_id),
-        )
-        return [_citation(r, None, None) for r in rows]
-
     def citations_as_of(
         self, tenant_id: str, position: int, *, now: datetime | None = None, limit: int = MAX_AS_OF_ROWS
     ) -> list[CitationView]:

@@ -130,7 +130,6 @@ class ProjectionRunner:
         self.source = source or NotificationSource(store)
         self.batch_size = batch_size
         self._lock = threading.RLock()  # one catch-up at a time per process
-        self._after_catch_up: list[Callable[[], None]] = []
         self.ensure()
 
     # -- setup ---------------------------------------------------------------------
@@ -240,11 +239,6 @@ class ProjectionRunner:
                         applied += self._apply_group(members, states, todo)
                 if progress is not None:
                     progress(max((e.position for _, e in batch if e is not None), default=0))
-        for callback in self._after_catch_up:
-            try:
-                callback()
-            except Exception:  # a checkpoint hook must not break catching up
-                log.exception("after-catch-up hook failed")
         return applied
 
     def _apply_group(
@@ -431,9 +425,6 @@ class ProjectionRunner:
         """The position every projection has reached (the minimum)."""
         states = self.states()
         return min((states[p.name].position for p in self.projections), default=0)
-
-    def after_catch_up(self, callback: Callable[[], None]) -> None:
-        self._after_catch_up.append(callback)
 
     def attach(self, ledger: Ledger) -> None:
         """Embedded mode: apply right after each local commit, before append returns."""
