@@ -3,17 +3,32 @@ the API seals them before anything reaches the log."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from api.config import Limits
-from ledger.events import MAX_FILTERS_APPLIED, Decimal, Hex64, Identifier, SourcePath, Timestamp
+from ledger.events import (
+    MAX_AUTH_SCOPES,
+    MAX_FILTERS_APPLIED,
+    MAX_SCORE_COMPONENTS,
+    DeadlineMs,
+    Decimal,
+    FilterAction,
+    Hex64,
+    Identifier,
+    RemovalReason,
+    RetentionDays,
+    RetrievalStatus,
+    ScoreComponentName,
+    Sensitivity,
+    SourcePath,
+    Timestamp,
+)
 
 LIMITS = Limits()
 
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
-Sensitivity = Literal["public", "internal", "restricted"]
 
 
 class RequestModel(BaseModel):
@@ -28,19 +43,19 @@ class DocumentIn(RequestModel):
     title: Annotated[str, Field(max_length=256)] | None = None
     source: Identifier = "api"
     sensitivity: Sensitivity = "internal"
-    retention_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    retention_days: RetentionDays | None = None
     document_id: Identifier | None = None
     subject_id: Identifier | None = None
 
 
 class TaskIn(RequestModel):
     task_id: Identifier | None = None
-    deadline_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
-    auth_scope: Annotated[list[Identifier], Field(max_length=32)] | None = None
+    deadline_ms: DeadlineMs | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] | None = None
 
 
 class ScoreComponentIn(RequestModel):
-    component: Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+    component: ScoreComponentName
     value: Decimal
 
 
@@ -50,7 +65,7 @@ class SelectedEntryIn(RequestModel):
     document_id: Identifier
     chunk_id: Identifier
     score: Decimal
-    score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=16)] = []
+    score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     snippet: Annotated[str, Field(min_length=1, max_length=LIMITS.max_snippet_chars)]
     explanation: Annotated[str, Field(max_length=4096)] | None = None
     expires_at: Timestamp | None = None
@@ -59,7 +74,7 @@ class SelectedEntryIn(RequestModel):
 class FilterAppliedIn(RequestModel):
     rule_id: Identifier
     chunk_id: Identifier
-    action: Literal["deny", "redact", "allow", "downrank"]
+    action: FilterAction
 
 
 class RetrievalIn(RequestModel):
@@ -69,7 +84,7 @@ class RetrievalIn(RequestModel):
     engine: Engine
     subject_id: Identifier | None = None
     task: TaskIn = TaskIn()
-    status: Literal["ok", "no_hit", "denied", "timeout", "error"] = "ok"
+    status: RetrievalStatus = "ok"
     selected_entries: Annotated[
         list[SelectedEntryIn], Field(max_length=LIMITS.max_entries_per_retrieval)
     ] = []
@@ -85,4 +100,4 @@ class PolicyBundleIn(RequestModel):
 
 
 class RemoveDocumentIn(RequestModel):
-    reason: Literal["source_deleted", "withdrawn"] = "withdrawn"
+    reason: RemovalReason = "withdrawn"

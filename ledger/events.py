@@ -22,8 +22,13 @@ MAX_ENVELOPE_BYTES = 1024 * 1024
 MAX_CHUNKS_PER_DOCUMENT = 5_000
 MAX_SELECTED_ENTRIES = 200
 MAX_FILTERS_APPLIED = 1_000
-MAX_SEALED_CIPHERTEXT_B64 = 96 * 1024  # ~64 KiB of plaintext per sealed field
+MAX_SEALED_TEXT_BYTES = 64 * 1024  # plaintext per sealed field
+MAX_SEALED_CIPHERTEXT_B64 = MAX_SEALED_TEXT_BYTES * 3 // 2  # its base64 with the GCM tag, and room to spare
 MAX_BUNDLE_YAML_CHARS = 256 * 1024
+MAX_RETENTION_DAYS = 36_500
+MAX_DEADLINE_MS = 600_000
+MAX_AUTH_SCOPES = 32
+MAX_SCORE_COMPONENTS = 16
 
 MAX_IDENTIFIER_CHARS = 128
 
@@ -53,7 +58,15 @@ KeyRef = Annotated[
     ),
 ]
 
+RetentionDays = Annotated[int, Field(ge=1, le=MAX_RETENTION_DAYS)]
+DeadlineMs = Annotated[int, Field(ge=1, le=MAX_DEADLINE_MS)]
+
 Sensitivity = Literal["public", "internal", "restricted"]
+RemovalReason = Literal["source_deleted", "withdrawn"]
+ScoreComponentName = Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+FilterAction = Literal["deny", "redact", "allow", "downrank"]
+RetrievalStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
+ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
 
 
 class Schema(BaseModel):
@@ -100,14 +113,14 @@ class DocumentIngested(Schema):
     title: Sealed | None = None
     content_sha256: Hex64
     sensitivity: Sensitivity
-    retention_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    retention_days: RetentionDays | None = None
     subject_id: Identifier | None = None
     chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
 
 
 class DocumentRemoved(Schema):
     document_id: Identifier
-    reason: Literal["source_deleted", "withdrawn"]
+    reason: RemovalReason
 
 
 class PolicyBundlePublished(Schema):
@@ -119,8 +132,8 @@ class PolicyBundlePublished(Schema):
 class TaskEnvelope(Schema):
     trace_id: Identifier | None = None
     task_id: Identifier | None = None
-    deadline_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
-    auth_scope: Annotated[list[Identifier], Field(max_length=32)] = []
+    deadline_ms: DeadlineMs | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
 
 
 class PolicySnapshot(Schema):
@@ -132,7 +145,7 @@ class PolicySnapshot(Schema):
 
 
 class ScoreComponent(Schema):
-    component: Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+    component: ScoreComponentName
     value: Decimal
 
 
@@ -144,7 +157,7 @@ class SelectedEntry(Schema):
     path: SourcePath
     locator: Locator
     score: Decimal
-    score_breakdown: Annotated[list[ScoreComponent], Field(max_length=16)] = []
+    score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     explanation: Sealed | None = None
     snapshot: Sealed
     sensitivity: Sensitivity
@@ -154,7 +167,7 @@ class SelectedEntry(Schema):
 class FilterApplied(Schema):
     rule_id: Identifier
     chunk_id: Identifier
-    action: Literal["deny", "redact", "allow", "downrank"]
+    action: FilterAction
 
 
 class RetrievalRecorded(Schema):
@@ -173,11 +186,11 @@ class RetrievalRecorded(Schema):
     selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)]
     filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64
-    status: Literal["ok", "no_hit", "denied", "timeout", "error"]
+    status: RetrievalStatus
 
 
 class RetentionScrubbed(Schema):
-    reason: Literal["retention_expired", "governance_scrub", "erasure_request"]
+    reason: ScrubReason
     key_refs: Annotated[list[KeyRef], Field(max_length=10_000)]
     document_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
     citation_ids: Annotated[list[Identifier], Field(max_length=100_000)] = []

@@ -14,16 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 from ledger import timestamps
 from ledger.application import Ledger
 from ledger.entries import EventDraft, RecordedEvent
-from ledger.events import RetentionScrubbed
+from ledger.events import MAX_RETENTION_DAYS, RetentionScrubbed, ScrubReason
 from ledger.sealing import expiry_key_ref, parse_expiry_key_ref
 from ledger.timestamps import ONE_DAY, end_of_utc_day, utc_day
 
-ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
 DEFAULT_FLOOR_DAYS = 180  # EU AI Act Art. 19: logs of high-risk systems kept at least six months
 MAX_REFS_PER_ENTRY = 10_000
 
@@ -36,8 +34,8 @@ class RetentionRules:
     default_days: int = 365
 
     def __post_init__(self) -> None:
-        if not 1 <= self.floor_days <= 36_500 or not 1 <= self.default_days <= 36_500:
-            raise ValueError("retention days must be between 1 and 36500")
+        if not 1 <= self.floor_days <= MAX_RETENTION_DAYS or not 1 <= self.default_days <= MAX_RETENTION_DAYS:
+            raise ValueError(f"retention days must be between 1 and {MAX_RETENTION_DAYS}")
 
     def expires_at(self, recorded_at: datetime, document_retention_days: int | None) -> datetime:
         """When a citation recorded at `recorded_at` expires.
