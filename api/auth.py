@@ -28,16 +28,21 @@ from litestar.exceptions import NotAuthorizedException, PermissionDeniedExceptio
 from litestar.handlers.base import BaseRouteHandler
 
 from api.contract import set_principal
+from ledger.timestamps import utc_now
 
+# The scopes something checks: a route guard (`requires`) or, for
+# `knowledge.restricted.read`, the read-back of restricted chunks.
 SCOPES = (
-    "events.write",
     "ingest.write",
     "retrieval.write",
     "audit.read",
     "knowledge.restricted.read",
-    "replay.run",
     "admin",
 )
+# Reserved: nothing checks them (no route writes raw events or runs replays), but
+# earlier token files may hold them, so they stay loadable and grant nothing.
+RESERVED_SCOPES = ("events.write", "replay.run")
+_KNOWN_SCOPES = frozenset(SCOPES + RESERVED_SCOPES)
 BOOTSTRAP_TOKEN_ID = "bootstrap"  # noqa: S105 - an id, not a secret
 _RELOAD_EVERY_S = 1.0
 
@@ -73,7 +78,7 @@ class TokenRecord:
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> TokenRecord:
         scopes = tuple(str(s) for s in value["scopes"])
-        unknown = set(scopes) - set(SCOPES)
+        unknown = set(scopes) - _KNOWN_SCOPES
         if unknown:
             raise ValueError(f"token {value.get('token_id')}: unknown scopes {sorted(unknown)}")
         return cls(
@@ -87,10 +92,6 @@ class TokenRecord:
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def read_token_file(path: Path) -> list[TokenRecord]:
@@ -114,7 +115,7 @@ def create_token(
     path: Path, tenant: str, scopes: list[str], *, secret: str | None = None, token_id: str | None = None
 ) -> str:
     """Add a token to the file; returns the full bearer value (shown once, never stored)."""
-    unknown = set(scopes) - set(SCOPES)
+    unknown = set(scopes) - _KNOWN_SCOPES
     if unknown:
         raise ValueError(f"unknown scopes: {', '.join(sorted(unknown))}")
     if not scopes:
@@ -122,7 +123,7 @@ def create_token(
     token_id = token_id or secrets.token_hex(6)
     bearer = secret if secret is not None else f"clt_{token_id}_{secrets.token_urlsafe(32)}"
     records = [r for r in read_token_file(path) if r.token_id != token_id]
-    records.append(TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), _now()))
+    records.append(TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), utc_now(timespec="seconds")))
     _write_token_file(path, records)
     return bearer
 

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ledger.config import LedgerConfig
+from ledger.events import (
+    MAX_BUNDLE_YAML_CHARS,
+    MAX_RETENTION_DAYS,
+    MAX_SEALED_TEXT_BYTES,
+    MAX_SELECTED_ENTRIES,
+)
 from ledger.retention import DEFAULT_FLOOR_DAYS, RetentionRules
+from projections.queries import MAX_PAGE
 
 
 def server_version() -> str:
@@ -27,14 +34,16 @@ def server_version() -> str:
 
 @dataclass(frozen=True)
 class Limits:
+    """Request limits; those the ledger also enforces are the ledger's own constants."""
+
     max_body_bytes: int = 4 * 1024 * 1024
     max_query_string_bytes: int = 4096
     max_query_chars: int = 16 * 1024
-    max_snippet_chars: int = 64 * 1024
+    max_snippet_chars: int = MAX_SEALED_TEXT_BYTES  # a snippet is sealed into one field
     max_document_chars: int = 2 * 1024 * 1024
-    max_bundle_yaml_chars: int = 256 * 1024
-    max_entries_per_retrieval: int = 200
-    max_page_size: int = 500
+    max_bundle_yaml_chars: int = MAX_BUNDLE_YAML_CHARS
+    max_entries_per_retrieval: int = MAX_SELECTED_ENTRIES
+    max_page_size: int = MAX_PAGE
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,9 @@ def _tenant_days(raw: str | None) -> dict[str, int]:
         return {}
     value = json.loads(raw)
     if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, int) and 1 <= v <= 36_500 for k, v in value.items()
+        isinstance(k, str) and isinstance(v, int) and 1 <= v <= MAX_RETENTION_DAYS for k, v in value.items()
     ):
-        raise ValueError("CITELEDGER_TENANT_RETENTION_DAYS must map tenant ids to days (1..36500)")
+        raise ValueError(
+            f"CITELEDGER_TENANT_RETENTION_DAYS must map tenant ids to days (1..{MAX_RETENTION_DAYS})"
+        )
     return value

@@ -30,12 +30,14 @@ from litestar.exceptions import (
 )
 from litestar.types import Message, Receive, Scope, Send
 
-from ledger.events import EventRejected
+from ledger.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
+from ledger.timestamps import utc_now
 
 access_log = logging.getLogger("citeledger.api.access")
 error_log = logging.getLogger("citeledger.api.error")
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_ID = re.compile(IDENTIFIER_PATTERN)
+_ID_RULE = f"1-{MAX_IDENTIFIER_CHARS} characters of [{IDENTIFIER_CHARS}]"
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 _STATE_IDS = "citeledger.ids"
 _STATE_PRINCIPAL = "citeledger.principal"
@@ -109,9 +111,9 @@ def correlation(scope: Scope) -> Correlation:
     run_id = _header(scope, b"x-run-id")
     trace_id = _header(scope, b"x-trace-id")
     if run_id is not None and not _ID.match(run_id):
-        problem, run_id = "X-Run-Id must be 1-128 characters of [A-Za-z0-9._:@-]", None
+        problem, run_id = f"X-Run-Id must be {_ID_RULE}", None
     if trace_id is not None and not _ID.match(trace_id):
-        problem, trace_id = "X-Trace-Id must be 1-128 characters of [A-Za-z0-9._:@-]", None
+        problem, trace_id = f"X-Trace-Id must be {_ID_RULE}", None
     if trace_id is None:
         parent = _header(scope, b"traceparent")
         if parent is not None:
@@ -308,7 +310,7 @@ class ContractApp(Litestar):
         state = scope.get("state", {})
         principal = state.get(_STATE_PRINCIPAL)
         line = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "ts": utc_now(timespec="seconds"),
             "method": scope.get("method"),
             "route": scope.get("path_template") or "unmatched",
             "status": status,

@@ -27,9 +27,6 @@ class Metrics:
         self.events_appended = Counter(
             "citeledger_events_appended_total", "Signed events appended through the API", ["type"], registry=r
         )
-        self.commit_batches = Counter(
-            "citeledger_group_commit_batches_total", "Group-commit transactions", registry=r
-        )
         self.retrievals = Counter(
             "citeledger_retrievals_total", "Retrieval receipts recorded, by status", ["status"], registry=r
         )

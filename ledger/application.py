@@ -22,7 +22,6 @@ import orjson
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from ledger import idempotency
-from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
 from ledger.entries import (
@@ -31,16 +30,16 @@ from ledger.entries import (
     EventDraft,
     PreparedDraft,
     RecordedEvent,
-    entry_signature_ok,
     prepare,
     sign_entry,
     utc_now,
 )
 from ledger.events import EventRejected, SigningKeyRotated
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
+from ledger.keychain import KeyChainError, check_key_event, possession_message
 from ledger.merkle import MerkleTree
 from ledger.sealing import DataKeyStore, Sealer
-from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64, verify_signature
+from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64
 from ledger.store import (
     CHECKPOINT_STREAM_ID,
     CHECKPOINT_TOPIC,
@@ -124,10 +123,6 @@ class AppendConflict(RuntimeError):
     """Could not win a position after many attempts (extreme contention)."""
 
 
-def possession_message(new_kid: str, public_key_b64: str, previous_kid: str | None) -> bytes:
-    return canonical_json({"new_kid": new_kid, "public_key": public_key_b64, "previous_kid": previous_kid})
-
-
 class Ledger:
     def __init__(self, config: LedgerConfig) -> None:
         self.config = config
@@ -196,27 +191,12 @@ class Ledger:
         self._head_hash = event.leaf_hash.hex()
 
     def _absorb_key(self, event: RecordedEvent) -> None:
-        envelope = event.envelope
-        payload = envelope["payload"]
-        new_kid, public_raw = payload["new_kid"], unb64(payload["public_key"])
-        if kid_for(public_raw) != new_kid:
-            raise LedgerIntegrityError(f"position {event.position}: key id does not match the key")
-        if not verify_signature(
-            public_raw,
-            possession_message(new_kid, payload["public_key"], payload["previous_kid"]),
-            payload["possession_signature"],
-        ):
-            raise LedgerIntegrityError(f"position {event.position}: bad proof of key possession")
-        if payload["previous_kid"] is None:
-            if event.position != 1 or public_raw != self.root_public_key:
-                raise LedgerIntegrityError(
-                    f"position {event.position}: genesis key differs from the trusted root key"
-                )
-            signer = public_raw
-        else:
-            signer = self.public_keys[payload["previous_kid"]]
-        if not entry_signature_ok(envelope, signer):
-            raise LedgerIntegrityError(f"position {event.position}: key rotation signature invalid")
+        try:
+            new_kid, public_raw = check_key_event(
+                event.envelope, event.position, self.public_keys, self._signing_kid, self.root_public_key
+            )
+        except KeyChainError as exc:
+            raise LedgerIntegrityError(str(exc)) from None
         self.public_keys[new_kid] = public_raw
         self.key_introduced_at[new_kid] = event.position
         self._signing_kid = new_kid

@@ -13,10 +13,9 @@ from typing import Any
 from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.entries import RecordedEvent, entry_signature_ok
+from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import ProofError, leaf_hash, verify_inclusion
 from ledger.note import NoteError
-from ledger.signing import kid_for, unb64
-from ledger.verify import possession_ok
 
 BUNDLE_FORMAT = "citeledger-bundle/1"
 MAX_PROOF_HASHES = 64
@@ -87,25 +86,14 @@ def verify_bundle(bundle: dict[str, Any], trusted_root_key: bytes) -> dict[str, 
         raise BundleError("checkpoint: missing or malformed") from None
     # The key chain: genesis must be the trusted key; each later key is introduced by its predecessor.
     keys: dict[str, bytes] = {}
-    current: bytes | None = None
+    current: str | None = None
     for index, item in enumerate(bundle.get("key_chain") or []):
         entry = _check_inclusion(item, record.root, record.tree_size, f"key_chain[{index}]")
-        payload = entry.get("payload") or {}
-        if entry.get("type") != "SigningKeyRotated" or not possession_ok(payload):
-            raise BundleError(f"key_chain[{index}]: not a valid key introduction")
-        new_key = unb64(str(payload["public_key"]))
-        if index == 0:
-            if new_key != trusted_root_key or entry.get("position") != 1:
-                raise BundleError("key_chain[0]: genesis key is not the trusted public key")
-            signer = new_key
-        else:
-            if current is None or payload.get("previous_kid") != kid_for(current):
-                raise BundleError(f"key_chain[{index}]: does not follow the previous key")
-            signer = current
-        if not entry_signature_ok(entry, signer):
-            raise BundleError(f"key_chain[{index}]: signature does not verify")
-        keys[kid_for(new_key)] = new_key
-        current = new_key
+        try:
+            kid, public_raw = check_key_event(entry, entry["position"], keys, current, trusted_root_key)
+        except KeyChainError as exc:
+            raise BundleError(f"key_chain[{index}]: {exc.problem}") from None
+        keys[kid], current = public_raw, kid
     if not keys:
         raise BundleError("key_chain: empty; the genesis entry is required")
     # Note: checkpoint root verified before any inclusion is trusted.

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ledger.canonical import canonical_json
-from ledger.note import Checkpoint, NoteError, checkpoint_body, key_hash, open_checkpoint, sign_note
+from ledger.note import Checkpoint, NoteError, checkpoint_body, open_checkpoint, sign_note
 from ledger.signing import SigningKey
 
 
@@ -89,7 +89,3 @@ def open_record(record: CheckpointRecord, origin: str, public_keys: dict[str, by
     if checkpoint.size != record.tree_size or checkpoint.root != record.root:
         raise NoteError("record's size or root differs from the signed note")
     return checkpoint
-
-
-def note_key_hash_hex(origin: str, public_raw: bytes) -> str:
-    return key_hash(origin, public_raw).hex()

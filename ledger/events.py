@@ -22,15 +22,26 @@ MAX_ENVELOPE_BYTES = 1024 * 1024
 MAX_CHUNKS_PER_DOCUMENT = 5_000
 MAX_SELECTED_ENTRIES = 200
 MAX_FILTERS_APPLIED = 1_000
-MAX_SEALED_CIPHERTEXT_B64 = 96 * 1024  # ~64 KiB of plaintext per sealed field
+MAX_SEALED_TEXT_BYTES = 64 * 1024  # plaintext per sealed field
+MAX_SEALED_CIPHERTEXT_B64 = MAX_SEALED_TEXT_BYTES * 3 // 2  # its base64 with the GCM tag, and room to spare
 MAX_BUNDLE_YAML_CHARS = 256 * 1024
+MAX_RETENTION_DAYS = 36_500
+MAX_DEADLINE_MS = 600_000
+MAX_AUTH_SCOPES = 32
+MAX_SCORE_COMPONENTS = 16
+
+MAX_IDENTIFIER_CHARS = 128
 
 SYSTEM_TENANT = "_ledger"
 
 # --- scalar types -----------------------------------------------------------
 TenantId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 EnvelopeTenantId = Annotated[str, StringConstraints(pattern=r"^(_ledger|[a-z0-9][a-z0-9_-]{0,62})$")]
-Identifier = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
+# Ids of documents, chunks, receipts, holds, actors, runs, traces: also what the API
+# accepts in paths and correlation headers (one pattern, used everywhere).
+IDENTIFIER_CHARS = "A-Za-z0-9._:@-"
+IDENTIFIER_PATTERN = rf"^[A-Za-z0-9][{IDENTIFIER_CHARS}]{{0,{MAX_IDENTIFIER_CHARS - 1}}}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
 Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Base64 = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
 KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
@@ -38,16 +49,24 @@ Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:
 Decimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,9})?$")]
 # Paths are metadata, not document text, but still bounded and free of control characters.
 SourcePath = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f\x7f]+$")]
-ShortText = Annotated[str, StringConstraints(max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")]
 SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
 KeyRef = Annotated[
     str,
     StringConstraints(
-        pattern=r"^(tenant|document|subject|expiry)/[A-Za-z0-9._:@-]{1,128}(/[A-Za-z0-9._:@-]{1,160})?$"
+        pattern=rf"^(tenant|document|subject|expiry)/[{IDENTIFIER_CHARS}]{{1,{MAX_IDENTIFIER_CHARS}}}"
+        rf"(/[{IDENTIFIER_CHARS}]{{1,160}})?$"
     ),
 ]
 
+RetentionDays = Annotated[int, Field(ge=1, le=MAX_RETENTION_DAYS)]
+DeadlineMs = Annotated[int, Field(ge=1, le=MAX_DEADLINE_MS)]
+
 Sensitivity = Literal["public", "internal", "restricted"]
+RemovalReason = Literal["source_deleted", "withdrawn"]
+ScoreComponentName = Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+FilterAction = Literal["deny", "redact", "allow", "downrank"]
+RetrievalStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
+ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
 
 
 class Schema(BaseModel):
@@ -94,14 +113,14 @@ class DocumentIngested(Schema):
     title: Sealed | None = None
     content_sha256: Hex64
     sensitivity: Sensitivity
-    retention_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    retention_days: RetentionDays | None = None
     subject_id: Identifier | None = None
     chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
 
 
 class DocumentRemoved(Schema):
     document_id: Identifier
-    reason: Literal["source_deleted", "withdrawn"]
+    reason: RemovalReason
 
 
 class PolicyBundlePublished(Schema):
@@ -113,8 +132,8 @@ class PolicyBundlePublished(Schema):
 class TaskEnvelope(Schema):
     trace_id: Identifier | None = None
     task_id: Identifier | None = None
-    deadline_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
-    auth_scope: Annotated[list[Identifier], Field(max_length=32)] = []
+    deadline_ms: DeadlineMs | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
 
 
 class PolicySnapshot(Schema):
@@ -126,7 +145,7 @@ class PolicySnapshot(Schema):
 
 
 class ScoreComponent(Schema):
-    component: Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+    component: ScoreComponentName
     value: Decimal
 
 
@@ -138,7 +157,7 @@ class SelectedEntry(Schema):
     path: SourcePath
     locator: Locator
     score: Decimal
-    score_breakdown: Annotated[list[ScoreComponent], Field(max_length=16)] = []
+    score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     explanation: Sealed | None = None
     snapshot: Sealed
     sensitivity: Sensitivity
@@ -148,7 +167,7 @@ class SelectedEntry(Schema):
 class FilterApplied(Schema):
     rule_id: Identifier
     chunk_id: Identifier
-    action: Literal["deny", "redact", "allow", "downrank"]
+    action: FilterAction
 
 
 class RetrievalRecorded(Schema):
@@ -167,11 +186,11 @@ class RetrievalRecorded(Schema):
     selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)]
     filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64
-    status: Literal["ok", "no_hit", "denied", "timeout", "error"]
+    status: RetrievalStatus
 
 
 class RetentionScrubbed(Schema):
-    reason: Literal["retention_expired", "governance_scrub", "erasure_request"]
+    reason: ScrubReason
     key_refs: Annotated[list[KeyRef], Field(max_length=10_000)]
     document_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
     citation_ids: Annotated[list[Identifier], Field(max_length=100_000)] = []
@@ -254,24 +273,6 @@ EventType = Literal[
 OMIT_WHEN_NONE = frozenset({"policy_snapshot"})
 
 
-class Envelope(Schema):
-    """The signed unit. `signature` covers the canonical JSON of every other field."""
-
-    v: Literal[1]
-    event_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
-    type: EventType
-    tenant_id: EnvelopeTenantId
-    position: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
-    prev_hash: Hex64
-    recorded_at: Timestamp
-    actor: Identifier
-    run_id: Identifier | None
-    trace_id: Identifier | None
-    payload: dict[str, Any]
-    kid: KeyId
-    signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
-
-
 class EventRejected(ValueError):
     """An event refused before anything was written; `field` names the culprit."""
 
@@ -305,8 +306,3 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
         if key in dumped and dumped[key] is None:
             del dumped[key]
     return dumped
-
-
-def parse_payload(event_type: str, payload: dict[str, Any]) -> Schema:
-    """The typed payload of a recorded event (read side)."""
-    return PAYLOAD_MODELS[event_type].model_validate(payload, strict=False)

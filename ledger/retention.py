@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Literal
+from datetime import datetime, timedelta
 
+from ledger import timestamps
 from ledger.application import Ledger
 from ledger.entries import EventDraft, RecordedEvent
-from ledger.events import RetentionScrubbed
+from ledger.events import MAX_RETENTION_DAYS, RetentionScrubbed, ScrubReason
 from ledger.sealing import expiry_key_ref, parse_expiry_key_ref
+from ledger.timestamps import ONE_DAY, end_of_utc_day, utc_day
 
-ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
 DEFAULT_FLOOR_DAYS = 180  # EU AI Act Art. 19: logs of high-risk systems kept at least six months
 MAX_REFS_PER_ENTRY = 10_000
 
@@ -34,8 +34,8 @@ class RetentionRules:
     default_days: int = 365
 
     def __post_init__(self) -> None:
-        if not 1 <= self.floor_days <= 36_500 or not 1 <= self.default_days <= 36_500:
-            raise ValueError("retention days must be between 1 and 36500")
+        if not 1 <= self.floor_days <= MAX_RETENTION_DAYS or not 1 <= self.default_days <= MAX_RETENTION_DAYS:
+            raise ValueError(f"retention days must be between 1 and {MAX_RETENTION_DAYS}")
 
     def expires_at(self, recorded_at: datetime, document_retention_days: int | None) -> datetime:
         """When a citation recorded at `recorded_at` expires.
@@ -45,18 +45,17 @@ class RetentionRules:
         ever scrubbed before its window (or the floor) has run out.
         """
         days = max(document_retention_days or self.default_days, self.floor_days)
-        moment = recorded_at.astimezone(UTC) + timedelta(days=days)
-        return datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
+        return end_of_utc_day(recorded_at + timedelta(days=days))
 
 
 def expiry_key_for(tenant_id: str, expires_at: datetime, scope: str) -> str:
     """The expiry bucket key of `scope`'s values that expire at `expires_at` (a UTC midnight)."""
-    day = (expires_at.astimezone(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
-    return expiry_key_ref(tenant_id, day, scope)
+    return expiry_key_ref(tenant_id, utc_day(expires_at - ONE_DAY), scope)
 
 
 def format_timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """An expiry as the log writes it: to the second (expiries are UTC midnights)."""
+    return timestamps.format_timestamp(moment, timespec="seconds")
 
 
 def shred(
@@ -139,7 +138,7 @@ def run_retention(
     buckets whose scope is under a legal hold. Idempotent; records leftovers
     of an interrupted earlier run first."""
     record_pending(ledger, actor=actor)
-    today = now.astimezone(UTC).strftime("%Y-%m-%d")
+    today = utc_day(now)
     prefix = f"expiry/{tenant_id}/"
     expired = []
     for ref in ledger.data_keys.live_refs(tenant_id, prefix, prefix + today):

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from ledger.events import Sealed
 from ledger.signing import b64, unb64
 from ledger.store import Store
+from ledger.timestamps import utc_now
 
 # Table names below are this constant, never input; values always go as parameters.
 KEYS_TABLE = "citeledger_data_keys"
@@ -159,7 +160,7 @@ class DataKeyStore:
                     f"INSERT INTO {store.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "
                     "VALUES (?, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
                 ),
-                (key_ref, tenant_id, self._wrap_key(key_ref, dek, salt), _now()),
+                (key_ref, tenant_id, self._wrap_key(key_ref, dek, salt), utc_now(timespec="seconds")),
             )
         key = self._load(key_ref)  # another process may have won the race
         assert key is not None
@@ -175,7 +176,7 @@ class DataKeyStore:
         """Shred a data key; a ref never used gets a tombstone so it can never be
         created later. Returns False when it was already destroyed (idempotent)."""
         store, table = self.store, self.store.table(KEYS_TABLE)
-        now = _now()
+        now = utc_now(timespec="seconds")
         with store.transaction(commit=True) as cursor:
             cursor.execute(
                 store.sql(
@@ -247,16 +248,6 @@ class DataKeyStore:
             )
             return cursor.fetchone() is not None
 
-    def destroyed(self, key_ref: str) -> bool:
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                store.sql(f"SELECT destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"),
-                (key_ref,),
-            )
-            row = cursor.fetchone()
-        return row is not None and row["destroyed_at"] is not None
-
     def purge_residue(self) -> None:
         """Push destroyed key bytes out of the database's files: SQLite's WAL still
         holds old page images until a checkpoint, PostgreSQL keeps dead tuples
@@ -266,10 +257,6 @@ class DataKeyStore:
             if self.store.dialect == "sqlite"
             else f"VACUUM FULL {self.store.table(KEYS_TABLE)}"
         )
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class Sealer:

@@ -95,8 +95,10 @@ def _read_secret(path: Path) -> bytes:
 
 
 class KeyDirectory:
-    """`<data_dir>/keys`: signing keys by kid, the active kid, the trust root
-    (genesis public key) and the master key that wraps data keys."""
+    """`<data_dir>/keys`: signing keys by kid, the trust root (genesis public
+    key) and the master key that wraps data keys. Which key signs is decided
+    by the log (its latest `SigningKeyRotated` entry); the `active` file only
+    records the genesis key id and marks the directory as set up."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -137,9 +139,6 @@ class KeyDirectory:
     def root_public_key(self) -> bytes:
         return read_public_key_file(self.root_public_key_path)
 
-    def active_kid(self) -> str:
-        return (self.path / "active").read_text(encoding="ascii").strip()
-
     def load(self, kid: str) -> SigningKey:
         pem = _read_secret(self.path / f"{kid}.key")
         private = serialization.load_pem_private_key(pem, password=None)
@@ -149,9 +148,6 @@ class KeyDirectory:
         if kid_for(public_raw) != kid:
             raise KeyFileError(f"{kid}.key: key id does not match its file name")
         return SigningKey(kid=kid, public_raw=public_raw, private=private)
-
-    def active(self) -> SigningKey:
-        return self.load(self.active_kid())
 
     def generate(self) -> SigningKey:
         with self._locked():
@@ -169,9 +165,3 @@ class KeyDirectory:
         _write_secret(self.path / f"{kid}.key", pem)
         (self.path / f"{kid}.pub").write_text(b64(public_raw) + "\n", encoding="ascii")
         return SigningKey(kid=kid, public_raw=public_raw, private=private)
-
-    def set_active(self, kid: str) -> None:
-        with self._locked():
-            tmp = self.path / "active.tmp"
-            tmp.write_text(kid + "\n", encoding="ascii")
-            os.replace(tmp, self.path / "active")

@@ -84,10 +84,6 @@ class Store:
             with self.transaction(commit=True) as cursor:
                 cursor.execute("PRAGMA secure_delete=ON")
 
-    @property
-    def placeholder(self) -> str:
-        return "?" if self.dialect == "sqlite" else "%s"
-
     def table(self, name: str) -> str:
         """Qualified table name (PostgreSQL tables live in the configured schema)."""
         if self.dialect == "postgres":

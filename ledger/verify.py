@@ -18,7 +18,6 @@ What is checked, in position order, stopping at the first bad position:
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 from collections import deque
@@ -28,15 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, NoReturn
 
 import orjson
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.entries import GENESIS_PREV_HASH, entry_signature_ok
+from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import leaf_hash, node_hash
 from ledger.note import NoteError, open_checkpoint, parse_checkpoint_body
-from ledger.signing import kid_for, unb64, verify_signature
 from ledger.store import EVENT_TOPIC_PREFIX
 
 
@@ -103,57 +100,13 @@ class _RunningRoot:
         return node
 
 
-def possession_ok(payload: dict[str, Any]) -> bool:
-    message = canonical_json(
-        {
-            "new_kid": payload.get("new_kid"),
-            "public_key": payload.get("public_key"),
-            "previous_kid": payload.get("previous_kid"),
-        }
-    )
-    try:
-        public_raw = unb64(str(payload["public_key"]))
-    except (KeyError, ValueError):
-        return False
-    return kid_for(public_raw) == payload.get("new_kid") and verify_signature(
-        public_raw, message, str(payload.get("possession_signature", ""))
-    )
-
-
-_SIGNATURE_MEMBER = b',"signature":"'
-
-
-def _signature_ok(entry: bytes, public_raw: bytes) -> bool:
-    return _signature_ok_with(entry, Ed25519PublicKey.from_public_bytes(public_raw))
-
-
-def _signature_ok_with(entry: bytes, public_key: Ed25519PublicKey) -> bool:
-    """Verify the entry's signature over its own bytes minus the signature member.
-
-    Equal to checking against the canonical JSON without `signature` (keys are
-    sorted, so that member sits between run_id and tenant_id), without re-encoding.
-    """
-    at = entry.rfind(_SIGNATURE_MEMBER)
-    if at < 0:
-        return False
-    start = at + len(_SIGNATURE_MEMBER)
-    end = start + 88
-    if entry[end : end + 1] != b'"':
-        return False
-    try:
-        public_key.verify(base64.b64decode(entry[start:end], validate=True), entry[:at] + entry[end + 1 :])
-    except (InvalidSignature, ValueError):
-        return False
-    return True
-
-
 def _verify_batch(batch: list[tuple[int, bytes, bytes]]) -> int | None:
     keys: dict[bytes, Ed25519PublicKey] = {}  # one key object per batch, not per entry
     for position, entry, public_raw in batch:
         key = keys.get(public_raw)
         if key is None:
             key = keys[public_raw] = Ed25519PublicKey.from_public_bytes(public_raw)
-        if not _signature_ok_with(entry, key):
+        if not entry_signature_ok(entry, key):
             return position
     return None
 
@@ -403,7 +356,7 @@ class LogVerifier:
             )
         if envelope.get("prev_hash") != state.prev_leaf_hex:
             signer = state.keys.get(str(kid))
-            if signer is not None and expected > 1 and _signature_ok(row.entry, signer):
+            if signer is not None and expected > 1 and entry_signature_ok(row.entry, signer):
                 checker.stop(
                     Finding(
                         expected - 1, "entry altered: its hash differs from the one the next entry signed"
@@ -433,22 +386,10 @@ class LogVerifier:
     def _check_key_event(
         self, envelope: dict[str, Any], position: int, keys: dict[str, bytes], current_kid: str | None
     ) -> str:
-        payload = envelope.get("payload") or {}
-        if not possession_ok(payload):
-            raise _Stop(Finding(position, "key rotation without a valid proof of possession"))
-        new_kid = str(payload["new_kid"])
-        new_key = unb64(str(payload["public_key"]))
-        previous = payload.get("previous_kid")
-        if position == 1:
-            if previous is not None or new_key != self.root_key:
-                raise _Stop(Finding(1, "genesis key is not the trusted public key"))
-            signer = new_key
-        else:
-            if previous is None or previous != current_kid or envelope.get("kid") != current_kid:
-                raise _Stop(Finding(position, "key rotation not signed by the key in force"))
-            signer = keys[str(current_kid)]
-        if envelope.get("kid") != kid_for(signer) or not entry_signature_ok(envelope, signer):
-            raise _Stop(Finding(position, "key rotation signature does not verify"))
+        try:
+            new_kid, new_key = check_key_event(envelope, position, keys, current_kid, self.root_key)
+        except KeyChainError as exc:
+            raise _Stop(Finding(exc.position, exc.problem)) from None
         keys[new_kid] = new_key
         return new_kid
 

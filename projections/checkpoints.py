@@ -11,7 +11,6 @@ ledger's current signing key over their canonical JSON.
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,22 +135,6 @@ class ProjectionCheckpoints:
             return None
         self._last_issue = time.monotonic()
         return self.issue()
-
-    def run_in_background(self, interval_s: float, stop: threading.Event) -> threading.Thread:
-        """Embedded mode: follow the ledger's log checkpoints from a daemon thread."""
-
-        def loop() -> None:
-            while not stop.wait(interval_s):
-                try:
-                    self.issue()
-                except Exception:  # keep following; the next interval retries
-                    import logging
-
-                    logging.getLogger("citeledger.projections").exception("projection checkpoint failed")
-
-        thread = threading.Thread(target=loop, name="citeledger-projection-checkpoints", daemon=True)
-        thread.start()
-        return thread
 
     def verify(self, checkpoint: ProjectionCheckpoint | None = None) -> ProjectionVerifyReport:
         """Check a projection checkpoint (default: the latest): signature, log root,

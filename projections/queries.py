@@ -20,6 +20,7 @@ import orjson
 
 from ledger.sealing import KeyDestroyed, Sealer
 from ledger.store import Store
+from ledger.timestamps import format_timestamp, parse_timestamp
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE
@@ -173,10 +174,6 @@ def decode_cursor(cursor: str) -> int:
         raise InvalidCursor("cursor is not one this API returned") from None
 
 
-def _parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def _json(value: str | None) -> Any:
     return None if value is None else orjson.loads(value)
 
@@ -239,14 +236,6 @@ class ReadModels:
             (tenant_id, citation_id),
         )
         return _citation(rows[0], None, now) if rows else None
-
-    def citations_for_receipt(self, tenant_id: str, receipt_id: str) -> list[CitationView]:
-        rows = self._query(
-            f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} "
-            "WHERE tenant_id=? AND receipt_id=? ORDER BY citation_id",
-            (tenant_id, receipt_id),
-        )
-        return [_citation(r, None, None) for r in rows]
 
     def citations_as_of(
         self, tenant_id: str, position: int, *, now: datetime | None = None, limit: int = MAX_AS_OF_ROWS
@@ -376,10 +365,10 @@ def _times(conditions: list[str], params: list[Any], start: str | None, end: str
 
 def _normalise_time(value: str) -> str:
     try:
-        moment = _parse_time(value).astimezone(UTC)
+        moment = parse_timestamp(value)
     except ValueError:
         raise ValueError(f"not an RFC 3339 timestamp: {value!r}") from None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_timestamp(moment)
 
 
 def _paged(items: list[T], limit: int) -> Page[T]:
@@ -421,7 +410,7 @@ def _citation(row: Any, as_of: int | None, now: datetime | None) -> CitationView
     state: CitationState = "live"
     if scrubbed_at is not None:
         state = "expired" if row["scrub_reason"] == "retention_expired" else "scrubbed"
-    elif row["expires_at"] is not None and (now or datetime.now(UTC)) >= _parse_time(row["expires_at"]):
+    elif row["expires_at"] is not None and (now or datetime.now(UTC)) >= parse_timestamp(row["expires_at"]):
         state = "expired"
     return CitationView(
         tenant_id=row["tenant_id"],

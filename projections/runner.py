@@ -137,7 +137,6 @@ class ProjectionRunner:
         self.source = source or NotificationSource(store)
         self.batch_size = batch_size
         self._lock = threading.RLock()  # one catch-up at a time per process
-        self._after_catch_up: list[Callable[[], None]] = []
         self.ensure()
 
     # -- setup ---------------------------------------------------------------------
@@ -247,11 +246,6 @@ class ProjectionRunner:
                         applied += self._apply_group(members, states, todo)
                 if progress is not None:
                     progress(max((e.position for _, e in batch if e is not None), default=0))
-        for callback in self._after_catch_up:
-            try:
-                callback()
-            except Exception:  # a checkpoint hook must not break catching up
-                log.exception("after-catch-up hook failed")
         return applied
 
     def _apply_group(
@@ -439,9 +433,6 @@ class ProjectionRunner:
         states = self.states()
         return min((states[p.name].position for p in self.projections), default=0)
 
-    def after_catch_up(self, callback: Callable[[], None]) -> None:
-        self._after_catch_up.append(callback)
-
     def apply_committed(self, committed: Sequence[tuple[int, RecordedEvent]]) -> int:
         """Apply entries a writer has just committed, without reading them back; a
         projection whose tracking is not right behind them catches up from the store."""
@@ -461,12 +452,6 @@ class ProjectionRunner:
             behind = [p.name for p in self.projections if p not in ready]
         if behind:
             applied += self.catch_up(until_position=committed[-1][1].position, names=behind)
-        elif self._after_catch_up:
-            for callback in self._after_catch_up:
-                try:
-                    callback()
-                except Exception:  # a checkpoint hook must not break applying
-                    log.exception("after-catch-up hook failed")
         return applied
 
     def attach(self, ledger: Ledger) -> None:

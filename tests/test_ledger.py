@@ -15,10 +15,11 @@ import pytest
 from ledger.application import Ledger
 from ledger.audit import verify_export, verify_store, write_export
 from ledger.bundle import BundleError, build_bundle, verify_bundle
-from ledger.entries import EventDraft, entry_signature_ok
+from ledger.entries import EventDraft, entry_signature_ok, signing_input_of
 from ledger.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.sealing import KeyDestroyed, SealBroken
+from ledger.signing import verify_signature
 from tests.factories import TENANT, document_draft, retrieval_draft
 
 
@@ -33,6 +34,40 @@ def test_appends_are_signed_chained_and_contiguous(ledger: Ledger) -> None:
         assert entry_signature_ok(event.envelope, ledger.public_keys[event.kid])
     assert read_back[3].entry == recorded[2].entry
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def _reference_signature_ok(envelope: dict[str, Any], public_raw: bytes) -> bool:
+    """The definition: the signature over the canonical JSON of every other member."""
+    signature = envelope.get("signature")
+    if not isinstance(signature, str):
+        return False
+    try:
+        return verify_signature(public_raw, signing_input_of(envelope), signature)
+    except ValueError:
+        return False
+
+
+def test_entry_signature_check_equals_its_definition(ledger: Ledger) -> None:
+    """The byte-splicing check agrees with re-encoding the envelope, on entries and on tampering."""
+    recorded = ledger.append_batch([document_draft(ledger), retrieval_draft(ledger)], tenant_id=TENANT)
+    other_key = ledger.keydir.generate().public_raw
+    for event in [*ledger.read(), *recorded]:
+        envelope = event.envelope
+        variants: list[dict[str, Any]] = [
+            envelope,
+            {**envelope, "actor": "someone-else"},
+            {**envelope, "position": envelope["position"] + 1},
+            {**envelope, "signature": envelope["signature"][:-4] + "AAA="},
+            {**envelope, "signature": envelope["signature"][:-2]},
+            {**envelope, "signature": 7},
+            {k: v for k, v in envelope.items() if k != "signature"},
+            {**envelope, "extra": {"signature": envelope["signature"]}},
+        ]
+        for public_raw in (ledger.public_keys[event.kid], other_key):
+            assert entry_signature_ok(event.entry, public_raw) == (public_raw != other_key)
+            for variant in variants:
+                expected = _reference_signature_ok(variant, public_raw)
+                assert entry_signature_ok(variant, public_raw) == expected, variant
 
 
 def test_reopened_ledger_continues_the_same_chain(open_ledger: Callable[..., Ledger]) -> None:

@@ -3,26 +3,35 @@ are plain text here; the use cases seal them before anything reaches the log."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ledger.events import (
+    MAX_AUTH_SCOPES,
     MAX_FILTERS_APPLIED,
+    MAX_SCORE_COMPONENTS,
+    MAX_SEALED_TEXT_BYTES,
     MAX_SELECTED_ENTRIES,
+    DeadlineMs,
     Decimal,
+    FilterAction,
     Hex64,
     Identifier,
+    RemovalReason,
+    RetentionDays,
+    RetrievalStatus,
+    ScoreComponentName,
+    Sensitivity,
     SourcePath,
     Timestamp,
 )
 
 MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024
-MAX_SNIPPET_CHARS = 64 * 1024
+MAX_SNIPPET_CHARS = MAX_SEALED_TEXT_BYTES
 
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
-Sensitivity = Literal["public", "internal", "restricted"]
 
 
 class RequestModel(BaseModel):
@@ -37,19 +46,19 @@ class DocumentIn(RequestModel):
     title: Annotated[str, Field(max_length=256)] | None = None
     source: Identifier = "api"
     sensitivity: Sensitivity = "internal"
-    retention_days: Annotated[int, Field(ge=1, le=36_500)] | None = None
+    retention_days: RetentionDays | None = None
     document_id: Identifier | None = None
     subject_id: Identifier | None = None
 
 
 class TaskIn(RequestModel):
     task_id: Identifier | None = None
-    deadline_ms: Annotated[int, Field(ge=1, le=600_000)] | None = None
-    auth_scope: Annotated[list[Identifier], Field(max_length=32)] | None = None
+    deadline_ms: DeadlineMs | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] | None = None
 
 
 class ScoreComponentIn(RequestModel):
-    component: Literal["bm25", "title_boost", "heading_boost", "filename_boost", "external"]
+    component: ScoreComponentName
     value: Decimal
 
 
@@ -59,7 +68,7 @@ class SelectedEntryIn(RequestModel):
     document_id: Identifier
     chunk_id: Identifier
     score: Decimal
-    score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=16)] = []
+    score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     snippet: Annotated[str, Field(min_length=1, max_length=MAX_SNIPPET_CHARS)]
     explanation: Annotated[str, Field(max_length=4096)] | None = None
     expires_at: Timestamp | None = None
@@ -68,7 +77,7 @@ class SelectedEntryIn(RequestModel):
 class FilterAppliedIn(RequestModel):
     rule_id: Identifier
     chunk_id: Identifier
-    action: Literal["deny", "redact", "allow", "downrank"]
+    action: FilterAction
 
 
 class RetrievalIn(RequestModel):
@@ -78,7 +87,7 @@ class RetrievalIn(RequestModel):
     engine: Engine
     subject_id: Identifier | None = None
     task: TaskIn = TaskIn()
-    status: Literal["ok", "no_hit", "denied", "timeout", "error"] = "ok"
+    status: RetrievalStatus = "ok"
     selected_entries: Annotated[list[SelectedEntryIn], Field(max_length=MAX_SELECTED_ENTRIES)] = []
     filters_applied: Annotated[list[FilterAppliedIn], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64 | None = None
@@ -92,7 +101,7 @@ class PolicyBundleIn(RequestModel):
 
 
 class RemoveDocumentIn(RequestModel):
-    reason: Literal["source_deleted", "withdrawn"] = "withdrawn"
+    reason: RemovalReason = "withdrawn"
 
 
 MAX_HOLD_TARGETS = 1_000

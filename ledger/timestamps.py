@@ -1,0 +1,69 @@
+"""Timestamps: the one form the ledger writes and the one parser it reads with.
+
+Written form: RFC 3339 in UTC with a `Z` suffix, `2026-05-23T09:30:00.123456Z`
+(microseconds: `recorded_at`, checkpoint and projection times; fixed width,
+so they sort as text) or to the second, `2026-05-23T00:00:00Z` (retention
+expiries, key and token bookkeeping, log lines). The parser accepts what the
+API has always accepted (`datetime.fromisoformat`, `Z` for UTC, no offset
+meaning UTC) and raises ValueError for anything else, impossible dates too.
+
+Retention works in whole UTC days: `utc_day` names a day, `end_of_utc_day`
+is the midnight that closes it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+Timespec = Literal["microseconds", "seconds"]
+ONE_DAY = timedelta(days=1)
+
+
+def _utc(moment: datetime) -> datetime:
+    """`moment` in UTC; a naive datetime is taken to be UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def format_timestamp(moment: datetime, *, timespec: Timespec = "microseconds") -> str:
+    """`moment` in the ledger's written form (see the module docstring)."""
+    m = _utc(moment)
+    text = f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+    return f"{text}.{m.microsecond:06d}Z" if timespec == "microseconds" else f"{text}Z"
+
+
+def utc_now(*, timespec: Timespec = "microseconds") -> str:
+    """The current time in the ledger's written form."""
+    return format_timestamp(datetime.now(UTC), timespec=timespec)
+
+
+def parse_timestamp(value: str) -> datetime:
+    """An ISO 8601 / RFC 3339 timestamp as an aware UTC datetime.
+
+    Raises ValueError for text that is not a timestamp or names an impossible
+    moment (`2026-02-30`, hour 24).
+    """
+    return _utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+
+
+def utc_day(moment: datetime) -> str:
+    """The UTC day `moment` falls on, `YYYY-MM-DD` (sorts as text)."""
+    m = _utc(moment)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}"
+
+
+def end_of_utc_day(moment: datetime) -> datetime:
+    """The UTC midnight that ends the day `moment` falls on (always later than `moment`)."""
+    m = _utc(moment)
+    return datetime(m.year, m.month, m.day, tzinfo=UTC) + ONE_DAY
+
+
+__all__ = [
+    "ONE_DAY",
+    "Timespec",
+    "end_of_utc_day",
+    "format_timestamp",
+    "parse_timestamp",
+    "utc_day",
+    "utc_now",
+]
