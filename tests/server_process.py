@@ -1,0 +1,192 @@
+"""A real `citeledger serve` in a subprocess, for the process tests: a free
+loopback port, the environment for a SQLite data dir or a PostgreSQL schema,
+waiting for /v1/healthz, a graceful stop and a SIGKILL of the whole process
+group (`serve --workers N` forks uvicorn workers into the same group)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ledger.config import LedgerConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+# The one place that names the CLI module; run as `python -m CLI_MODULE ...` from ROOT so
+# the worktree's code is what runs (the `citeledger` console script may point elsewhere).
+CLI_MODULE = "api.cli"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def server_env(config: LedgerConfig, bootstrap_token: str, **extra: str) -> dict[str, str]:
+    """The environment for `serve`/`verify` on `config`'s store (SQLite dir or PostgreSQL
+    schema): a known bootstrap token and a rate limit no test reaches."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "CITELEDGER_BOOTSTRAP_TOKEN": bootstrap_token,
+        "CITELEDGER_RATE_LIMIT_RPS": "100000",
+        "CITELEDGER_RATE_LIMIT_BURST": "100000",
+        **extra,
+    }
+    env.pop("CITELEDGER_DATABASE_URL", None)
+    if config.database_url:
+        env["CITELEDGER_DATABASE_URL"] = config.database_url
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", CLI_MODULE, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (non-zombie) process of group `pgid` is left."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+class ServerProcess:
+    """`citeledger serve` on 127.0.0.1 in its own session (process group)."""
+
+    def __init__(
+        self, data_dir: Path, env: dict[str, str], *, workers: int = 1, log_path: Path | None = None
+    ) -> None:
+        self.data_dir = data_dir
+        self.env = env
+        self.workers = workers
+        self.log_path = log_path
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> ServerProcess:
+        """Start on a fresh free port and wait until /v1/healthz answers 200."""
+        assert self.process is None or self.process.poll() is not None, "server already running"
+        self.port = free_port()
+        log: Any = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    CLI_MODULE,
+                    "serve",
+                    "--data-dir",
+                    str(self.data_dir),
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        finally:
+            if self.log_path:
+                log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(f"{self.base_url}/v1/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}: {self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"server did not answer /v1/healthz in {timeout:.0f} s: {self.log_tail()}")
+            time.sleep(0.1)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        if self.log_path and self.log_path.exists():
+            return self.log_path.read_text(errors="replace")[-chars:]
+        return "(no log captured)"
+
+    def kill(self, timeout: float = 30) -> None:
+        """SIGKILL the whole process group and wait until no process of it is left."""
+        self._signal_group(signal.SIGKILL, timeout)
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM the process group (graceful shutdown); SIGKILL whatever is left after `timeout`."""
+        try:
+            self._signal_group(signal.SIGTERM, timeout)
+        except TimeoutError:
+            self.kill()
+
+    def _signal_group(self, sig: signal.Signals, timeout: float) -> None:
+        process = self.process
+        if process is None:
+            return
+        pgid = process.pid  # start_new_session: the server leads its own group
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"server pid {pgid} did not exit after {sig.name}") from None
+        deadline = time.monotonic() + timeout
+        while _group_alive(pgid):  # forked workers are reparented; wait until the group is gone
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"processes of group {pgid} survived {sig.name}")
+            time.sleep(0.02)
+
+    def signal_now(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send `sig` to the process group and return at once (safe from any thread)."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
