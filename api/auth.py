@@ -29,20 +29,8 @@ from litestar.handlers.base import BaseRouteHandler
 
 from api.contract import set_principal
 from ledger.timestamps import utc_now
+from ledger.usecases.scopes import KNOWN_SCOPES, SCOPES
 
-# The scopes something checks: a route guard (`requires`) or, for
-# `knowledge.restricted.read`, the read-back of restricted chunks.
-SCOPES = (
-    "ingest.write",
-    "retrieval.write",
-    "audit.read",
-    "knowledge.restricted.read",
-    "admin",
-)
-# Reserved: nothing checks them (no route writes raw events or runs replays), but
-# earlier token files may hold them, so they stay loadable and grant nothing.
-RESERVED_SCOPES = ("events.write", "replay.run")
-_KNOWN_SCOPES = frozenset(SCOPES + RESERVED_SCOPES)
 BOOTSTRAP_TOKEN_ID = "bootstrap"  # noqa: S105 - an id, not a secret
 _RELOAD_EVERY_S = 1.0
 
@@ -78,7 +66,7 @@ class TokenRecord:
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> TokenRecord:
         scopes = tuple(str(s) for s in value["scopes"])
-        unknown = set(scopes) - _KNOWN_SCOPES
+        unknown = set(scopes) - KNOWN_SCOPES
         if unknown:
             raise ValueError(f"token {value.get('token_id')}: unknown scopes {sorted(unknown)}")
         return cls(
@@ -115,7 +103,7 @@ def create_token(
     path: Path, tenant: str, scopes: list[str], *, secret: str | None = None, token_id: str | None = None
 ) -> str:
     """Add a token to the file; returns the full bearer value (shown once, never stored)."""
-    unknown = set(scopes) - _KNOWN_SCOPES
+    unknown = set(scopes) - KNOWN_SCOPES
     if unknown:
         raise ValueError(f"unknown scopes: {', '.join(sorted(unknown))}")
     if not scopes:

@@ -14,20 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ledger.usecases.scopes import SCOPES
+
 if TYPE_CHECKING:
     from api.config import ApiConfig
-
-# The scopes `api.auth.SCOPES` accepts, for the `--scopes` help text without importing the
-# web package (tests/test_cli_imports.py keeps the two equal).
-SCOPES = (
-    "events.write",
-    "ingest.write",
-    "retrieval.write",
-    "audit.read",
-    "knowledge.restricted.read",
-    "replay.run",
-    "admin",
-)
 
 DataDirOption = Annotated[
     Path | None,

@@ -16,9 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from api.auth import SCOPES
-from cli.server import SCOPES as HELP_SCOPES
-
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = ("litestar", "uvicorn", "api")
 
@@ -101,7 +98,3 @@ def test_server_commands_still_reach_the_web_package(tmp_path: Path) -> None:
     result = _probe([["tokens", "create", "--tenant", "acme", "--scopes", "audit.read", "--data-dir", data]])
     assert result[0]["exit"] == 0
     assert "api" in result[0]["loaded"]  # type: ignore[operator]
-
-
-def test_scopes_in_help_match_the_api() -> None:
-    assert HELP_SCOPES == SCOPES

@@ -15,6 +15,7 @@ from api.auth import requires
 from api.contract import ApiError
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from api.services import Services
+from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.usecases.commands import MAX_DOCUMENT_CHARS, DocumentIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document, remove_document
@@ -101,7 +102,7 @@ async def delete_document(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
-    document_id: Annotated[str, Parameter(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")],
+    document_id: Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)],
     reason: Annotated[
         str, QueryParameter(name="reason", pattern="^(source_deleted|withdrawn)$")
     ] = "withdrawn",

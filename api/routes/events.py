@@ -15,10 +15,11 @@ from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
 from ledger.bundle import proof_json
 from ledger.entries import SYSTEM_TENANT, RecordedEvent
-from ledger.events import EventType
+from ledger.events import IDENTIFIER_PATTERN, EventType
+from ledger.timestamps import parse_timestamp
 from projections.queries import HistoryFilter, InvalidCursor
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+ID_PATTERN = IDENTIFIER_PATTERN
 Position = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
 
 
@@ -31,10 +32,9 @@ def parse_time(value: str | None, name: str) -> dt.datetime | None:
     if value is None:
         return None
     try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_timestamp(value)
     except ValueError:
         raise ApiError(400, "bad_request", f"{name} must be an ISO 8601 timestamp") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def event_body(event: RecordedEvent) -> dict[str, Any]:

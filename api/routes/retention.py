@@ -9,10 +9,11 @@ from litestar.params import JSONBody, Parameter
 
 from api.auth import requires
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.usecases.commands import ErasureIn, LegalHoldIn
 from ledger.usecases.retention import erase, place_hold, release_hold
 
-HoldId = Annotated[str, Parameter(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
+HoldId = Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)]
 
 
 @post("/v1/erasures", guards=[requires("admin")], status_code=200, summary="Erase a document or data subject")

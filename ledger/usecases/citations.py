@@ -11,19 +11,21 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from ledger.events import MAX_IDENTIFIER_CHARS
 from ledger.events import AccessDenied as AccessDeniedEvent
+from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, CitationUnavailable
 from ledger.usecases.ports import CitationReader
+from ledger.usecases.scopes import RESTRICTED_SCOPE
 
-RESTRICTED_SCOPE = "knowledge.restricted.read"
-_ID_MAX = 128
+_ID_MAX = MAX_IDENTIFIER_CHARS
 
 
 def _expired(expires_at: str | None, now: dt.datetime) -> bool:
     if expires_at is None:
         return False
-    return dt.datetime.fromisoformat(expires_at.replace("Z", "+00:00")) <= now
+    return parse_timestamp(expires_at) <= now
 
 
 def read_citation(

@@ -8,13 +8,13 @@ from typing import Any
 
 import yaml
 
-from ledger.events import MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
+from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
 from ledger.idempotency import IdempotencyKey
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge
 
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 
 def parse_bundle(text: str) -> dict[str, Any]:

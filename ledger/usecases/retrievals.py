@@ -27,6 +27,7 @@ from ledger.events import (
 from ledger.idempotency import IdempotencyKey
 from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
+from ledger.timestamps import end_of_utc_day, parse_timestamp
 from ledger.usecases.commands import RetrievalIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import ChunkScrubbed, SubjectErased, UnknownChunk
@@ -40,9 +41,9 @@ def _expiry(
     moment its expiry key is destroyed."""
     expires = rules.expires_at(now, retention_days)
     if requested:
-        asked = dt.datetime.fromisoformat(requested.replace("Z", "+00:00"))
+        asked = parse_timestamp(requested)
         if asked > expires:
-            expires = dt.datetime(asked.year, asked.month, asked.day, tzinfo=dt.UTC) + dt.timedelta(days=1)
+            expires = end_of_utc_day(asked)
     return expires
 
 
