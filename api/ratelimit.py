@@ -28,7 +28,7 @@ from api.contract import ApiError
 from ledger.store import Store
 
 RATE_TABLE = "citeledger_api_rate_limits"
-LEASE_TTL_S = 0.1
+LEASE_TTL_S = 1.0
 MAX_LEASE = 1024
 
 _LUA = """

@@ -64,6 +64,7 @@ except ImportError:  # pragma: no cover - psycopg is a hard dependency
 
 Notification = tuple[int, RecordedEvent]  # (notification id, committed entry)
 CommitListener = Callable[[Sequence[Notification]], None]
+TransactionHook = Callable[[Any, Sequence[Notification]], None]
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class Ledger:
         self._appended = threading.Event()
         self._closed = threading.Event()
         self._commit_listeners: list[CommitListener] = []
+        self._transaction_hooks: list[TransactionHook] = []
 
         self.sync()
         if self.size == 0:
@@ -248,6 +250,13 @@ class Ledger:
         write-side lookups follow the log without re-reading what was just written."""
         self._commit_listeners.append(listener)
 
+    def in_transaction(self, hook: TransactionHook) -> None:
+        """Call `hook(cursor, notifications)` inside each commit's transaction, after its
+        entries are inserted: what must commit atomically with them (read models applied in
+        the same transaction, so one commit per batch). A hook isolates its own failures
+        (savepoints); an exception it lets through rolls the whole batch back."""
+        self._transaction_hooks.append(hook)
+
     def append_prepared(self, prepared: Sequence[PreparedDraft]) -> list[RecordedEvent]:
         """Commit drafts already validated by `ledger.entries.prepare` (group commit path)."""
         if len(prepared) > MAX_BATCH_EVENTS:
@@ -340,6 +349,10 @@ class Ledger:
                                 outcomes[i] = WriteOutcome(events[i], answer)
                                 rows.append((k.key, answer, events[i][0].position if events[i] else 0))
                             idempotency.insert(cursor, store, rows)
+                        if stored:
+                            flat = [event for index in pending for event in events[index]]
+                            for hook in self._transaction_hooks:
+                                hook(cursor, list(zip(notification_ids, flat, strict=True)))
                 except _AlreadyRecorded as already:
                     for i, stored_answer in already.settled.items():
                         k = writes[i].idempotent

@@ -433,33 +433,65 @@ class ProjectionRunner:
         states = self.states()
         return min((states[p.name].position for p in self.projections), default=0)
 
-    def apply_committed(self, committed: Sequence[tuple[int, RecordedEvent]]) -> int:
-        """Apply entries a writer has just committed, without reading them back; a
-        projection whose tracking is not right behind them catches up from the store."""
+    def apply_in_transaction(self, cursor: Any, committed: Sequence[tuple[int, RecordedEvent]]) -> None:
+        """Apply entries inside the transaction that inserts them (one commit per batch).
+
+        Only projections whose tracking is right behind the entries take part, each under
+        a savepoint: one that fails is rolled back alone and left to the after-commit
+        catch-up, which isolates the failing event as usual."""
         if not committed:
-            return 0
-        first = committed[0][1].position
-        with self._lock:
-            states = self.states()
-            ready = [
-                p
-                for p in self.projections
-                if states[p.name].status == "running"
-                and states[p.name].position == first - 1
-                and states[p.name].notification_id < committed[0][0]
-            ]
-            applied = self._apply_group(ready, states, list(committed)) if ready else 0
-            behind = [p.name for p in self.projections if p not in ready]
-        if behind:
-            applied += self.catch_up(until_position=committed[-1][1].position, names=behind)
-        return applied
+            return
+        store = self.store
+        first_id, first = committed[0][0], committed[0][1].position
+        events = [event for _, event in committed]
+        cursor.execute(
+            f"SELECT projection, notification_id, position, status FROM {store.table(TRACKING_TABLE)}"
+        )
+        states = {row["projection"]: row for row in cursor.fetchall()}
+        for projection in self.projections:
+            state = states.get(projection.name)
+            if (
+                state is None
+                or state["status"] != "running"
+                or int(state["position"]) != first - 1
+                or int(state["notification_id"]) >= first_id
+            ):
+                continue
+            cursor.execute("SAVEPOINT citeledger_projection")
+            try:
+                cursor.execute(
+                    store.sql(
+                        f"UPDATE {store.table(TRACKING_TABLE)} "
+                        "SET notification_id=?, position=?, updated_at=? "
+                        "WHERE projection=? AND notification_id=? AND status='running'"
+                    ),
+                    (
+                        committed[-1][0],
+                        events[-1].position,
+                        utc_now(),
+                        projection.name,
+                        state["notification_id"],
+                    ),
+                )
+                if store.rowcount(cursor) != 1:
+                    raise _LostRace
+                projection.apply(cursor, store, events)
+            except Exception:
+                cursor.execute("ROLLBACK TO SAVEPOINT citeledger_projection")
+                log.debug(
+                    "projection %s: not applied in the write transaction", projection.name, exc_info=True
+                )
+            cursor.execute("RELEASE SAVEPOINT citeledger_projection")
 
     def attach(self, ledger: Ledger) -> None:
-        """Embedded mode: apply each local commit's entries before append returns."""
+        """Apply each local commit's entries in its own transaction; anything not applied
+        there (a projection behind, or failing) catches up right after, before append returns."""
 
         def after_commit(committed: Sequence[tuple[int, RecordedEvent]]) -> None:
-            self.apply_committed(committed)
+            if committed:
+                self.catch_up(until_position=committed[-1][1].position)
 
+        ledger.in_transaction(self.apply_in_transaction)
         ledger.on_commit(after_commit)
 
 
