@@ -153,24 +153,54 @@ class Lease:
     expires: float
 
 
+class _Draw:
+    """One draw from the shared bucket in flight; requests of the same token wait for it."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.refused_for: float | None = None
+
+
 class RateLimiter:
     def __init__(self, bucket: Bucket | None) -> None:
         self.bucket = bucket
         self.refusals = 0
         self._leases: dict[str, Lease] = {}
+        self._draws: dict[str, _Draw] = {}
         if bucket is not None:
             self.max_lease = max(1, min(MAX_LEASE, int(bucket.rate * LEASE_TTL_S), bucket.burst // 4))
         else:
             self.max_lease = 1
 
     async def check(self, key: str) -> None:
+        """Spend one token of the key's lease; when it is spent, ONE request draws the next
+        lease from the shared bucket while the others of that token wait for it."""
         if self.bucket is None:
             return
-        now = time.monotonic()
-        lease = self._leases.get(key)
-        if lease is not None and lease.remaining > 0 and now < lease.expires:
-            lease.remaining -= 1  # event-loop only: no await between test and decrement
-            return
+        while True:
+            lease = self._leases.get(key)
+            if lease is not None and lease.remaining > 0 and time.monotonic() < lease.expires:
+                lease.remaining -= 1  # event-loop only: no await between test and decrement
+                return
+            draw = self._draws.get(key)
+            if draw is None:
+                break
+            await draw.done.wait()
+            if draw.refused_for is not None:
+                self.refusals += 1
+                raise refused(draw.refused_for)
+        draw = self._draws[key] = _Draw()
+        try:
+            await self._draw(key, lease)
+        except ApiError as exc:
+            draw.refused_for = float(exc.headers.get("Retry-After", "1")) if exc.headers else 1.0
+            raise
+        finally:
+            del self._draws[key]
+            draw.done.set()
+
+    async def _draw(self, key: str, lease: Lease | None) -> None:
+        assert self.bucket is not None
         returned, size = 0, 1
         if lease is not None:
             if lease.remaining > 0:  # expired with tokens left: credit them back, draw less
@@ -184,8 +214,4 @@ class RateLimiter:
         if granted < 1:
             self.refusals += 1
             raise refused(wait)
-        current = self._leases.get(key)
-        carried = current.remaining if current is not None and time.monotonic() < current.expires else 0
-        self._leases[key] = Lease(
-            remaining=granted - 1 + carried, size=size, expires=time.monotonic() + LEASE_TTL_S
-        )
+        self._leases[key] = Lease(remaining=granted - 1, size=size, expires=time.monotonic() + LEASE_TTL_S)

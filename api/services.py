@@ -57,7 +57,7 @@ class Services:
             else:
                 self.embedded = config.embedded_projections
             self.projector = ProjectionRunner(store)
-            self.lookups = ProjectedLookups(store, self.projector)
+            self.lookups = ProjectedLookups(store, self.projector, self.ledger.get)
             if self.embedded:
                 self.projector.catch_up()
             # Each process applies its own commits at once (read-your-writes).

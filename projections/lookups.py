@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -32,12 +32,19 @@ from projections.writeside import DOCUMENTS_TABLE, HOLDS_TABLE, POLICIES_TABLE
 WRITE_PATH_PROJECTIONS = ("write_side", "corpus", "receipts")
 POLICY_TTL_S = 1.0  # how stale a policy published by another process may be
 _CACHE_MAX = 100_000  # rows per cache; cleared (not evicted one by one) when full
+_ENTRY_CACHE_MAX = 20_000  # receipt entries (a few KB each)
 
 
 class ProjectedLookups:
-    def __init__(self, store: Store, runner: ProjectionRunner) -> None:
+    def __init__(
+        self, store: Store, runner: ProjectionRunner, read_entry: Callable[[int], RecordedEvent | None]
+    ) -> None:
         self.store = store
         self.runner = runner
+        self.read_entry = read_entry
+        # Signed receipt entries are immutable (scrubbing destroys keys, never bytes): a hit
+        # never goes stale, so reads of recent receipts need no database at all.
+        self._receipt_entries: dict[tuple[str, str], RecordedEvent] = {}
         self._chunks: dict[tuple[str, str, str], ChunkState] = {}
         self._receipts: dict[tuple[str, str], int] = {}
         self._policies: dict[str, tuple[float, PolicyState | None]] = {}
@@ -50,6 +57,7 @@ class ProjectedLookups:
             event_type = event.type
             if event_type == "RetrievalRecorded":
                 self._remember_receipt(event.tenant_id, event.payload["receipt_id"], event.position)
+                self._remember_entry(event.tenant_id, event.payload["receipt_id"], event)
             elif event_type == "PolicyBundlePublished":
                 payload = event.payload
                 state = PolicyState(
@@ -211,6 +219,27 @@ class ProjectedLookups:
         self._remember_receipt(tenant_id, receipt_id, int(rows[0]["position"]))
         return int(rows[0]["position"])
 
+    def cached_receipt(self, tenant_id: str, receipt_id: str) -> RecordedEvent | None:
+        """The receipt's entry if this process holds it in memory (never touches the database)."""
+        return self._receipt_entries.get((tenant_id, receipt_id))
+
+    def receipt(self, tenant_id: str, receipt_id: str) -> RecordedEvent | None:
+        cached = self.cached_receipt(tenant_id, receipt_id)
+        if cached is not None:
+            return cached
+        position = self.receipt_position(tenant_id, receipt_id)
+        event = self.read_entry(position) if position is not None else None
+        if event is None or event.tenant_id != tenant_id or event.type != "RetrievalRecorded":
+            return None
+        self._remember_entry(tenant_id, receipt_id, event)
+        return event
+
+    def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
+        with self._lock:
+            if len(self._receipt_entries) > _ENTRY_CACHE_MAX:
+                self._receipt_entries.clear()
+            self._receipt_entries[(tenant_id, receipt_id)] = event
+
     def _remember_receipt(self, tenant_id: str, receipt_id: str, position: int) -> None:
         with self._lock:
             if len(self._receipts) > _CACHE_MAX:
@@ -239,7 +268,7 @@ def ledger_context(ledger: Ledger, **settings: Any) -> UseCaseContext:
     """The use-case context of a process without the API (the command line, the demo):
     projections run here, on the ledger's own database."""
     runner = ProjectionRunner(ledger.store)
-    lookups = ProjectedLookups(ledger.store, runner)
+    lookups = ProjectedLookups(ledger.store, runner, ledger.get)
     runner.catch_up()
     runner.attach(ledger)
     ledger.on_commit(lookups.observe)

@@ -30,7 +30,9 @@ def _services(request: AnyRequest) -> Services:
     return services
 
 
-def _caller(request: AnyRequest) -> Caller:
+def _caller(request: AnyRequest, services: Services) -> Caller:
+    # Depending on `services` orders the two: Litestar then resolves them one after the
+    # other instead of spawning a task group for every request.
     principal = principal_of(request)
     ids = correlation(request.scope)
     return Caller(

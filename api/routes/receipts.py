@@ -59,7 +59,11 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
 async def get_receipt(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
 ) -> Response[Any]:
-    event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
+    # A receipt is an immutable signed entry: a recent one is served from memory, without a
+    # thread hop or a database read.
+    event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
+    if event is None:
+        event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
     return ok(request, services, receipt_body(event.envelope))
 
 

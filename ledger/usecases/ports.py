@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from ledger.entries import RecordedEvent
 from ledger.sealing import Sealer
 
 
@@ -78,6 +79,10 @@ class WriteLookups(Protocol):
     def tenants(self) -> list[str]: ...
 
     def receipt_position(self, tenant_id: str, receipt_id: str) -> int | None: ...
+
+    def receipt(self, tenant_id: str, receipt_id: str) -> RecordedEvent | None:
+        """The receipt's signed entry, if it is this tenant's."""
+        ...
 
 
 class CitationView(Protocol):

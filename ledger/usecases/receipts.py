@@ -12,9 +12,8 @@ from ledger.usecases.errors import NotFound
 
 def find_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> RecordedEvent:
     """The receipt's signed entry; another tenant's receipt is not found, like an unknown one."""
-    position = ctx.lookups.receipt_position(tenant_id, receipt_id)
-    event = ctx.ledger.get(position) if position is not None else None
-    if event is None or event.tenant_id != tenant_id or event.type != "RetrievalRecorded":
+    event = ctx.lookups.receipt(tenant_id, receipt_id)
+    if event is None:
         raise NotFound("receipt")
     return event
 
