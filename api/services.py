@@ -21,6 +21,7 @@ from api.auth import TokenStore
 from api.config import ApiConfig, server_version
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
+from ledger import idempotency
 from ledger.application import Ledger, Notification
 from ledger.claims import DocumentClaims
 from ledger.group_commit import GroupCommitter
@@ -33,7 +34,8 @@ from projections.runner import ProjectionRunner
 log = logging.getLogger("citeledger.api")
 T = TypeVar("T")
 NO_POLICY = "none"
-FOLLOW_INTERVAL_S = 1.0  # embedded: how soon entries of other processes (the CLI) show up
+FOLLOW_INTERVAL_S = 1.0
+IDEMPOTENCY_PURGE_INTERVAL_S = 3600.0  # embedded: how soon entries of other processes (the CLI) show up
 
 
 class Services:
@@ -96,6 +98,7 @@ class Services:
         self._threads.append(follower)
         if config.retention_interval_s > 0:
             self._start("citeledger-retention", config.retention_interval_s, self._sweep)
+        self._start("citeledger-idempotency", IDEMPOTENCY_PURGE_INTERVAL_S, self._purge_idempotency)
         self.limiter = anyio.CapacityLimiter(64)
 
     # -- background work -------------------------------------------------------------
@@ -140,6 +143,9 @@ class Services:
         scrubbed = sweep(self.context)
         if scrubbed:
             log.info("retention sweep recorded %d scrub entries", len(scrubbed))
+
+    def _purge_idempotency(self) -> None:
+        idempotency.purge(self.ledger.store)
 
     def _count(self, committed: Sequence[Notification]) -> None:
         for _, event in committed:

@@ -124,3 +124,16 @@ def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answe
             for key, (status, body), position in rows
         ],
     )
+
+
+RETENTION_S = 24 * 3600.0  # how long a retry is answered from its record
+
+
+def purge(store: Store, older_than_s: float = RETENTION_S) -> int:
+    """Forget answers older than `older_than_s`: a retry later than that runs afresh."""
+    with store.transaction(commit=True) as cursor:
+        cursor.execute(
+            store.sql(f"DELETE FROM {store.table(IDEMPOTENCY_TABLE)} WHERE created_at < ?"),
+            (time.time() - older_than_s,),
+        )
+        return store.rowcount(cursor)

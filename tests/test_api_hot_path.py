@@ -169,3 +169,41 @@ def test_stale_claim_is_taken_over(api: Api, monkeypatch: pytest.MonkeyPatch) ->
     assert holder is None  # a worker that took the claim and died without releasing
     after = api.document(DOC + "\nnew\n")
     assert after["version"] == 2
+
+
+def test_idempotency_records_expire(api: Api) -> None:
+    from ledger import idempotency
+
+    doc = api.document()
+    body = api.retrieval_body(doc)
+    headers = {**api.headers(), "Idempotency-Key": "expire-me"}
+    first = api.client.post("/v1/retrievals", json=body, headers=headers)
+    assert first.status_code == 201
+    store = api.services.ledger.store
+    assert idempotency.purge(store, older_than_s=3600) == 0  # still fresh: kept
+    assert idempotency.lookup(store, "acme", "expire-me") is not None
+    assert idempotency.purge(store, older_than_s=0) == 1
+    again = api.client.post("/v1/retrievals", json=body, headers=headers)
+    assert again.status_code == 201 and again.json()["dedup"] is False
+
+
+def test_same_key_sent_concurrently_is_recorded_once(api: Api) -> None:
+    doc = api.document()
+    body = api.retrieval_body(doc)
+    headers = {**api.headers(), "Idempotency-Key": "together"}
+    answers: list[Any] = []
+
+    def post() -> None:
+        answers.append(api.client.post("/v1/retrievals", json=body, headers=headers))
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [a.status_code for a in answers] == [201] * 8, [a.text for a in answers]
+    assert len({a.json()["receipt_id"] for a in answers}) == 1
+    assert sum(1 for a in answers if a.json()["dedup"] is False) == 1
+    api.services.ledger.sync()
+    recorded = [e for e in api.services.ledger.read() if e.type == "RetrievalRecorded"]
+    assert len(recorded) == 1
