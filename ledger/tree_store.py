@@ -206,17 +206,19 @@ class TiledMerkleTree(MerkleProofs):
         """Load the stored state; returns its size (0 when nothing is stored).
 
         Reads one partial tile per level, O(log n). Raises TileStateError
-        when the rows cannot describe the stored size; a store written with
-        another tile height reads as empty.
+        when the rows cannot describe the stored size or were written with
+        another tile height.
         """
         with self._lock:
             self._reset()
             if self.tiles is None:
                 return 0
             state = self.tiles.state()
-            if state is None or state[1] != self.tile_height or state[0] <= 0:
+            if state is None:
                 return 0
-            size = state[0]
+            size, tile_height = state
+            if tile_height != self.tile_height or size < 0:
+                raise TileStateError(f"tiles of height {tile_height} stored, {self.tile_height} wanted")
             wanted: list[tuple[int, int, int]] = []  # (level, tile index, width)
             level = 0
             while size >> (self.tile_height * level):
