@@ -103,7 +103,7 @@ class Ledger:
         if self.size == 0:
             self._append_genesis()
         self.signing_key()  # fail at start, not at the first append, on a bad key file
-        self.sync_checkpoints()
+        # Checkpoints load lazily (`checkpoints()`); opening reads none of them.
         self._checkpointer: threading.Thread | None = None
         if config.run_checkpointer:
             self._checkpointer = threading.Thread(
@@ -372,8 +372,17 @@ class Ledger:
         return self.sync_checkpoints()
 
     def latest_checkpoint(self) -> CheckpointRecord | None:
-        records = self.sync_checkpoints()
-        return records[-1] if records else None
+        """The newest checkpoint, read as one row rather than the whole stream, so
+        `citeledger checkpoint` and the checkpointer cost the same at any age."""
+        newest = self._newest_checkpoint()
+        return newest[1] if newest else None
+
+    def _newest_checkpoint(self) -> tuple[int, CheckpointRecord] | None:
+        """(sequence number, record) of the newest checkpoint row."""
+        rows = self.recorder.select_events(CHECKPOINT_STREAM_ID, desc=True, limit=1)
+        if not rows:
+            return None
+        return int(rows[0].originator_version), CheckpointRecord.from_bytes(bytes(rows[0].state))
 
     def issue_checkpoint(self) -> CheckpointRecord | None:
         """Sign a checkpoint over the whole log now (no-op if the latest covers it)."""
@@ -383,11 +392,12 @@ class Ledger:
                     size = self.sync()
                     root = self.tree.root(size)
                     key = self.signing_key()
-                latest = self.latest_checkpoint()
+                newest = self._newest_checkpoint()
+                latest = newest[1] if newest else None
                 if size == 0 or (latest is not None and latest.tree_size >= size):
                     return latest
                 record = make_checkpoint(
-                    seq=len(self._checkpoints) + 1,
+                    seq=(newest[0] if newest else 0) + 1,
                     origin=self.origin,
                     tree_size=size,
                     root=root,
@@ -407,7 +417,8 @@ class Ledger:
                     )
                 except _DUPLICATE_ERRORS:
                     continue  # another process issued one; re-read and decide again
-                self._checkpoints.append(record)
+                if len(self._checkpoints) == record.seq - 1:  # keep the lazy cache contiguous
+                    self._checkpoints.append(record)
                 return record
         raise AppendConflict("could not issue a checkpoint")
 
