@@ -158,7 +158,8 @@ class Ledger:
             stored, head = 0, None
         if head is not None:
             for position, entry in self.store.key_entries(stored):
-                self._absorb_key(RecordedEvent(position=position, entry=entry))
+                if entry.find(b'"type":"SigningKeyRotated"') != -1:  # the same test as `_absorb`
+                    self._absorb_key(RecordedEvent(position=position, entry=entry))
             self._head_hash = head.leaf_hash.hex()
         self.sync()
 
