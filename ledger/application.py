@@ -37,7 +37,6 @@ from ledger.entries import (
 from ledger.events import EventRejected, SigningKeyRotated
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
 from ledger.keychain import KeyChainError, check_key_event, possession_message
-from ledger.merkle import MerkleTree
 from ledger.sealing import DataKeyStore, Sealer
 from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64
 from ledger.store import (
@@ -47,6 +46,7 @@ from ledger.store import (
     LEDGER_STREAM_ID,
     Store,
 )
+from ledger.tree_store import TiledMerkleTree, TileStateError, TileStore
 
 log = logging.getLogger("citeledger.ledger")
 
@@ -139,7 +139,9 @@ class Ledger:
 
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
-        self.tree = MerkleTree()
+        # The Merkle tree lives in tiles beside the log (ledger/tree_store.py);
+        # memory holds its right edge only, so opening costs O(log n + tail).
+        self.tree = TiledMerkleTree(TileStore(self.store))
         self._head_hash = GENESIS_PREV_HASH
         self.public_keys: dict[str, bytes] = {}  # kid -> raw public key, from the log
         self.key_introduced_at: dict[str, int] = {}
@@ -151,11 +153,11 @@ class Ledger:
         self._commit_listeners: list[CommitListener] = []
         self._transaction_hooks: list[TransactionHook] = []
 
-        self.sync()
+        self._open_log()
         if self.size == 0:
             self._append_genesis()
         self.signing_key()  # fail at start, not at the first append, on a bad key file
-        self.sync_checkpoints()
+        # Checkpoints load lazily (`checkpoints()`); opening reads none of them.
         self._checkpointer: threading.Thread | None = None
         if config.run_checkpointer:
             self._checkpointer = threading.Thread(
@@ -173,14 +175,47 @@ class Ledger:
         return self._head_hash
 
     def sync(self) -> int:
-        """Catch up with entries other processes appended. Returns the new size."""
+        """Catch up with entries other processes appended. Returns the new size.
+
+        Reads only the entries after our size; tiles they complete are stored
+        once per page (one transaction), not once per tile.
+        """
         with self._lock:
             while True:
-                rows = self.recorder.select_events(LEDGER_STREAM_ID, gt=self.size, limit=_SYNC_PAGE)
-                for row in rows:
-                    self._absorb(RecordedEvent(position=row.originator_version, entry=bytes(row.state)))
+                with self.tree.deferred_flush():
+                    rows = self.recorder.select_events(LEDGER_STREAM_ID, gt=self.size, limit=_SYNC_PAGE)
+                    for row in rows:
+                        self._absorb(RecordedEvent(position=row.originator_version, entry=bytes(row.state)))
                 if len(rows) < _SYNC_PAGE:
                     return self.size
+
+    def _open_log(self) -> None:
+        """Size, head hash, tree and key chain without reading the whole log.
+
+        The stored tiles give the tree for their size; the entry at that size
+        must hash to the tiles' last leaf (its leaf hash is also the head
+        hash); the key chain up to it comes from the index of key entries and
+        passes the same checks as during a full read (`_absorb_key`); then
+        `sync` reads only the entries after it. A store without tiles (written
+        by an older version), or whose tiles do not match the log, is read
+        from position 1 once and its tiles (re)built.
+        """
+        self.store.ensure_key_index()
+        try:
+            stored = self.tree.open()
+            head = self.get(stored) if stored else None
+            if stored and (head is None or head.leaf_hash != self.tree.leaf_hash_at(stored - 1)):
+                raise TileStateError(f"the log's entry {stored} is not the tiles' last leaf")
+        except TileStateError as exc:
+            log.warning("Merkle tiles do not match the log (%s); rebuilding them from the log", exc)
+            self.tree.clear()
+            stored, head = 0, None
+        if head is not None:
+            for position, entry in self.store.key_entries(stored):
+                if entry.find(b'"type":"SigningKeyRotated"') != -1:  # the same test as `_absorb`
+                    self._absorb_key(RecordedEvent(position=position, entry=entry))
+            self._head_hash = head.leaf_hash.hex()
+        self.sync()
 
     def _absorb(self, event: RecordedEvent) -> None:
         if event.position != self.size + 1:
@@ -463,8 +498,17 @@ class Ledger:
         return self.sync_checkpoints()
 
     def latest_checkpoint(self) -> CheckpointRecord | None:
-        records = self.sync_checkpoints()
-        return records[-1] if records else None
+        """The newest checkpoint, read as one row rather than the whole stream, so
+        `citeledger checkpoint` and the checkpointer cost the same at any age."""
+        newest = self._newest_checkpoint()
+        return newest[1] if newest else None
+
+    def _newest_checkpoint(self) -> tuple[int, CheckpointRecord] | None:
+        """(sequence number, record) of the newest checkpoint row."""
+        rows = self.recorder.select_events(CHECKPOINT_STREAM_ID, desc=True, limit=1)
+        if not rows:
+            return None
+        return int(rows[0].originator_version), CheckpointRecord.from_bytes(bytes(rows[0].state))
 
     def issue_checkpoint(self) -> CheckpointRecord | None:
         """Sign a checkpoint over the whole log now (no-op if the latest covers it)."""
@@ -474,11 +518,12 @@ class Ledger:
                     size = self.sync()
                     root = self.tree.root(size)
                     key = self.signing_key()
-                latest = self.latest_checkpoint()
+                newest = self._newest_checkpoint()
+                latest = newest[1] if newest else None
                 if size == 0 or (latest is not None and latest.tree_size >= size):
                     return latest
                 record = make_checkpoint(
-                    seq=len(self._checkpoints) + 1,
+                    seq=(newest[0] if newest else 0) + 1,
                     origin=self.origin,
                     tree_size=size,
                     root=root,
@@ -498,7 +543,8 @@ class Ledger:
                     )
                 except _DUPLICATE_ERRORS:
                     continue  # another process issued one; re-read and decide again
-                self._checkpoints.append(record)
+                if len(self._checkpoints) == record.seq - 1:  # keep the lazy cache contiguous
+                    self._checkpoints.append(record)
                 return record
         raise AppendConflict("could not issue a checkpoint")
 
@@ -556,6 +602,10 @@ class Ledger:
         self._appended.set()
         if self._checkpointer is not None:
             self._checkpointer.join(timeout=5)
+        try:  # store the right edge too, so the next start reads no tail at all
+            self.tree.flush()
+        except Exception:  # tiles behind the log are read from the log at the next start
+            log.warning("could not store Merkle tiles at close", exc_info=True)
         self.store.close()
 
     def __enter__(self) -> Ledger:

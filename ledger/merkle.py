@@ -1,9 +1,12 @@
 """RFC 9162 (section 2.1) Merkle tree hashes, proofs and proof verification.
 
-Independent of storage: `MerkleTree` keeps every perfect subtree hash in memory
-(one `bytearray` per level, 32 bytes a node), so the root, inclusion proofs and
-consistency proofs of any historical tree size come from at most O(log n)
-stored nodes plus one O(log n) fold, never from rehashing leaves.
+Independent of storage. `MerkleProofs` answers roots, inclusion proofs and
+consistency proofs of any historical tree size from at most O(log n) perfect
+subtree hashes plus one O(log n) fold, never from rehashing leaves; where the
+subtree hashes come from is the subclass's business. `MerkleTree` keeps every
+one in memory (one `bytearray` per level, 32 bytes a node);
+`ledger.tree_store.TiledMerkleTree` reads them from tiles persisted with the
+log.
 
 The verifiers follow RFC 9162 sections 2.1.3.2 and 2.1.4.2 step by step.
 """
@@ -40,7 +43,7 @@ def _largest_power_of_two_below(n: int) -> int:
     return 1 << ((n - 1).bit_length() - 1)
 
 
-def _check_hash_arg(value: bytes, what: str) -> None:
+def check_hash_arg(value: bytes, what: str) -> None:
     if not isinstance(value, bytes | bytearray) or len(value) != HASH_SIZE:
         raise ValueError(f"{what} must be {HASH_SIZE} bytes")
 
@@ -73,60 +76,35 @@ def root_from_leaf_hashes(hashes: Sequence[bytes]) -> bytes:
     return bytes(level[0])
 
 
-class MerkleTree:
-    """Append-only RFC 9162 tree over leaf hashes, answering for any past size.
+class MerkleProofs:
+    """RFC 9162 roots and proofs over any source of perfect-subtree hashes.
 
-    `_levels[h]` holds, back to back, the hash of every complete subtree of
-    2**h leaves: node i covers leaves [i * 2**h, (i + 1) * 2**h). Level 0 is
-    the leaf hashes themselves. Not thread-safe; the caller serialises writes.
+    Subclasses say how big the tree is (`size`) and where the hash of the
+    complete subtree of 2**height leaves starting at leaf index * 2**height
+    comes from (`_node`): memory for `MerkleTree`, persisted tiles for
+    `ledger.tree_store.TiledMerkleTree`. The proof algorithms live here once,
+    so both answer byte for byte the same.
     """
 
-    __slots__ = ("_levels", "_size")
-
-    def __init__(self, leaf_hashes: Iterable[bytes] = ()) -> None:
-        self._levels: list[bytearray] = [bytearray()]
-        self._size = 0
-        self.extend(leaf_hashes)
+    __slots__ = ()
 
     @property
     def size(self) -> int:
-        return self._size
+        raise NotImplementedError
 
-    def append(self, leaf_hash: bytes) -> int:
-        """Add one leaf hash; return the new tree size. O(log n)."""
-        _check_hash_arg(leaf_hash, "leaf hash")
-        levels = self._levels
-        levels[0] += leaf_hash
-        node = bytes(leaf_hash)
-        index = self._size
-        self._size += 1
-        height = 0
-        # An odd index is a right child: its parent subtree just became complete.
-        while index & 1:
-            left = levels[height][-2 * HASH_SIZE : -HASH_SIZE]
-            node = _sha256(b"\x01" + left + node).digest()
-            height += 1
-            if height == len(levels):
-                levels.append(bytearray())
-            levels[height] += node
-            index >>= 1
-        return self._size
-
-    def extend(self, hashes: Iterable[bytes]) -> int:
-        """Append each leaf hash in order; return the new tree size."""
-        for h in hashes:
-            self.append(h)
-        return self._size
+    def _node(self, height: int, index: int) -> bytes:
+        """Hash of the complete subtree of 2**height leaves numbered `index` at that height."""
+        raise NotImplementedError
 
     def leaf_hash_at(self, index: int) -> bytes:
-        if not 0 <= index < self._size:
-            raise ValueError(f"leaf index {index} out of range for tree size {self._size}")
+        if not 0 <= index < self.size:
+            raise ValueError(f"leaf index {index} out of range for tree size {self.size}")
         return self._node(0, index)
 
     def root(self, size: int | None = None) -> bytes:
         """MTH of the first `size` leaves (default: all of them)."""
         if size is None:
-            size = self._size
+            size = self.size
         self._check_size(size, "size")
         return self._range_hash(0, size) if size else EMPTY_ROOT
 
@@ -181,12 +159,8 @@ class MerkleTree:
 
     # -- internals ---------------------------------------------------------------
     def _check_size(self, size: int, what: str) -> None:
-        if not 0 <= size <= self._size:
-            raise ValueError(f"{what} {size} out of range: tree has {self._size} leaves")
-
-    def _node(self, height: int, index: int) -> bytes:
-        start = index * HASH_SIZE
-        return bytes(self._levels[height][start : start + HASH_SIZE])
+        if not 0 <= size <= self.size:
+            raise ValueError(f"{what} {size} out of range: tree has {self.size} leaves")
 
     def _range_hash(self, lo: int, hi: int) -> bytes:
         """MTH(D[lo:hi]) for a subtree the RFC recursion can produce.
@@ -200,10 +174,69 @@ class MerkleTree:
             height = (hi - lo).bit_length() - 1
             nodes.append(self._node(height, lo >> height))
             lo += 1 << height
-        acc = nodes.pop()
-        while nodes:
-            acc = _sha256(b"\x01" + nodes.pop() + acc).digest()
-        return acc
+        return fold_right(nodes)
+
+
+def fold_right(nodes: Sequence[bytes]) -> bytes:
+    """Combine perfect subtrees of strictly falling height, left to right in the
+    tree, into the RFC hash of their union: the smallest (rightmost) first."""
+    acc = nodes[-1]
+    for node in reversed(nodes[:-1]):
+        acc = _sha256(b"\x01" + node + acc).digest()
+    return bytes(acc)
+
+
+class MerkleTree(MerkleProofs):
+    """Append-only RFC 9162 tree over leaf hashes, answering for any past size.
+
+    `_levels[h]` holds, back to back, the hash of every complete subtree of
+    2**h leaves: node i covers leaves [i * 2**h, (i + 1) * 2**h). Level 0 is
+    the leaf hashes themselves. Not thread-safe; the caller serialises writes.
+    Everything lives in memory (64 bytes a leaf); the ledger uses the
+    store-backed `ledger.tree_store.TiledMerkleTree` instead, which answers the
+    same calls from persisted tiles.
+    """
+
+    __slots__ = ("_levels", "_size")
+
+    def __init__(self, leaf_hashes: Iterable[bytes] = ()) -> None:
+        self._levels: list[bytearray] = [bytearray()]
+        self._size = 0
+        self.extend(leaf_hashes)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def append(self, leaf_hash: bytes) -> int:
+        """Add one leaf hash; return the new tree size. O(log n)."""
+        check_hash_arg(leaf_hash, "leaf hash")
+        levels = self._levels
+        levels[0] += leaf_hash
+        node = bytes(leaf_hash)
+        index = self._size
+        self._size += 1
+        height = 0
+        # An odd index is a right child: its parent subtree just became complete.
+        while index & 1:
+            left = levels[height][-2 * HASH_SIZE : -HASH_SIZE]
+            node = _sha256(b"\x01" + left + node).digest()
+            height += 1
+            if height == len(levels):
+                levels.append(bytearray())
+            levels[height] += node
+            index >>= 1
+        return self._size
+
+    def extend(self, hashes: Iterable[bytes]) -> int:
+        """Append each leaf hash in order; return the new tree size."""
+        for h in hashes:
+            self.append(h)
+        return self._size
+
+    def _node(self, height: int, index: int) -> bytes:
+        start = index * HASH_SIZE
+        return bytes(self._levels[height][start : start + HASH_SIZE])
 
 
 def _check_proof_hashes(proof: Sequence[bytes], **named: bytes) -> None:

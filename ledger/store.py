@@ -26,6 +26,11 @@ LEDGER_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720001")
 CHECKPOINT_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720002")
 EVENT_TOPIC_PREFIX = "citeledger:event:"
 CHECKPOINT_TOPIC = "citeledger:checkpoint"
+KEY_TOPIC = EVENT_TOPIC_PREFIX + "SigningKeyRotated"
+# A partial index over the few key entries: opening a ledger finds the key chain
+# without scanning the log. The topic is a constant, so it is inlined into the
+# SQL (both SQLite and PostgreSQL use a partial index only for a literal match).
+KEY_INDEX = "citeledger_key_entries"
 
 
 class EventStoreApp(Application[UUID]):
@@ -134,6 +139,35 @@ class Store:
         """Rows touched by the last statement (eventsourcing wraps sqlite3's cursor)."""
         inner = getattr(cursor, "sqlite_cursor", cursor)
         return int(inner.rowcount)
+
+    def ensure_key_index(self) -> None:
+        """Create the partial index on key entries once (built on first open of an
+        older store; checked in the catalog first so a normal start takes no lock
+        on the events table)."""
+        if self.dialect == "postgres":
+            with self.transaction(commit=False) as cursor:
+                cursor.execute("SELECT to_regclass(%s) AS found", (f'"{self.schema}"."{KEY_INDEX}"',))
+                row = cursor.fetchone()
+            if row is not None and row["found"] is not None:
+                return
+        self.create_tables(
+            f"CREATE INDEX IF NOT EXISTS {KEY_INDEX} ON {self.table(self.events_table)} "
+            f"(originator_id, originator_version) WHERE topic = '{KEY_TOPIC}'"
+        )
+
+    def key_entries(self, up_to: int) -> list[tuple[int, bytes]]:
+        """(position, entry bytes) of every SigningKeyRotated entry at or before `up_to`."""
+        stream: object = LEDGER_STREAM_ID.hex if self.dialect == "sqlite" else LEDGER_STREAM_ID
+        with self.transaction(commit=False) as cursor:
+            cursor.execute(
+                self.sql(
+                    f"SELECT originator_version, state FROM {self.table(self.events_table)} "
+                    f"WHERE originator_id = ? AND topic = '{KEY_TOPIC}' AND originator_version <= ? "
+                    "ORDER BY originator_version"
+                ),
+                (stream, up_to),
+            )
+            return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
 
     def close(self) -> None:
         self.app.close()

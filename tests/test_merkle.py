@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +28,8 @@ from ledger.merkle import (
     verify_consistency,
     verify_inclusion,
 )
+from ledger.store import Store
+from ledger.tree_store import TiledMerkleTree, TileStore
 
 MAX_LEAVES = 340
 LEAVES: tuple[bytes, ...] = tuple(f"leaf {i}".encode() for i in range(MAX_LEAVES))
@@ -102,6 +106,46 @@ def consistency_shape(m: int, n: int) -> tuple[bool, tuple[bool, ...]]:
 BIG = 66  # sizes 1..64 are checked; +-1 around them needs 65
 TREE = MerkleTree(ref_leaf_hash(i) for i in range(BIG))
 SIZES = range(1, 65)
+
+
+Tree = MerkleTree | TiledMerkleTree
+TreeFactory = Callable[..., Tree]
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module", params=["memory", "tiles-memory", "tiles-sqlite"])
+def make_tree(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TreeFactory]:
+    """Each tree implementation, built from leaf hashes. Tiles are 4 hashes
+    wide (height 2) so these small trees span several tile levels; the SQLite
+    kind is stored, then reopened with a one-tile cache, so every node left
+    of the right edge is read back from the database."""
+    kind = str(request.param)
+    if kind == "memory":
+        yield lambda leaves=(): MerkleTree(leaves)
+        return
+    if kind == "tiles-memory":
+        yield lambda leaves=(): _extended(TiledMerkleTree(None, tile_height=2), leaves)
+        return
+    from ledger.config import LedgerConfig
+
+    store = Store(LedgerConfig(data_dir=Path(tmp_path_factory.mktemp("tiles")), run_checkpointer=False))
+
+    def stored(leaves: Iterable[bytes] = ()) -> Tree:
+        tiles = TileStore(store, name=f"merkle_{next(_names)}")
+        _extended(TiledMerkleTree(tiles, tile_height=2), leaves).flush()
+        reopened = TiledMerkleTree(tiles, tile_height=2, cache_tiles=1)
+        reopened.open()
+        return reopened
+
+    yield stored
+    store.close()
+
+
+def _extended(tree: TiledMerkleTree, leaves: Iterable[bytes]) -> TiledMerkleTree:
+    tree.extend(leaves)
+    return tree
 
 
 def _accepts(verify: Callable[..., None], *args: object) -> bool:
@@ -203,9 +247,9 @@ RFC6962_CONSISTENCY = [
 ]  # fmt: skip
 
 
-def test_rfc6962_vectors_from_transparency_dev() -> None:
+def test_rfc6962_vectors_from_transparency_dev(make_tree: TreeFactory) -> None:
     hashes = [leaf_hash(leaf) for leaf in RFC6962_LEAVES]
-    tree = MerkleTree()
+    tree = make_tree()
     assert tree.root() == RFC6962_ROOTS[0]
     for size, h in enumerate(hashes, start=1):
         assert tree.append(h) == size
@@ -225,21 +269,35 @@ def test_rfc6962_vectors_from_transparency_dev() -> None:
 
 
 # -- roots ------------------------------------------------------------------------
-def test_every_root_matches_reference_while_growing_and_historically() -> None:
-    tree = MerkleTree()
+def test_every_root_matches_reference_while_growing_and_historically(make_tree: TreeFactory) -> None:
+    tree = make_tree()
+    big = make_tree(ref_leaf_hash(i) for i in range(BIG))
     for n in range(BIG + 1):
         expected = ref_mth(0, n)
         assert tree.size == n
         assert tree.root() == expected
         assert root_from_leaf_hashes([ref_leaf_hash(i) for i in range(n)]) == expected
-        assert TREE.root(n) == expected  # historical size of a bigger tree
+        assert big.root(n) == expected  # historical size of a bigger tree
         if n < BIG:
             assert tree.append(ref_leaf_hash(n)) == n + 1
-    assert TREE.size == BIG and TREE.root() == ref_mth(0, BIG)
-    assert [TREE.leaf_hash_at(i) for i in range(BIG)] == [ref_leaf_hash(i) for i in range(BIG)]
-    grown = MerkleTree()
+    assert big.size == BIG and big.root() == ref_mth(0, BIG)
+    assert [big.leaf_hash_at(i) for i in range(BIG)] == [ref_leaf_hash(i) for i in range(BIG)]
+    grown = make_tree()
     assert grown.extend(ref_leaf_hash(i) for i in range(BIG)) == BIG
     assert grown.root() == ref_mth(0, BIG)
+
+
+def test_every_proof_matches_reference(make_tree: TreeFactory) -> None:
+    """Every inclusion and consistency proof of every size up to BIG, per tree kind
+    (the verifier tests below then hold for all kinds: the proofs are the same bytes)."""
+    tree = make_tree(ref_leaf_hash(i) for i in range(BIG))
+    for size in range(1, BIG + 1):
+        assert tree.root(size) == ref_mth(0, size)
+        for index in range(size):
+            assert tree.inclusion_proof(index, size) == hashes_of(ref_path(index, 0, size)), (index, size)
+        for old in range(0, size + 1):
+            expected = hashes_of(ref_proof(old, size)) if 0 < old < size else []
+            assert tree.consistency_proof(old, size) == expected, (old, size)
 
 
 # -- inclusion --------------------------------------------------------------------
@@ -420,8 +478,8 @@ def test_consistency_proof_must_be_consumed_entirely() -> None:
 
 
 # -- MerkleTree argument checks ---------------------------------------------------
-def test_tree_rejects_out_of_range_arguments() -> None:
-    tree = MerkleTree(ref_leaf_hash(i) for i in range(5))
+def test_tree_rejects_out_of_range_arguments(make_tree: TreeFactory) -> None:
+    tree = make_tree(ref_leaf_hash(i) for i in range(5))
     calls: list[tuple[Callable[..., object], tuple[int, ...], str]] = [
         (tree.root, (6,), "size 6 out of range"),
         (tree.root, (-1,), "out of range"),
@@ -450,8 +508,10 @@ def test_tree_rejects_out_of_range_arguments() -> None:
 # -- random sizes -----------------------------------------------------------------
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), size=st.integers(1, 300), extra=st.integers(0, 30))
-def test_random_sizes_match_reference(data: st.DataObject, size: int, extra: int) -> None:
-    tree = MerkleTree(ref_leaf_hash(i) for i in range(size + extra))
+def test_random_sizes_match_reference(
+    make_tree: TreeFactory, data: st.DataObject, size: int, extra: int
+) -> None:
+    tree = make_tree(ref_leaf_hash(i) for i in range(size + extra))
     index = data.draw(st.integers(0, size - 1), label="index")
     old = data.draw(st.integers(0, size), label="old size")
     root, old_root = ref_mth(0, size), ref_mth(0, old)
