@@ -53,7 +53,10 @@ class _UserTenant(Schema):
 
 @dataclass(frozen=True)
 class EventDraft:
-    """An event as a caller asks for it; position, time and signature come at append."""
+    """An event as a caller asks for it; position, time and signature come at append.
+
+    Built with `EventDraft.of(payload, ...)` (callers: `ledger.usecases.context.draft`),
+    never by hand: an event's type is its payload's class."""
 
     type: str
     tenant_id: str
