@@ -1,4 +1,8 @@
-"""The embedded default end to end: ingest, retrieve, checkpoint, bundle, verify."""
+"""The embedded default end to end: ingest, retrieve, checkpoint, bundle, verify.
+
+Built on the use cases (`ledger.usecases`), as the HTTP API is: the demo is one
+more caller of `ingest_document` and `record_retrieval`.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,14 @@ from rich.console import Console
 from ledger.application import Ledger
 from ledger.audit import verify_store
 from ledger.bundle import build_bundle, verify_bundle
+from ledger.claims import DocumentClaims
 from ledger.config import LedgerConfig
-from ledger.entries import EventDraft
-from ledger.events import Chunk, DocumentIngested, Locator, RetrievalRecorded, SelectedEntry, TaskEnvelope
-from ledger.sealing import document_key_ref
+from ledger.usecases.commands import DocumentIn, RetrievalIn, SelectedEntryIn, TaskIn
+from ledger.usecases.context import Caller
+from ledger.usecases.documents import ingest_document
+from ledger.usecases.retrievals import record_retrieval
+from projections.lookups import ledger_context
+from projections.queries import ReadModels
 
 SAMPLE = [
     (
@@ -26,75 +34,54 @@ SAMPLE = [
     ("handbook/replay.md", "Replay", "A replay re-runs a retrieval with its frozen policy snapshot."),
 ]
 
+DEMO_CALLER = Caller(tenant_id="default", actor="demo", scopes=frozenset({"ingest.write", "retrieval.write"}))
+
 
 def run_demo(config: LedgerConfig, retrievals: int, console: Console) -> int:
-    tenant = "default"
+    caller = DEMO_CALLER
+    tenant = caller.tenant_id
     started = time.perf_counter()
     with Ledger(config) as ledger:
+        ctx = ledger_context(ledger)
+        claims = DocumentClaims(ledger.store)
         documents = []
-        drafts = []
         for path, title, text in SAMPLE:
             document_id = uuid.uuid5(uuid.NAMESPACE_URL, f"demo:{path}").hex
-            key_ref = document_key_ref(tenant, document_id)
-            seal = ledger.sealer.seal
-            chunk_id = f"{document_id[:12]}-0"
-            document = DocumentIngested(
-                document_id=document_id,
-                version_id=uuid.uuid4().hex,
-                version=1,
-                source="demo",
+            doc = DocumentIn(
                 path=path,
-                title=seal(title, tenant_id=tenant, key_ref=key_ref),
-                content_sha256=hashlib.sha256(text.encode()).hexdigest(),
+                text=text,
+                title=title,
+                source="demo",
                 sensitivity="internal",
                 retention_days=180,
-                chunks=[
-                    Chunk(
-                        chunk_id=chunk_id,
-                        ordinal=0,
-                        locator=Locator(start_line=1, end_line=1),
-                        text=seal(text, tenant_id=tenant, key_ref=key_ref),
-                    )
-                ],
+                document_id=document_id,
             )
-            documents.append((document_id, chunk_id, path, key_ref, text))
-            drafts.append(
-                EventDraft(type="DocumentIngested", tenant_id=tenant, actor="demo", payload=document)
-            )
-        ledger.append_batch(drafts, tenant_id=tenant)
+            result = ingest_document(ctx, claims, caller, doc)
+            if result.created:
+                chunk_id = result.body["chunks"][0]["chunk_id"]
+            else:  # the same text from an earlier run: cite the chunk already recorded
+                chunk_id = next(
+                    chunk.chunk_id
+                    for chunk in ReadModels(ledger.store).corpus_now(tenant)
+                    if chunk.document_id == document_id
+                )
+            documents.append((document_id, chunk_id, text))
 
-        batch: list[EventDraft] = []
         last_position = 0
         for index in range(retrievals):
-            document_id, chunk_id, path, key_ref, text = documents[index % len(documents)]
-            entry = SelectedEntry(
-                citation_id=uuid.uuid4().hex,
-                document_id=document_id,
-                chunk_id=chunk_id,
-                path=path,
-                locator=Locator(start_line=1, end_line=1),
-                score="1.250000",
-                snapshot=ledger.sealer.seal(text, tenant_id=tenant, key_ref=key_ref),
-                sensitivity="internal",
-            )
-            payload = RetrievalRecorded(
-                receipt_id=uuid.uuid4().hex,
-                query=ledger.sealer.seal(f"demo question {index}", tenant_id=tenant),
-                task=TaskEnvelope(task_id=f"task-{index}", deadline_ms=2000),
+            document_id, chunk_id, text = documents[index % len(documents)]
+            retrieval = RetrievalIn(
+                query=f"demo question {index}",
                 engine="external:demo",
-                mode="live",
-                selected_entries=[entry],
+                task=TaskIn(task_id=f"task-{index}", deadline_ms=2000),
+                selected_entries=[
+                    SelectedEntryIn(
+                        document_id=document_id, chunk_id=chunk_id, score="1.250000", snippet=text
+                    )
+                ],
                 context_hash=hashlib.sha256(text.encode()).hexdigest(),
-                status="ok",
             )
-            batch.append(
-                EventDraft(type="RetrievalRecorded", tenant_id=tenant, actor="demo", payload=payload)
-            )
-            if len(batch) == 50:
-                last_position = ledger.append_batch(batch, tenant_id=tenant)[-1].position
-                batch = []
-        if batch:
-            last_position = ledger.append_batch(batch, tenant_id=tenant)[-1].position
+            last_position = record_retrieval(ctx, caller, retrieval).body["position"]
         checkpoint = ledger.issue_checkpoint()
         assert checkpoint is not None
         bundle = build_bundle(ledger, last_position or ledger.size)

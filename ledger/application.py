@@ -443,9 +443,7 @@ class Ledger:
             previous_kid=previous_kid,
             possession_signature=new_key.sign(possession_message(new_key.kid, public_b64, previous_kid)),
         )
-        draft = EventDraft(
-            type="SigningKeyRotated", tenant_id=SYSTEM_TENANT, actor="citeledger", payload=payload
-        )
+        draft = EventDraft.of(payload, tenant_id=SYSTEM_TENANT, actor="citeledger")
         item = prepare(draft, system=True)
         with self._lock:
             if previous is None:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from ledger.canonical import canonical_json
 from ledger.events import (
     MAX_ENVELOPE_BYTES,
+    PAYLOAD_MODELS,
     SYSTEM_TENANT,
     EnvelopeTenantId,
     EventRejected,
@@ -52,7 +53,10 @@ class _UserTenant(Schema):
 
 @dataclass(frozen=True)
 class EventDraft:
-    """An event as a caller asks for it; position, time and signature come at append."""
+    """An event as a caller asks for it; position, time and signature come at append.
+
+    Built with `EventDraft.of(payload, ...)` (callers: `ledger.usecases.context.draft`),
+    never by hand: an event's type is its payload's class."""
 
     type: str
     tenant_id: str
@@ -61,6 +65,30 @@ class EventDraft:
     run_id: str | None = None
     trace_id: str | None = None
     event_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @classmethod
+    def of(
+        cls,
+        payload: Schema,
+        *,
+        tenant_id: str,
+        actor: str,
+        run_id: str | None = None,
+        trace_id: str | None = None,
+    ) -> EventDraft:
+        """The one way to build a draft: its type is its payload's class
+        (`ledger.usecases.context.draft` for a caller, the ledger's own key entries)."""
+        event_type = type(payload).__name__
+        if PAYLOAD_MODELS.get(event_type) is not type(payload):
+            raise TypeError(f"{event_type} is not an event payload")
+        return cls(
+            type=event_type,
+            tenant_id=tenant_id,
+            actor=actor,
+            payload=payload,
+            run_id=run_id,
+            trace_id=trace_id,
+        )
 
 
 @dataclass(frozen=True)

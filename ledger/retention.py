@@ -86,18 +86,17 @@ def shred(
     if not to_record:
         return None
     event = ledger.append(
-        EventDraft(
-            type="RetentionScrubbed",
-            tenant_id=tenant_id,
-            actor=actor,
-            run_id=run_id,
-            trace_id=trace_id,
-            payload=RetentionScrubbed(
+        EventDraft.of(
+            RetentionScrubbed(
                 reason=reason,
                 key_refs=to_record,
                 document_ids=list(document_ids),
                 citation_ids=list(citation_ids),
             ),
+            tenant_id=tenant_id,
+            actor=actor,
+            run_id=run_id,
+            trace_id=trace_id,
         ),
         tenant_id=tenant_id,
     )
@@ -113,11 +112,10 @@ def record_pending(ledger: Ledger, *, actor: str) -> list[RecordedEvent]:
     recorded = []
     for (tenant_id, reason), refs in sorted(groups.items()):
         event = ledger.append(
-            EventDraft(
-                type="RetentionScrubbed",
+            EventDraft.of(
+                RetentionScrubbed(reason=reason, key_refs=refs[:MAX_REFS_PER_ENTRY]),  # type: ignore[arg-type]
                 tenant_id=tenant_id,
                 actor=actor,
-                payload=RetentionScrubbed(reason=reason, key_refs=refs[:MAX_REFS_PER_ENTRY]),  # type: ignore[arg-type]
             ),
             tenant_id=tenant_id,
         )

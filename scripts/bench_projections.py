@@ -47,6 +47,7 @@ from ledger.events import (
     TaskEnvelope,
 )
 from ledger.sealing import document_key_ref
+from ledger.usecases.context import Caller, draft
 from projections.queries import ReadModels
 from projections.runner import ProjectionRunner, read_lag
 
@@ -96,7 +97,7 @@ class Workload:
             context_hash="c" * 64,
             status="ok",
         )
-        return EventDraft(type="RetrievalRecorded", tenant_id=tenant, actor="svc-rag", payload=payload)
+        return draft(Caller(tenant, "svc-rag"), payload)
 
     def ingest(self, tenant: str) -> EventDraft:
         doc = self.rng.randrange(DOCS_PER_TENANT)
@@ -120,7 +121,7 @@ class Workload:
                 for i in range(3)
             ],
         )
-        return EventDraft(type="DocumentIngested", tenant_id=tenant, actor="svc-ingest", payload=payload)
+        return draft(Caller(tenant, "svc-ingest"), payload)
 
     def batch(self, size: int) -> list[EventDraft]:
         drafts = []
@@ -131,21 +132,17 @@ class Workload:
             elif i % 499 == 0:
                 doc = self.rng.randrange(DOCS_PER_TENANT)
                 drafts.append(
-                    EventDraft(
-                        type="DocumentRemoved",
-                        tenant_id=tenant,
-                        actor="svc-ingest",
-                        payload=DocumentRemoved(document_id=f"doc-{doc}", reason="withdrawn"),
+                    draft(
+                        Caller(tenant, "svc-ingest"),
+                        DocumentRemoved(document_id=f"doc-{doc}", reason="withdrawn"),
                     )
                 )
             elif i % 997 == 0:
                 doc = self.rng.randrange(DOCS_PER_TENANT)
                 drafts.append(
-                    EventDraft(
-                        type="RetentionScrubbed",
-                        tenant_id=tenant,
-                        actor="svc-retention",
-                        payload=RetentionScrubbed(
+                    draft(
+                        Caller(tenant, "svc-retention"),
+                        RetentionScrubbed(
                             reason="retention_expired",
                             key_refs=[document_key_ref(tenant, f"doc-{doc}")],
                             document_ids=[f"doc-{doc}"],

@@ -1,4 +1,10 @@
-"""Builders for realistic events (sealed text, minted ids) used across tests."""
+"""Builders for realistic events (sealed text, minted ids) used across tests.
+
+`UseCases` records documents and retrievals through the real use cases, as the
+API and the demo do. `document_draft` and `retrieval_draft` build drafts for the
+tests of the append path itself (batches, refusals, the group committer), whose
+types come from their payload classes (`ledger.usecases.context.draft`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ import hashlib
 import uuid
 
 from ledger.application import Ledger
-from ledger.entries import EventDraft
+from ledger.claims import DocumentClaims
+from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import (
     Chunk,
     DocumentIngested,
@@ -17,8 +24,65 @@ from ledger.events import (
     TaskEnvelope,
 )
 from ledger.sealing import document_key_ref
+from ledger.usecases.commands import DocumentIn, RetrievalIn, SelectedEntryIn, TaskIn
+from ledger.usecases.context import Caller, draft
+from ledger.usecases.documents import ingest_document
+from ledger.usecases.retrievals import record_retrieval
+from projections.lookups import ProjectedLookups, ledger_context
+from projections.runner import ProjectionRunner
 
 TENANT = "acme"
+
+
+class UseCases:
+    """The use cases over one ledger (once per ledger: it attaches the write-path projections)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.ctx = ledger_context(ledger)
+        self.claims = DocumentClaims(ledger.store)
+        assert isinstance(self.ctx.lookups, ProjectedLookups)
+        self.runner: ProjectionRunner = self.ctx.lookups.runner  # every projection, attached to the ledger
+
+    def ingest(
+        self,
+        text: str = "The retention floor is 180 days.",
+        *,
+        tenant: str = TENANT,
+        path: str = "docs/a.md",
+    ) -> RecordedEvent:
+        """A new document (its own id) through `ingest_document`; the recorded entry."""
+        doc = DocumentIn(
+            path=path, text=text, title="Title " + text[:10], source="tests", document_id=uuid.uuid4().hex
+        )
+        result = ingest_document(self.ctx, self.claims, Caller(tenant, "svc-ingest"), doc)
+        return self._entry(result.body["position"])
+
+    def retrieve(
+        self, document: RecordedEvent, query: str = "how long are logs kept?", *, tenant: str = TENANT
+    ) -> RecordedEvent:
+        """A retrieval citing the first chunk of `document`, through `record_retrieval`."""
+        chunk = document.payload["chunks"][0]
+        body = RetrievalIn(
+            query=query,
+            engine="external:test-rag",
+            task=TaskIn(task_id="task-1", deadline_ms=1500),
+            selected_entries=[
+                SelectedEntryIn(
+                    document_id=document.payload["document_id"],
+                    chunk_id=chunk["chunk_id"],
+                    score="3.141593",
+                    snippet="cited passage " + query,
+                )
+            ],
+        )
+        caller = Caller(tenant, "svc-rag", frozenset({"retrieval.write"}), trace_id="trace-1")
+        return self._entry(record_retrieval(self.ctx, caller, body).body["position"])
+
+    def _entry(self, position: int) -> RecordedEvent:
+        event = self.ledger.get(position)
+        assert event is not None
+        return event
 
 
 def document_draft(
@@ -48,7 +112,7 @@ def document_draft(
             )
         ],
     )
-    return EventDraft(type="DocumentIngested", tenant_id=tenant, actor="svc-ingest", payload=payload)
+    return draft(Caller(tenant, "svc-ingest"), payload)
 
 
 def retrieval_draft(
@@ -84,11 +148,4 @@ def retrieval_draft(
         context_hash=hashlib.sha256(query.encode()).hexdigest(),
         status="ok",
     )
-    return EventDraft(
-        type="RetrievalRecorded",
-        tenant_id=tenant,
-        actor="svc-rag",
-        payload=payload,
-        run_id=run_id,
-        trace_id="trace-1",
-    )
+    return draft(Caller(tenant, "svc-rag", run_id=run_id, trace_id="trace-1"), payload)

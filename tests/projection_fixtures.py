@@ -25,6 +25,7 @@ from ledger.events import (
     TaskEnvelope,
 )
 from ledger.sealing import document_key_ref
+from ledger.usecases.context import Caller, draft
 
 TENANTS = ("acme", "beta")
 
@@ -61,7 +62,9 @@ def ops() -> st.SearchStrategy[list[Op]]:
 
 @dataclass
 class Scenario:
-    """Turns ops into drafts, remembering documents and citations per tenant."""
+    """Turns ops into drafts, remembering documents and citations per tenant. The
+    payloads are built field by field (fixed ids, versions, engines the use cases
+    would not produce); the drafts still come from `draft()`, type from payload class."""
 
     ledger: Ledger
     versions: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -107,11 +110,11 @@ class Scenario:
             sensitivity="restricted" if op.doc == 3 else "internal",
             chunks=chunks,
         )
-        return EventDraft(type="DocumentIngested", tenant_id=op.tenant, actor="svc-ingest", payload=payload)
+        return draft(Caller(op.tenant, "svc-ingest"), payload)
 
     def _remove(self, op: Op) -> EventDraft:
         payload = DocumentRemoved(document_id=self.document_id(op.tenant, op.doc), reason="source_deleted")
-        return EventDraft(type="DocumentRemoved", tenant_id=op.tenant, actor="svc-ingest", payload=payload)
+        return draft(Caller(op.tenant, "svc-ingest"), payload)
 
     def _retrieve(self, op: Op) -> EventDraft:
         snapshot: PolicySnapshot | None = None
@@ -154,13 +157,7 @@ class Scenario:
             context_hash=hashlib.sha256(uuid.uuid4().bytes).hexdigest(),
             status="ok" if entries else "no_hit",
         )
-        return EventDraft(
-            type="RetrievalRecorded",
-            tenant_id=op.tenant,
-            actor="svc-rag",
-            payload=payload,
-            run_id=f"run-{op.tenant}",
-        )
+        return draft(Caller(op.tenant, "svc-rag", run_id=f"run-{op.tenant}"), payload)
 
     def _scrub_doc(self, op: Op) -> EventDraft:
         document_id = self.document_id(op.tenant, op.doc)
@@ -169,9 +166,7 @@ class Scenario:
             key_refs=[document_key_ref(op.tenant, document_id)],
             document_ids=[document_id],
         )
-        return EventDraft(
-            type="RetentionScrubbed", tenant_id=op.tenant, actor="svc-retention", payload=payload
-        )
+        return draft(Caller(op.tenant, "svc-retention"), payload)
 
     def _scrub_citation(self, op: Op) -> EventDraft:
         known = self.citations.get(op.tenant, [])
@@ -180,9 +175,7 @@ class Scenario:
             key_refs=[],
             citation_ids=known[:1] or ["nothing-yet"],
         )
-        return EventDraft(
-            type="RetentionScrubbed", tenant_id=op.tenant, actor="svc-retention", payload=payload
-        )
+        return draft(Caller(op.tenant, "svc-retention"), payload)
 
     def _deny(self, op: Op) -> EventDraft:
         payload = AccessDenied(
@@ -191,7 +184,7 @@ class Scenario:
             required_scope="knowledge.restricted.read",
             reason="restricted_scope_required",
         )
-        return EventDraft(type="AccessDenied", tenant_id=op.tenant, actor="svc-api", payload=payload)
+        return draft(Caller(op.tenant, "svc-api"), payload)
 
 
 def config_dict(config: Any) -> dict[str, Any]:

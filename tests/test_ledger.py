@@ -7,6 +7,7 @@ import itertools
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -16,10 +17,11 @@ from ledger.application import Ledger
 from ledger.audit import verify_export, verify_store, write_export
 from ledger.bundle import BundleError, build_bundle, verify_bundle
 from ledger.entries import EventDraft, entry_signature_ok, signing_input_of
-from ledger.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot
+from ledger.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot, SigningKeyRotated
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.signing import verify_signature
+from ledger.usecases.context import Caller, draft
 from tests.factories import TENANT, document_draft, retrieval_draft
 
 
@@ -107,15 +109,18 @@ def _bad(ledger: Ledger, mutate: Callable[[EventDraft], EventDraft]) -> EventRej
     return caught.value
 
 
-def _with_payload(draft: EventDraft, **changes: Any) -> EventDraft:
+def _with_payload(valid: EventDraft, **changes: Any) -> EventDraft:
+    """The draft with a deliberately malformed payload: a raw mapping the schemas must refuse
+    (no payload class could hold it, so it cannot come from `draft()`)."""
     payload = (
-        draft.payload.model_dump(mode="json") if not isinstance(draft.payload, dict) else dict(draft.payload)
+        valid.payload.model_dump(mode="json") if not isinstance(valid.payload, dict) else dict(valid.payload)
     )
     payload.update(changes)
-    return EventDraft(type=draft.type, tenant_id=draft.tenant_id, actor=draft.actor, payload=payload)
+    return replace(valid, payload=payload)
 
 
 def test_unknown_type_is_refused(ledger: Ledger) -> None:
+    # Deliberately hand-built: no payload class is named "Nope", so `draft()` cannot make this event.
     error = _bad(ledger, lambda d: EventDraft(type="Nope", tenant_id=TENANT, actor="a", payload={}))
     assert error.field == "type"
 
@@ -135,13 +140,9 @@ def test_plain_text_where_a_sealed_value_belongs_is_refused(ledger: Ledger) -> N
 
 
 def test_wrong_tenant_is_refused(ledger: Ledger) -> None:
-    error = _bad(
-        ledger, lambda d: EventDraft(type=d.type, tenant_id="other", actor=d.actor, payload=d.payload)
-    )
+    error = _bad(ledger, lambda d: replace(d, tenant_id="other"))
     assert error.field == "events[1].tenant_id"
-    error = _bad(
-        ledger, lambda d: EventDraft(type=d.type, tenant_id="Bad Tenant!", actor=d.actor, payload=d.payload)
-    )
+    error = _bad(ledger, lambda d: replace(d, tenant_id="Bad Tenant!"))
     assert "tenant_id" in error.field
 
 
@@ -156,7 +157,7 @@ def test_system_events_cannot_be_forged_through_append(ledger: Ledger) -> None:
     assert genesis is not None
     error = _bad(
         ledger,
-        lambda d: EventDraft(type="SigningKeyRotated", tenant_id=TENANT, actor="a", payload=genesis.payload),
+        lambda d: draft(Caller(TENANT, "a"), SigningKeyRotated.model_validate(genesis.payload)),
     )
     assert error.field == "type"
 
@@ -323,7 +324,7 @@ def test_group_commit_batches_concurrent_writers(ledger: Ledger) -> None:
     positions = sorted(event.position for result in results for event in result)
     assert positions == list(range(2, 122))  # every event once, nothing from the refused request
     for request, result in zip(drafts, results, strict=True):
-        assert [event.event_id for event in result] == [draft.event_id for draft in request]
+        assert [event.event_id for event in result] == [sent.event_id for sent in request]
     assert ledger.sync() == 121
     assert committer.batches < len(drafts), "concurrent writers should share transactions"
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok

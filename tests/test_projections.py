@@ -21,12 +21,13 @@ from ledger.config import LedgerConfig
 from ledger.entries import RecordedEvent
 from ledger.events import PolicySnapshot
 from ledger.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
+from ledger.usecases.context import Caller, draft
 from projections.base import Projection
 from projections.digest import digests
 from projections.queries import HistoryFilter, InvalidCursor, ReadModels, ReceiptFilter, TextUnavailable
 from projections.runner import ProjectionRunner, default_projections, embedded
 from tests.conftest import fresh_config
-from tests.factories import TENANT, document_draft, retrieval_draft
+from tests.factories import TENANT, UseCases, document_draft, retrieval_draft
 from tests.projection_fixtures import Op, Scenario, ops
 
 
@@ -40,9 +41,10 @@ def reads(ledger: Ledger) -> ReadModels:
     return ReadModels(ledger.store)
 
 
-def test_read_your_writes(ledger: Ledger, runner: ProjectionRunner, reads: ReadModels) -> None:
-    doc = ledger.append(document_draft(ledger, "alpha beta"))
-    receipt = ledger.append(retrieval_draft(ledger, "what is alpha?"))
+def test_read_your_writes(ledger: Ledger, reads: ReadModels) -> None:
+    cases = UseCases(ledger)
+    doc = cases.ingest("alpha beta")
+    receipt = cases.retrieve(doc, "what is alpha?")
     # No waiting: append returns after the projections applied the entry.
     view = reads.receipt(TENANT, receipt.payload["receipt_id"])
     assert view is not None and view.position == receipt.position and view.signature == receipt.signature
@@ -55,14 +57,14 @@ def test_read_your_writes(ledger: Ledger, runner: ProjectionRunner, reads: ReadM
     assert [c.live_from_position for c in chunks] == [doc.position]
     assert reads.chunk_text(chunks[0], ledger.sealer) == "alpha beta"
     assert [e.position for e in reads.events(TENANT).items] == [doc.position, receipt.position]
-    assert all(item.lag == 0 for item in runner.lag())
+    assert all(item.lag == 0 for item in cases.runner.lag())
 
 
-def test_plain_text_never_reaches_a_read_model(ledger: Ledger, runner: ProjectionRunner) -> None:
-    ledger.append(document_draft(ledger, "SECRET-CHUNK-TEXT"))
-    ledger.append(retrieval_draft(ledger, "SECRET-QUERY-TEXT"))
+def test_plain_text_never_reaches_a_read_model(ledger: Ledger) -> None:
+    cases = UseCases(ledger)
+    cases.retrieve(cases.ingest("SECRET-CHUNK-TEXT"), "SECRET-QUERY-TEXT")
     with ledger.store.transaction(commit=False) as cursor:
-        for spec in (t for p in runner.projections for t in p.tables):
+        for spec in (t for p in cases.runner.projections for t in p.tables):
             cursor.execute(f"SELECT * FROM {ledger.store.table(spec.name)}")
             dump = repr([dict(row) for row in cursor.fetchall()])
             assert "SECRET" not in dump, spec.name
@@ -236,7 +238,7 @@ def test_a_failing_event_stops_only_that_projection(
     payload = bad_draft.payload.model_copy(  # type: ignore[union-attr]
         update={"task": bad_draft.payload.task.model_copy(update={"task_id": "boom"})}  # type: ignore[union-attr]
     )
-    bad = ledger.append(type(bad_draft)(**{**bad_draft.__dict__, "payload": payload}))
+    bad = ledger.append(draft(Caller(TENANT, "svc-rag"), payload))
     later = ledger.append(retrieval_draft(ledger))
     with caplog.at_level(logging.ERROR, logger="citeledger.projections"):
         runner.catch_up()

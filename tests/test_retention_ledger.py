@@ -14,7 +14,7 @@ from ledger.bundle import build_bundle, verify_bundle
 from ledger.retention import RetentionRules, expiry_key_for, record_pending, shred
 from ledger.sealing import KeyDestroyed, document_key_ref
 from tests.conftest import RawStore
-from tests.factories import TENANT, document_draft
+from tests.factories import TENANT, UseCases
 
 
 def test_expiry_respects_the_floor_and_rounds_up_to_midnight() -> None:
@@ -47,7 +47,7 @@ def test_shredding_a_document_erases_its_text_and_keeps_history_verifiable(
     ledger: Ledger, raw_store: RawStore
 ) -> None:
     marker = "MARKER-4c1d-unique-chunk-text"
-    ingested = ledger.append(document_draft(ledger, f"Confidential: {marker}."), tenant_id=TENANT)
+    ingested = UseCases(ledger).ingest(f"Confidential: {marker}.")
     document_id = ingested.payload["document_id"]
     key_ref = document_key_ref(TENANT, document_id)
     chunk = ingested.payload["chunks"][0]["text"]
@@ -85,7 +85,7 @@ def test_shredding_a_document_erases_its_text_and_keeps_history_verifiable(
 
 
 def test_a_crash_between_destroying_and_recording_is_recovered(ledger: Ledger) -> None:
-    ingested = ledger.append(document_draft(ledger), tenant_id=TENANT)
+    ingested = UseCases(ledger).ingest()
     key_ref = document_key_ref(TENANT, ingested.payload["document_id"])
     assert ledger.data_keys.destroy(key_ref, TENANT, "governance_scrub")  # ...and the process dies here
     recorded = record_pending(ledger, actor="retention")

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ledger.application import Ledger, WriteOutcome
 from ledger.entries import EventDraft, RecordedEvent
-from ledger.events import PAYLOAD_MODELS, Schema
+from ledger.events import Schema
 from ledger.idempotency import IdempotencyKey, IdempotentWrite
 from ledger.retention import RetentionRules
 from ledger.sealing import Sealer
@@ -66,14 +66,10 @@ class UseCaseContext:
 
 def draft(caller: Caller, payload: Schema) -> EventDraft:
     """An event of the caller's tenant; its type is its payload's class."""
-    event_type = type(payload).__name__
-    if PAYLOAD_MODELS.get(event_type) is not type(payload):
-        raise TypeError(f"{event_type} is not an event payload")
-    return EventDraft(
-        type=event_type,
+    return EventDraft.of(
+        payload,
         tenant_id=caller.tenant_id,
         actor=caller.actor,
-        payload=payload,
         run_id=caller.run_id,
         trace_id=caller.trace_id,
     )
