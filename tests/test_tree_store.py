@@ -314,7 +314,7 @@ def test_key_chain_checks_still_apply_without_a_full_read(
         "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 2",
         (orjson.dumps(envelope, option=orjson.OPT_SORT_KEYS), raw_store_value),
     )
-    with pytest.raises(LedgerIntegrityError, match="position 2: key rotation without a valid proof of possession"):
+    with pytest.raises(LedgerIntegrityError, match="position 2: key rotation without a valid proof"):
         _reopen(ledger_config).close()
 
 
