@@ -25,9 +25,10 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from api.contract import ApiError
+from ledger import adapters
 from ledger.store import Store
 
-RATE_TABLE = "citeledger_api_rate_limits"
+RATE_TABLE = adapters.RATE_TABLE
 LEASE_TTL_S = 1.0
 MAX_LEASE = 1024
 
@@ -82,51 +83,18 @@ def refused(wait_s: float) -> ApiError:
 
 
 class DatabaseBucket:
+    """The bucket in the ledger's database: one atomic upsert per draw (the store
+    adapter's `rate_bucket_take`), so every worker process shares it."""
+
     def __init__(self, store: Store, rate: float, burst: int) -> None:
         self.store, self.rate, self.burst = store, rate, burst
-        real = "REAL" if store.dialect == "sqlite" else "DOUBLE PRECISION"
-        store.create_tables(
-            f"CREATE TABLE IF NOT EXISTS {store.table(RATE_TABLE)} ("
-            f"bucket TEXT PRIMARY KEY, tokens {real} NOT NULL, updated {real} NOT NULL, ok INTEGER NOT NULL)"
-        )
-        table = store.table(RATE_TABLE)
-        # `ok` holds how many tokens the last draw granted (0 = refused).
-        # avail = tokens refilled since `updated` plus the credited lease remainder, capped.
-        if store.dialect == "sqlite":
-            avail = "min(:burst, tokens + max(0, :now - updated) * :rate + :returned)"
-            values = "(:bucket, :initial, :now, :want)"
-        else:
-            avail = (
-                "LEAST(%(burst)s, rl.tokens + GREATEST(0, %(now)s - rl.updated) * %(rate)s + %(returned)s)"
-            )
-            values = "(%(bucket)s, %(initial)s, %(now)s, %(want)s)"
-        want = ":want" if store.dialect == "sqlite" else "%(want)s"
-        now = ":now" if store.dialect == "sqlite" else "%(now)s"
-        alias = "" if store.dialect == "sqlite" else " AS rl"
-        self._sql = (
-            f"INSERT INTO {table}{alias} (bucket, tokens, updated, ok) VALUES {values} "
-            "ON CONFLICT (bucket) DO UPDATE SET "
-            f"tokens = CASE WHEN {avail} >= {want} THEN {avail} - {want} "
-            f"WHEN {avail} >= 1 THEN {avail} - 1 ELSE {avail} END, "
-            f"ok = CASE WHEN {avail} >= {want} THEN {want} WHEN {avail} >= 1 THEN 1 ELSE 0 END, "
-            f"updated = {now} RETURNING tokens, ok"
-        )
+        store.create_tables(*store.adapter.rate_bucket_ddl())
 
     def take(self, key: str, want: int = 1, returned: int = 0) -> tuple[int, float]:
         want = max(1, min(int(want), self.burst))
-        params = {
-            "bucket": key,
-            "burst": float(self.burst),
-            "initial": float(self.burst) - want,
-            "now": time.time(),
-            "rate": self.rate,
-            "returned": float(max(0, returned)),
-            "want": want,
-        }
-        with self.store.transaction(commit=True) as cursor:
-            cursor.execute(self._sql, params)
-            row = cursor.fetchone()
-        tokens, granted = float(row["tokens"]), int(row["ok"])
+        tokens, granted = self.store.adapter.rate_bucket_take(
+            key, want=want, returned=returned, rate=self.rate, burst=self.burst, now=time.time()
+        )
         return granted, 0.0 if granted else (1 - tokens) / self.rate
 
 

@@ -55,7 +55,7 @@ class Services:
             # Scale-out: `citeledger project` runs them; workers catch the write-side models
             # up themselves before a decision that needs them.
             if config.embedded_projections is None:
-                self.embedded = not config.ledger.is_postgres
+                self.embedded = not store.adapter.scale_out
             else:
                 self.embedded = config.embedded_projections
             self.projector = ProjectionRunner(store)

@@ -46,10 +46,11 @@ def serve(
     import uvicorn
 
     from api.auth import ensure_bootstrap_token
+    from ledger.adapters import adapter_class
     from ledger.application import Ledger
 
     config = _prepare(data_dir)
-    if workers > 1 and not config.ledger.is_postgres:
+    if workers > 1 and not adapter_class(config.ledger).scale_out:
         typer.echo(
             "the embedded SQLite store runs one worker; set CITELEDGER_DATABASE_URL for more", err=True
         )

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import StoredEvent
 
 from ledger import idempotency
+from ledger.adapters import DUPLICATE_KEY_ERRORS
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
 from ledger.entries import (
@@ -53,13 +54,7 @@ log = logging.getLogger("citeledger.ledger")
 MAX_BATCH_EVENTS = 1_000
 MAX_APPEND_ATTEMPTS = 200
 _SYNC_PAGE = 10_000
-_DUPLICATE_ERRORS: tuple[type[Exception], ...] = (IntegrityError,)
-try:  # psycopg raises its own UniqueViolation through eventsourcing's pipeline.
-    from psycopg.errors import UniqueViolation
-
-    _DUPLICATE_ERRORS = (IntegrityError, UniqueViolation)
-except ImportError:  # pragma: no cover - psycopg is a hard dependency
-    pass
+_DUPLICATE_ERRORS: tuple[type[Exception], ...] = DUPLICATE_KEY_ERRORS  # a taken log position
 
 
 Notification = tuple[int, RecordedEvent]  # (notification id, committed entry)

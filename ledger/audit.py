@@ -45,33 +45,21 @@ def _store_rows(store: Store, foreign: list[str]) -> Iterator[Row]:
     and building eventsourcing's Notification objects (UUID parsing included)
     costs more than the rest of the check.
     """
-    if store.dialect == "sqlite":
-        ledger_id, checkpoint_id = LEDGER_STREAM_ID.hex, CHECKPOINT_STREAM_ID.hex
-        statement = (
-            f"SELECT rowid AS id, originator_id AS stream, originator_version AS version, topic, state "
-            f"FROM {store.events_table} WHERE rowid > ? ORDER BY rowid LIMIT {_PAGE}"
-        )
-    else:
-        ledger_id, checkpoint_id = str(LEDGER_STREAM_ID), str(CHECKPOINT_STREAM_ID)
-        statement = (
-            "SELECT notification_id AS id, originator_id::text AS stream, originator_version AS version, "
-            f"topic, state FROM {store.table(store.events_table)} WHERE notification_id > %s "
-            f"ORDER BY notification_id LIMIT {_PAGE}"
-        )
+    adapter = store.adapter
+    ledger_id, checkpoint_id = adapter.stream_key(LEDGER_STREAM_ID), adapter.stream_key(CHECKPOINT_STREAM_ID)
     after = 0
     while True:
         with store.transaction(commit=False) as cursor:
-            cursor.execute(statement, (after,))
-            page = cursor.fetchall()
+            page = adapter.log_page(cursor, after, _PAGE)
         for row in page:
-            stream = row["stream"]
+            stream = row.stream
             if stream == ledger_id:
-                yield Row(row["version"], bytes(row["state"]), row["topic"])
+                yield Row(row.version, row.state, row.topic)
             elif stream != checkpoint_id:
-                foreign.append(f"notification {row['id']} of stream {stream}")
+                foreign.append(f"notification {row.notification_id} of stream {stream}")
         if len(page) < _PAGE:
             return
-        after = page[-1]["id"]
+        after = page[-1].notification_id
 
 
 def _range_rows(store: Store, first: int, last: int) -> Iterator[Row]:

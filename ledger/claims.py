@@ -15,9 +15,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ledger import adapters
 from ledger.store import Store
 
-CLAIMS_TABLE = "citeledger_document_claims"
+CLAIMS_TABLE = adapters.CLAIMS_TABLE
 CLAIM_STALE_S = 120.0
 
 
@@ -26,11 +27,7 @@ class ClaimBusy(RuntimeError):
 
 
 def ddl(store: Store) -> list[str]:
-    return [
-        f"CREATE TABLE IF NOT EXISTS {store.table(CLAIMS_TABLE)} (tenant_id TEXT NOT NULL, "
-        "document_id TEXT NOT NULL, owner TEXT NOT NULL, claimed_at DOUBLE PRECISION NOT NULL, "
-        "PRIMARY KEY (tenant_id, document_id))"
-    ]
+    return store.adapter.claims_ddl()
 
 
 class DocumentClaims:
@@ -59,31 +56,16 @@ class DocumentClaims:
                 self._release(tenant_id, document_id, owner)
 
     def _take(self, tenant_id: str, document_id: str, owner: str, wait_s: float) -> None:
-        store, table = self.store, self.store.table(CLAIMS_TABLE)
         deadline = time.monotonic() + wait_s
         while True:
             now = time.time()
-            with store.transaction(commit=True) as cursor:
-                cursor.execute(
-                    store.sql(
-                        f"INSERT INTO {table} AS c (tenant_id, document_id, owner, claimed_at) "
-                        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, document_id) DO UPDATE SET "
-                        "owner=excluded.owner, claimed_at=excluded.claimed_at WHERE c.claimed_at < ?"
-                    ),
-                    (tenant_id, document_id, owner, now, now - CLAIM_STALE_S),
-                )
-                if store.rowcount(cursor) == 1:
-                    return
+            if self.store.adapter.claim_take(
+                tenant_id, document_id, owner, now=now, stale_before=now - CLAIM_STALE_S
+            ):
+                return
             if time.monotonic() >= deadline:
                 raise ClaimBusy(document_id)
             time.sleep(0.02)
 
     def _release(self, tenant_id: str, document_id: str, owner: str) -> None:
-        store = self.store
-        with store.transaction(commit=True) as cursor:
-            cursor.execute(
-                store.sql(
-                    f"DELETE FROM {store.table(CLAIMS_TABLE)} WHERE tenant_id=? AND document_id=? AND owner=?"
-                ),
-                (tenant_id, document_id, owner),
-            )
+        self.store.adapter.claim_release(tenant_id, document_id, owner)

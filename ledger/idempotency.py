@@ -18,10 +18,12 @@ from typing import Any
 
 import orjson
 
+from ledger import adapters
+from ledger.adapters import IdempotencyRecord, IdempotencyRow
 from ledger.entries import RecordedEvent
 from ledger.store import Store
 
-IDEMPOTENCY_TABLE = "citeledger_idempotency"
+IDEMPOTENCY_TABLE = adapters.IDEMPOTENCY_TABLE
 KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")  # visible ASCII, as HTTP headers carry it
 
 Answer = tuple[int, dict[str, Any]]  # (status, body)
@@ -65,62 +67,33 @@ class IdempotentWrite:
 
 
 def ddl(store: Store) -> list[str]:
-    blob = "BLOB" if store.dialect == "sqlite" else "BYTEA"
-    real = "REAL" if store.dialect == "sqlite" else "DOUBLE PRECISION"
-    return [
-        f"CREATE TABLE IF NOT EXISTS {store.table(IDEMPOTENCY_TABLE)} ("
-        "tenant_id TEXT NOT NULL, idem_key TEXT NOT NULL, fingerprint TEXT NOT NULL, "
-        f"status_code INTEGER NOT NULL, response {blob} NOT NULL, position BIGINT NOT NULL, "
-        f"created_at {real} NOT NULL, PRIMARY KEY (tenant_id, idem_key))"
-    ]
+    return store.adapter.idempotency_ddl()
 
 
-def _row_answer(row: Any) -> StoredAnswer:
-    return StoredAnswer(
-        fingerprint=row["fingerprint"],
-        status=int(row["status_code"]),
-        body=orjson.loads(bytes(row["response"])),
-    )
+def _row_answer(row: IdempotencyRow) -> StoredAnswer:
+    return StoredAnswer(fingerprint=row.fingerprint, status=row.status_code, body=orjson.loads(row.response))
 
 
 def find(cursor: Any, store: Store, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], StoredAnswer]:
     """Stored answers for (tenant, key) pairs, read through the caller's transaction."""
-    found: dict[tuple[str, str], StoredAnswer] = {}
-    wanted = sorted(set(keys))
-    table = store.table(IDEMPOTENCY_TABLE)
-    for start in range(0, len(wanted), 200):
-        part = wanted[start : start + 200]
-        where = " OR ".join(["(tenant_id=? AND idem_key=?)"] * len(part))
-        cursor.execute(
-            store.sql(
-                f"SELECT tenant_id, idem_key, fingerprint, status_code, response FROM {table} WHERE {where}"
-            ),
-            tuple(value for pair in part for value in pair),
-        )
-        for row in cursor.fetchall():
-            found[(row["tenant_id"], row["idem_key"])] = _row_answer(row)
-    return found
+    return {ident: _row_answer(row) for ident, row in store.adapter.idempotency_find(cursor, keys).items()}
 
 
 def lookup(store: Store, tenant_id: str, key: str) -> StoredAnswer | None:
     """One stored answer, in a read-only transaction (the fast path before any work)."""
-    with store.transaction(commit=False) as cursor:
-        return find(cursor, store, [(tenant_id, key)]).get((tenant_id, key))
+    row = store.adapter.idempotency_lookup(tenant_id, key)
+    return None if row is None else _row_answer(row)
 
 
 def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> None:
     """Record answers inside the transaction that inserts their entries."""
-    if not rows:
-        return
     now = time.time()
-    cursor.executemany(
-        store.sql(
-            f"INSERT INTO {store.table(IDEMPOTENCY_TABLE)} "
-            "(tenant_id, idem_key, fingerprint, status_code, response, position, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)"
-        ),
+    store.adapter.idempotency_insert(
+        cursor,
         [
-            (key.tenant_id, key.key, key.fingerprint, status, orjson.dumps(body), position, now)
+            IdempotencyRecord(
+                key.tenant_id, key.key, key.fingerprint, status, orjson.dumps(body), position, now
+            )
             for key, (status, body), position in rows
         ],
     )

@@ -28,13 +28,13 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from ledger import adapters
 from ledger.events import Sealed
 from ledger.signing import b64, unb64
 from ledger.store import Store
 from ledger.timestamps import utc_now
 
-# Table names below are this constant, never input; values always go as parameters.
-KEYS_TABLE = "citeledger_data_keys"
+KEYS_TABLE = adapters.KEYS_TABLE
 _CACHE_TTL_S = 2.0  # bounds how long another process may still read a shredded key
 
 
@@ -99,22 +99,16 @@ def _combine(tenant_id: str, refs: tuple[str, ...], keys: list[_DataKey]) -> _Da
 
 
 class DataKeyStore:
-    """Data keys in a side table, each wrapped (AES-GCM) by the master key."""
+    """Data keys in a side table (the store adapter's `data_key_*` primitives), each
+    wrapped (AES-GCM) by the master key, so the database alone never yields a key."""
 
     def __init__(self, store: Store, master_key: bytes) -> None:
         self.store = store
+        self.adapter = store.adapter
         self._wrap = AESGCM(master_key)
         self._cache: dict[str, _DataKey] = {}
         self._lock = threading.Lock()
-        blob = "BLOB" if store.dialect == "sqlite" else "BYTEA"
-        store.create_tables(
-            f"CREATE TABLE IF NOT EXISTS {store.table(KEYS_TABLE)} ("
-            "key_ref TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, "
-            f"wrapped {blob}, created_at TEXT NOT NULL, "
-            # scrub_position: where the RetentionScrubbed entry recording this
-            # destruction sits; NULL until recorded, so a crash in between is redone.
-            "destroyed_at TEXT, destroy_reason TEXT, scrub_position BIGINT)"
-        )
+        store.create_tables(*self.adapter.data_keys_ddl())
 
     def _wrap_key(self, key_ref: str, dek: bytes, salt: bytes) -> bytes:
         nonce = os.urandom(12)
@@ -128,22 +122,14 @@ class DataKeyStore:
         cached = self._cache.get(key_ref)
         if cached is not None and time.monotonic() - cached.loaded_at < _CACHE_TTL_S:
             return cached
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                store.sql(
-                    f"SELECT tenant_id, wrapped, destroyed_at FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"
-                ),
-                (key_ref,),
-            )
-            row = cursor.fetchone()
+        row = self.adapter.data_key_get(key_ref)
         if row is None:
             return None
-        if row["destroyed_at"] is not None or row["wrapped"] is None:
+        if row.destroyed or row.wrapped is None:
             self._cache.pop(key_ref, None)
             raise KeyDestroyed(key_ref)
-        dek, salt = self._unwrap(key_ref, bytes(row["wrapped"]))
-        key = _DataKey(AESGCM(dek), salt, row["tenant_id"], time.monotonic(), dek)
+        dek, salt = self._unwrap(key_ref, row.wrapped)
+        key = _DataKey(AESGCM(dek), salt, row.tenant_id, time.monotonic(), dek)
         with self._lock:
             self._cache[key_ref] = key
         return key
@@ -152,16 +138,10 @@ class DataKeyStore:
         key = self._load(key_ref)
         if key is not None:
             return key
-        store = self.store
         dek, salt = os.urandom(32), os.urandom(32)
-        with store.transaction(commit=True) as cursor:
-            cursor.execute(
-                store.sql(
-                    f"INSERT INTO {store.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
-                ),
-                (key_ref, tenant_id, self._wrap_key(key_ref, dek, salt), utc_now(timespec="seconds")),
-            )
+        self.adapter.data_key_create(
+            key_ref, tenant_id, self._wrap_key(key_ref, dek, salt), utc_now(timespec="seconds")
+        )
         key = self._load(key_ref)  # another process may have won the race
         assert key is not None
         return key
@@ -175,88 +155,31 @@ class DataKeyStore:
     def destroy(self, key_ref: str, tenant_id: str, reason: str) -> bool:
         """Shred a data key; a ref never used gets a tombstone so it can never be
         created later. Returns False when it was already destroyed (idempotent)."""
-        store, table = self.store, self.store.table(KEYS_TABLE)
-        now = utc_now(timespec="seconds")
-        with store.transaction(commit=True) as cursor:
-            cursor.execute(
-                store.sql(
-                    f"INSERT INTO {table} "
-                    "(key_ref, tenant_id, wrapped, created_at, destroyed_at, destroy_reason) "
-                    "VALUES (?, ?, NULL, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
-                ),
-                (key_ref, tenant_id, now, now, reason),
-            )
-            created_tombstone = store.rowcount(cursor)
-            cursor.execute(
-                store.sql(
-                    f"UPDATE {table} SET wrapped=NULL, destroyed_at=?, destroy_reason=? "
-                    "WHERE key_ref=? AND tenant_id=? AND destroyed_at IS NULL"
-                ),
-                (now, reason, key_ref, tenant_id),
-            )
-            changed = created_tombstone or store.rowcount(cursor)
+        changed = self.adapter.data_key_destroy(key_ref, tenant_id, reason, utc_now(timespec="seconds"))
         with self._lock:
             self._cache.pop(key_ref, None)
-        return bool(changed)
+        return changed
 
     def unrecorded_destructions(self, tenant_id: str | None = None) -> list[tuple[str, str, str]]:
         """(key_ref, tenant_id, reason) destroyed but not yet recorded in the log."""
-        store, table = self.store, self.store.table(KEYS_TABLE)
-        statement = (
-            f"SELECT key_ref, tenant_id, destroy_reason FROM {table} "
-            "WHERE destroyed_at IS NOT NULL AND scrub_position IS NULL"
-        )
-        params: tuple[str, ...] = ()
-        if tenant_id is not None:
-            statement += " AND tenant_id=?"
-            params = (tenant_id,)
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(store.sql(statement + " ORDER BY key_ref"), params)
-            return [(row["key_ref"], row["tenant_id"], row["destroy_reason"]) for row in cursor.fetchall()]
+        return self.adapter.data_keys_unrecorded(tenant_id)
 
     def mark_recorded(self, key_refs: Sequence[str], position: int) -> None:
-        store, table = self.store, self.store.table(KEYS_TABLE)
-        with store.transaction(commit=True) as cursor:
-            for key_ref in key_refs:
-                cursor.execute(
-                    store.sql(
-                        f"UPDATE {table} SET scrub_position=? WHERE key_ref=? AND scrub_position IS NULL"
-                    ),
-                    (position, key_ref),
-                )
+        self.adapter.data_keys_mark_recorded(key_refs, position)
 
     def live_refs(self, tenant_id: str, prefix: str, below: str) -> list[str]:
         """Undestroyed key refs of a tenant with `prefix <= ref < below` (bounded)."""
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                store.sql(
-                    f"SELECT key_ref FROM {store.table(KEYS_TABLE)} "
-                    "WHERE tenant_id=? AND destroyed_at IS NULL AND key_ref >= ? AND key_ref < ? "
-                    "ORDER BY key_ref LIMIT 10000"
-                ),
-                (tenant_id, prefix, below),
-            )
-            return [row["key_ref"] for row in cursor.fetchall()]
+        return self.adapter.data_keys_live(tenant_id, prefix, below)
 
     def known(self, key_ref: str) -> bool:
         """Whether the ref was ever created (or tombstoned)."""
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                store.sql(f"SELECT 1 AS present FROM {store.table(KEYS_TABLE)} WHERE key_ref=?"), (key_ref,)
-            )
-            return cursor.fetchone() is not None
+        return self.adapter.data_key_get(key_ref) is not None
 
     def purge_residue(self) -> None:
         """Push destroyed key bytes out of the database's files: SQLite's WAL still
         holds old page images until a checkpoint, PostgreSQL keeps dead tuples
         until the table is rewritten."""
-        self.store.maintenance(
-            "PRAGMA wal_checkpoint(TRUNCATE)"
-            if self.store.dialect == "sqlite"
-            else f"VACUUM FULL {self.store.table(KEYS_TABLE)}"
-        )
+        self.adapter.purge_data_key_residue()
 
 
 class Sealer:

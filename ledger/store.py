@@ -1,10 +1,15 @@
-"""The persistence adapter: `eventsourcing`'s recorder plus our side tables.
+"""The store: `eventsourcing`'s recorder plus our side tables, on one database.
 
 The log itself is written through `eventsourcing`'s ApplicationRecorder (one
 stream for the ledger, one for checkpoints). Side tables that must NOT be in
 the log — data keys, which crypto-shredding destroys — live in the same
 database, reached through the same `eventsourcing` datastore, so SQLite and
 PostgreSQL share one connection configuration.
+
+Everything that differs between the two backends lives in `ledger.adapters`
+(one module per backend); `Store(config)` picks the adapter and exposes it as
+`store.adapter`. The methods below delegate to it, so callers written against
+`Store` did not change.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ from contextlib import contextmanager
 from typing import Any, Literal
 from uuid import UUID
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
+from ledger.adapters import EventStoreApp, StoreAdapter, open_adapter
+from ledger.adapters.postgres import pg_connect
 from ledger.config import LedgerConfig
 
 # Stream ids are fixed: the whole ledger is one totally ordered stream, so the
@@ -32,40 +38,15 @@ KEY_TOPIC = EVENT_TOPIC_PREFIX + "SigningKeyRotated"
 # SQL (both SQLite and PostgreSQL use a partial index only for a literal match).
 KEY_INDEX = "citeledger_key_entries"
 
-
-class EventStoreApp(Application[UUID]):
-    """Only used for its infrastructure: env-driven recorder construction."""
-
-    name = "citeledger"
-
-
-def pg_connect(config: LedgerConfig) -> Any:
-    """A plain autocommit psycopg connection to the configured PostgreSQL (for
-    what eventsourcing's pool does not do: advisory locks, LISTEN)."""
-    import psycopg
-
-    env = config.eventsourcing_env()
-    return psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=int(env["POSTGRES_PORT"]),
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"],
-        autocommit=True,
-        connect_timeout=10,
-    )
-
-
-@contextmanager
-def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
-    """Serialise table creation across processes: eventsourcing's CREATE TYPE
-    is not safe when two processes start on an empty schema at once."""
-    with pg_connect(config) as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext('citeledger-ddl'))")
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext('citeledger-ddl'))")
+__all__ = [
+    "CHECKPOINT_STREAM_ID",
+    "CHECKPOINT_TOPIC",
+    "EVENT_TOPIC_PREFIX",
+    "LEDGER_STREAM_ID",
+    "EventStoreApp",
+    "Store",
+    "pg_connect",
+]
 
 
 class Store:
@@ -73,72 +54,47 @@ class Store:
 
     def __init__(self, config: LedgerConfig) -> None:
         self.config = config
-        if not config.is_postgres:
-            config.data_dir.mkdir(parents=True, exist_ok=True)
-            self.app = EventStoreApp(env=config.eventsourcing_env())
-        else:
-            with _ddl_lock(config):
-                self.app = EventStoreApp(env=config.eventsourcing_env())
-        self.recorder: Any = self.app.recorder
-        self.dialect: Literal["sqlite", "postgres"] = "postgres" if config.is_postgres else "sqlite"
-        env = config.eventsourcing_env()
-        self.schema = env.get("POSTGRES_SCHEMA", "public")
-        self.events_table: str = getattr(self.recorder, "events_table_name", "stored_events")
-        if self.dialect == "sqlite":
-            # Overwrite freed pages so shredded key bytes do not linger in the file.
-            with self.transaction(commit=True) as cursor:
-                cursor.execute("PRAGMA secure_delete=ON")
+        self.adapter: StoreAdapter = open_adapter(config)
+        self.app = self.adapter.app
+        self.recorder: Any = self.adapter.recorder
+        self.schema = self.adapter.schema
+        self.events_table: str = self.adapter.events_table
+
+    @property
+    def dialect(self) -> Literal["sqlite", "postgres"]:
+        """The backend's name, for messages and metrics. Behaviour that differs
+        belongs in an adapter method, not in a branch on this."""
+        return self.adapter.name
 
     def table(self, name: str) -> str:
         """Qualified table name (PostgreSQL tables live in the configured schema)."""
-        if self.dialect == "postgres":
-            return f'"{self.schema}"."{name}"'
-        return name
+        return self.adapter.table(name)
 
     def sql(self, statement: str) -> str:
-        """Write statements with `?` placeholders; adapted here per dialect."""
-        return statement if self.dialect == "sqlite" else statement.replace("?", "%s")
+        """Write statements with `?` placeholders; adapted here per backend."""
+        return self.adapter.sql(statement)
 
     @contextmanager
     def transaction(self, *, commit: bool) -> Iterator[Any]:
-        with self.recorder.datastore.transaction(commit=commit) as cursor:
+        with self.adapter.transaction(commit=commit) as cursor:
             yield cursor
 
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL, serialised across processes on PostgreSQL."""
-        if self.dialect == "postgres":
-            with _ddl_lock(self.config), self.transaction(commit=True) as cursor:
-                for statement in statements:
-                    cursor.execute(statement)
-        else:
-            with self.transaction(commit=True) as cursor:
-                for statement in statements:
-                    cursor.execute(statement)
+        self.adapter.create_tables(*statements)
 
     def maintenance(self, statement: str) -> None:
         """A statement that must run outside a transaction (VACUUM, wal_checkpoint)."""
-        if self.dialect == "postgres":
-            with self.recorder.datastore.get_connection() as conn:
-                conn.execute(statement)
-        else:
-            with self.recorder.datastore.get_connection(commit=True) as conn:
-                conn.cursor().execute(statement)
+        self.adapter.maintenance(statement)
 
     def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
         """Insert log rows through the caller's transaction (so whatever must be atomic
-        with them shares it); returns their notification ids.
-
-        PostgreSQL: eventsourcing's insert takes the table lock that keeps notification
-        ids in commit order, and notifies listeners; SQLite serialises writers itself."""
-        if self.dialect == "postgres":
-            self.recorder._insert_stored_events(cursor, stored)
-            return [int(row["notification_id"]) for row in cursor.fetchall()]
-        return [int(i) for i in self.recorder._insert_events(cursor, stored)]
+        with them shares it); returns their notification ids."""
+        return self.adapter.insert_log(cursor, stored)
 
     def rowcount(self, cursor: Any) -> int:
-        """Rows touched by the last statement (eventsourcing wraps sqlite3's cursor)."""
-        inner = getattr(cursor, "sqlite_cursor", cursor)
-        return int(inner.rowcount)
+        """Rows touched by the last statement."""
+        return self.adapter.rowcount(cursor)
 
     def ensure_key_index(self) -> None:
         """Create the partial index on key entries once (built on first open of an
@@ -170,4 +126,4 @@ class Store:
             return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
 
     def close(self) -> None:
-        self.app.close()
+        self.adapter.close()

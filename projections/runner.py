@@ -25,14 +25,12 @@ in `health()`) and stops; other projections go on.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
+from ledger import adapters
 from ledger.entries import RecordedEvent, utc_now
 from ledger.store import LEDGER_STREAM_ID, Store
 from projections.base import Projection, UnappliableEvent
@@ -47,9 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("citeledger.projections")
 
-TRACKING_TABLE = "citeledger_projection_tracking"
+TRACKING_TABLE = adapters.TRACKING_TABLE
 DEFAULT_BATCH = 1_000
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, sqlite3.OperationalError)
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = adapters.TRANSIENT_ERRORS
 
 Notification = tuple[int, RecordedEvent | None]  # (notification id, ledger entry or None)
 
@@ -149,12 +147,7 @@ class ProjectionRunner:
     def ensure(self) -> None:
         """Create tracking and read-model tables; rebuild a model whose version changed."""
         store = self.store
-        statements = [
-            f"CREATE TABLE IF NOT EXISTS {store.table(TRACKING_TABLE)} ("
-            "projection TEXT PRIMARY KEY, version INTEGER NOT NULL, notification_id BIGINT NOT NULL, "
-            "position BIGINT NOT NULL, status TEXT NOT NULL, error TEXT, failed_position BIGINT, "
-            "updated_at TEXT NOT NULL)"
-        ]
+        statements = store.adapter.tracking_ddl()
         for projection in self.projections:
             statements.extend(projection.ddl(store))
         store.create_tables(*statements)
@@ -323,15 +316,14 @@ class ProjectionRunner:
                 position = events[-1].position if events else state.position
                 # Tracking first: on both databases this takes the write lock, so the
                 # compare-and-set decides before any read-model row is written.
-                cursor.execute(
-                    store.sql(
-                        f"UPDATE {store.table(TRACKING_TABLE)} "
-                        "SET notification_id=?, position=?, updated_at=? "
-                        "WHERE projection=? AND notification_id=? AND status='running'"
-                    ),
-                    (notification_id, position, utc_now(), projection.name, state.notification_id),
-                )
-                if store.rowcount(cursor) != 1:
+                if not store.adapter.tracking_advance(
+                    cursor,
+                    projection.name,
+                    expected_notification_id=state.notification_id,
+                    notification_id=notification_id,
+                    position=position,
+                    updated_at=utc_now(),
+                ):
                     raise _LostRace
                 projection.apply(cursor, store, events)
 
@@ -459,21 +451,14 @@ class ProjectionRunner:
                 continue
             cursor.execute("SAVEPOINT citeledger_projection")
             try:
-                cursor.execute(
-                    store.sql(
-                        f"UPDATE {store.table(TRACKING_TABLE)} "
-                        "SET notification_id=?, position=?, updated_at=? "
-                        "WHERE projection=? AND notification_id=? AND status='running'"
-                    ),
-                    (
-                        committed[-1][0],
-                        events[-1].position,
-                        utc_now(),
-                        projection.name,
-                        state["notification_id"],
-                    ),
-                )
-                if store.rowcount(cursor) != 1:
+                if not store.adapter.tracking_advance(
+                    cursor,
+                    projection.name,
+                    expected_notification_id=int(state["notification_id"]),
+                    notification_id=committed[-1][0],
+                    position=events[-1].position,
+                    updated_at=utc_now(),
+                ):
                     raise _LostRace
                 projection.apply(cursor, store, events)
             except Exception:

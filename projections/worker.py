@@ -12,47 +12,38 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
-import psycopg
-
-from ledger.store import Store, pg_connect
+from ledger.adapters import AppendListener
+from ledger.store import Store
 from projections.runner import TRANSIENT_ERRORS, ProjectionRunner
 
 log = logging.getLogger("citeledger.projections.worker")
 
 
 class LogWaiter:
-    """Blocks until the log may have grown, or `timeout` passes."""
+    """Blocks until the log may have grown, or `timeout` passes (the store adapter's
+    append listener where the backend has one, else a plain sleep: polling)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._conn: psycopg.Connection[Any] | None = None
-        if store.dialect == "postgres":
-            self._listen()
-
-    def _listen(self) -> None:
-        self._conn = pg_connect(self.store.config)
-        channel = self.store.recorder.channel_name
-        self._conn.execute(f'LISTEN "{channel}"')
+        self._listener: AppendListener | None = store.adapter.listen_appends()
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
-        if self._conn is None:
+        if self._listener is None:
             stop.wait(timeout)
             return
         try:
-            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-                pass
-        except psycopg.OperationalError:
+            self._listener.wait(timeout)
+        except TRANSIENT_ERRORS:
             log.warning("lost the LISTEN connection; reconnecting", exc_info=True)
             self.close()
             stop.wait(timeout)
-            self._listen()
+            self._listener = self.store.adapter.listen_appends()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
 
 
 def run_worker(

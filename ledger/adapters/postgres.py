@@ -1,0 +1,131 @@
+"""The scale-out backend: PostgreSQL, one schema per ledger, many writer processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import IntegrityError, StoredEvent
+from psycopg.errors import UniqueViolation
+
+from ledger.adapters.base import KEYS_TABLE, RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+from ledger.config import LedgerConfig
+
+
+def pg_connect(config: LedgerConfig) -> psycopg.Connection[Any]:
+    """A plain autocommit psycopg connection to the configured PostgreSQL (for
+    what eventsourcing's pool does not do: advisory locks, LISTEN)."""
+    env = config.eventsourcing_env()
+    return psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"],
+        autocommit=True,
+        connect_timeout=10,
+    )
+
+
+@contextmanager
+def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
+    """Serialise table creation across processes: eventsourcing's CREATE TYPE
+    is not safe when two processes start on an empty schema at once."""
+    with pg_connect(config) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('citeledger-ddl'))")
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('citeledger-ddl'))")
+
+
+class PgAppendListener:
+    """LISTEN on the channel eventsourcing NOTIFYs on every insert: a follower's lag
+    is one round trip, not a poll interval."""
+
+    def __init__(self, config: LedgerConfig, channel: str) -> None:
+        self._conn = pg_connect(config)
+        self._conn.execute(f'LISTEN "{channel}"')
+
+    def wait(self, timeout: float) -> None:
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresAdapter(StoreAdapter):
+    name: ClassVar[Literal["sqlite", "postgres"]] = "postgres"
+    blob: ClassVar[str] = "BYTEA"
+    real: ClassVar[str] = "DOUBLE PRECISION"
+    # psycopg raises its own UniqueViolation through eventsourcing's pipeline.
+    duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError, UniqueViolation)
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.OperationalError,)
+    scale_out: ClassVar[bool] = True
+
+    def _open_app(self) -> EventStoreApp:
+        with _ddl_lock(self.config):
+            return EventStoreApp(env=self.env)
+
+    def table(self, name: str) -> str:
+        return f'"{self.schema}"."{name}"'
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
+
+    def rowcount(self, cursor: Any) -> int:
+        return int(cursor.rowcount)
+
+    @contextmanager
+    def ddl_guard(self) -> Iterator[None]:
+        with _ddl_lock(self.config):
+            yield
+
+    def maintenance(self, statement: str) -> None:
+        # psycopg connections from eventsourcing's pool are in autocommit mode.
+        with self.recorder.datastore.get_connection() as conn:
+            conn.execute(statement)
+
+    def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
+        # eventsourcing's insert takes the table lock that keeps notification ids in
+        # commit order, and notifies listeners; it returns the ids through the cursor.
+        self.recorder._insert_stored_events(cursor, stored)
+        return [int(row["notification_id"]) for row in cursor.fetchall()]
+
+    def stream_key(self, stream_id: UUID) -> str:
+        return str(stream_id)
+
+    def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
+        cursor.execute(
+            "SELECT notification_id AS id, originator_id::text AS stream, originator_version AS version, "
+            f"topic, state FROM {self.table(self.events_table)} WHERE notification_id > %s "
+            f"ORDER BY notification_id LIMIT {int(limit)}",
+            (after,),
+        )
+        return [
+            LogRow(row["id"], row["stream"], row["version"], row["topic"], bytes(row["state"]))
+            for row in cursor.fetchall()
+        ]
+
+    def listen_appends(self) -> PgAppendListener:
+        return PgAppendListener(self.config, self.recorder.channel_name)
+
+    def purge_data_key_residue(self) -> None:
+        # Dead tuples keep destroyed key bytes until the table is rewritten.
+        self.maintenance(f"VACUUM FULL {self.table(KEYS_TABLE)}")
+
+    def _rate_bucket_statement(self) -> str:
+        avail = "LEAST(%(burst)s, rl.tokens + GREATEST(0, %(now)s - rl.updated) * %(rate)s + %(returned)s)"
+        return (
+            f"INSERT INTO {self.table(RATE_TABLE)} AS rl (bucket, tokens, updated, ok) "
+            "VALUES (%(bucket)s, %(initial)s, %(now)s, %(want)s) "
+            "ON CONFLICT (bucket) DO UPDATE SET "
+            f"tokens = CASE WHEN {avail} >= %(want)s THEN {avail} - %(want)s "
+            f"WHEN {avail} >= 1 THEN {avail} - 1 ELSE {avail} END, "
+            f"ok = CASE WHEN {avail} >= %(want)s THEN %(want)s WHEN {avail} >= 1 THEN 1 ELSE 0 END, "
+            "updated = %(now)s RETURNING tokens, ok"
+        )

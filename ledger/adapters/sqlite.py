@@ -1,0 +1,86 @@
+"""The embedded backend: one SQLite file, writers serialised by SQLite itself."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError, StoredEvent
+
+from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+
+
+class SQLiteAdapter(StoreAdapter):
+    name: ClassVar[Literal["sqlite", "postgres"]] = "sqlite"
+    blob: ClassVar[str] = "BLOB"
+    real: ClassVar[str] = "REAL"
+    # eventsourcing's SQLite datastore turns sqlite3.IntegrityError into its own.
+    duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError,)
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = (sqlite3.OperationalError,)
+    scale_out: ClassVar[bool] = False
+
+    def _open_app(self) -> EventStoreApp:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        app = EventStoreApp(env=self.env)
+        # Overwrite freed pages so shredded key bytes do not linger in the file.
+        recorder: Any = app.recorder
+        with recorder.datastore.transaction(commit=True) as cursor:
+            cursor.execute("PRAGMA secure_delete=ON")
+        return app
+
+    def table(self, name: str) -> str:
+        return name
+
+    def sql(self, statement: str) -> str:
+        return statement
+
+    def rowcount(self, cursor: Any) -> int:
+        # eventsourcing wraps sqlite3's cursor; the wrapper has no rowcount.
+        inner = getattr(cursor, "sqlite_cursor", cursor)
+        return int(inner.rowcount)
+
+    @contextmanager
+    def ddl_guard(self) -> Iterator[None]:
+        """Nothing to hold: SQLite's write lock already serialises the DDL transaction."""
+        yield
+
+    def maintenance(self, statement: str) -> None:
+        with self.recorder.datastore.get_connection(commit=True) as conn:
+            conn.cursor().execute(statement)
+
+    def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
+        # The transaction already holds SQLite's write lock: rowids are in commit order.
+        return [int(i) for i in self.recorder._insert_events(cursor, stored)]
+
+    def stream_key(self, stream_id: UUID) -> str:
+        return stream_id.hex
+
+    def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
+        cursor.execute(
+            "SELECT rowid AS id, originator_id AS stream, originator_version AS version, topic, state "
+            f"FROM {self.events_table} WHERE rowid > ? ORDER BY rowid LIMIT {int(limit)}",
+            (after,),
+        )
+        return [
+            LogRow(row["id"], row["stream"], row["version"], row["topic"], bytes(row["state"]))
+            for row in cursor.fetchall()
+        ]
+
+    def purge_data_key_residue(self) -> None:
+        # The WAL still holds old page images (with key bytes) until a checkpoint.
+        self.maintenance("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _rate_bucket_statement(self) -> str:
+        avail = "min(:burst, tokens + max(0, :now - updated) * :rate + :returned)"
+        return (
+            f"INSERT INTO {self.table(RATE_TABLE)} (bucket, tokens, updated, ok) "
+            "VALUES (:bucket, :initial, :now, :want) "
+            "ON CONFLICT (bucket) DO UPDATE SET "
+            f"tokens = CASE WHEN {avail} >= :want THEN {avail} - :want "
+            f"WHEN {avail} >= 1 THEN {avail} - 1 ELSE {avail} END, "
+            f"ok = CASE WHEN {avail} >= :want THEN :want WHEN {avail} >= 1 THEN 1 ELSE 0 END, "
+            "updated = :now RETURNING tokens, ok"
+        )
