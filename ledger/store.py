@@ -100,12 +100,8 @@ class Store:
         """Create the partial index on key entries once (built on first open of an
         older store; checked in the catalog first so a normal start takes no lock
         on the events table)."""
-        if self.dialect == "postgres":
-            with self.transaction(commit=False) as cursor:
-                cursor.execute("SELECT to_regclass(%s) AS found", (f'"{self.schema}"."{KEY_INDEX}"',))
-                row = cursor.fetchone()
-            if row is not None and row["found"] is not None:
-                return
+        if self.adapter.index_exists(KEY_INDEX):
+            return
         self.create_tables(
             f"CREATE INDEX IF NOT EXISTS {KEY_INDEX} ON {self.table(self.events_table)} "
             f"(originator_id, originator_version) WHERE topic = '{KEY_TOPIC}'"
@@ -113,7 +109,7 @@ class Store:
 
     def key_entries(self, up_to: int) -> list[tuple[int, bytes]]:
         """(position, entry bytes) of every SigningKeyRotated entry at or before `up_to`."""
-        stream: object = LEDGER_STREAM_ID.hex if self.dialect == "sqlite" else LEDGER_STREAM_ID
+        stream = self.adapter.stream_param(LEDGER_STREAM_ID)
         with self.transaction(commit=False) as cursor:
             cursor.execute(
                 self.sql(

@@ -72,7 +72,7 @@ class TileStore:
         self.store = store
         self.tiles_table = store.table(f"{name}_tiles")
         self.state_table = store.table(f"{name}_state")
-        blob = "BLOB" if store.dialect == "sqlite" else "BYTEA"
+        blob = store.adapter.blob
         store.create_tables(
             f"CREATE TABLE IF NOT EXISTS {self.tiles_table} ("
             f"level INTEGER NOT NULL, idx BIGINT NOT NULL, hashes {blob} NOT NULL, "

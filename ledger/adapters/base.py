@@ -168,6 +168,14 @@ class StoreAdapter(ABC):
         with them shares it); returns their notification ids, increasing. A taken
         (stream, version) raises one of `duplicate_errors` (at the latest on commit)."""
 
+    def index_exists(self, name: str) -> bool:
+        """Whether an index exists, checked without a lock (False: create it idempotently)."""
+        return False
+
+    @abstractmethod
+    def stream_param(self, stream_id: UUID) -> object:
+        """`stream_id` as a query parameter for the events table's originator_id."""
+
     @abstractmethod
     def stream_key(self, stream_id: UUID) -> str:
         """How `LogRow.stream` spells `stream_id` on this backend."""

@@ -99,6 +99,16 @@ class PostgresAdapter(StoreAdapter):
     def stream_key(self, stream_id: UUID) -> str:
         return str(stream_id)
 
+    def stream_param(self, stream_id: UUID) -> object:
+        return stream_id
+
+    def index_exists(self, name: str) -> bool:
+        # Checked in the catalog so a normal start takes no lock on the events table.
+        with self.transaction(commit=False) as cursor:
+            cursor.execute("SELECT to_regclass(%s) AS found", (f'"{self.schema}"."{name}"',))
+            row = cursor.fetchone()
+        return row is not None and row["found"] is not None
+
     def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
         cursor.execute(
             "SELECT notification_id AS id, originator_id::text AS stream, originator_version AS version, "

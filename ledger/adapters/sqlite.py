@@ -58,6 +58,9 @@ class SQLiteAdapter(StoreAdapter):
     def stream_key(self, stream_id: UUID) -> str:
         return stream_id.hex
 
+    def stream_param(self, stream_id: UUID) -> object:
+        return stream_id.hex
+
     def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
         cursor.execute(
             "SELECT rowid AS id, originator_id AS stream, originator_version AS version, topic, state "
