@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from uuid import UUID
 
 import psycopg
+from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from psycopg.errors import UniqueViolation
 
@@ -64,7 +65,12 @@ class PostgresAdapter(StoreAdapter):
     real: ClassVar[str] = "DOUBLE PRECISION"
     # psycopg raises its own UniqueViolation through eventsourcing's pipeline.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError, UniqueViolation)
-    transient_errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.OperationalError,)
+    # eventsourcing wraps driver errors raised inside its transactions in its own classes.
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = (
+        psycopg.OperationalError,
+        persistence.OperationalError,
+        persistence.InterfaceError,
+    )
     scale_out: ClassVar[bool] = True
 
     def _open_app(self) -> EventStoreApp:

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, Literal
 from uuid import UUID
 
+from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
@@ -19,7 +20,12 @@ class SQLiteAdapter(StoreAdapter):
     real: ClassVar[str] = "REAL"
     # eventsourcing's SQLite datastore turns sqlite3.IntegrityError into its own.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError,)
-    transient_errors: ClassVar[tuple[type[Exception], ...]] = (sqlite3.OperationalError,)
+    # eventsourcing wraps driver errors raised inside its transactions in its own classes
+    # ("database is locked" is the usual one here).
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = (
+        sqlite3.OperationalError,
+        persistence.OperationalError,
+    )
     scale_out: ClassVar[bool] = False
 
     def _open_app(self) -> EventStoreApp:
