@@ -65,6 +65,7 @@ class Services:
             # Each process applies its own commits at once (read-your-writes).
             self.projector.attach(self.ledger)
             self.ledger.on_commit(self.lookups.observe)
+            self.lookups.load_policies()
             self.ledger.on_commit(self._count)
             self.claims = DocumentClaims(store)
             self.read_models = ReadModels(store)
@@ -123,6 +124,7 @@ class Services:
             try:
                 self.ledger.sync()
                 self.projector.catch_up()
+                self.lookups.load_policies()
             except Exception:  # retried at the next round
                 log.exception("following the log failed")
             with self._followed:
@@ -178,11 +180,8 @@ class Services:
             raise
 
     def policy_version(self, tenant: str | None) -> str:
-        try:
-            policy = self.lookups.live_policy(tenant or "default")
-        except Exception:  # noqa: BLE001 - a version label never fails a response
-            return NO_POLICY
-        return policy.policy_version if policy is not None else NO_POLICY
+        """Memory only (called on the event loop for every response)."""
+        return self.lookups.policy_version(tenant or "default") or NO_POLICY
 
     def projection_health(self) -> tuple[bool, int | None]:
         """(ok, lag) of the read models."""

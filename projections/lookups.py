@@ -144,6 +144,28 @@ class ProjectedLookups:
                     self._chunks[(tenant_id, chunk.document_id, chunk.chunk_id)] = chunk
         return found
 
+    def policy_version(self, tenant_id: str) -> str | None:
+        """The tenant's live policy version as this process last saw it: memory only, so
+        every response can carry it without a database read on the event loop."""
+        cached = self._policies.get(tenant_id)
+        return cached[1].policy_version if cached is not None and cached[1] is not None else None
+
+    def load_policies(self) -> None:
+        """Refresh every tenant's live policy from the read model (the follower calls this)."""
+        rows = self._rows(
+            f"SELECT tenant_id, policy_version, bundle_sha256, bundle_yaml, position "
+            f"FROM {self.store.table(POLICIES_TABLE)}",
+            (),
+        )
+        now = time.monotonic()
+        for row in rows:
+            state = PolicyState(
+                row["policy_version"], row["bundle_sha256"], row["bundle_yaml"], int(row["position"])
+            )
+            cached = self._policies.get(row["tenant_id"])
+            if cached is None or cached[1] is None or state.position >= cached[1].position:
+                self._policies[row["tenant_id"]] = (now, state)
+
     def live_policy(self, tenant_id: str) -> PolicyState | None:
         cached = self._policies.get(tenant_id)
         if cached is not None and time.monotonic() - cached[0] < POLICY_TTL_S:

@@ -207,3 +207,49 @@ def test_same_key_sent_concurrently_is_recorded_once(api: Api) -> None:
     api.services.ledger.sync()
     recorded = [e for e in api.services.ledger.read() if e.type == "RetrievalRecorded"]
     assert len(recorded) == 1
+
+
+def _database_state(api: Api) -> dict[str, list[Any]]:
+    """Every row of every table of the ledger's database (read through its own store)."""
+    store = api.services.ledger.store
+    with store.transaction(commit=False) as cursor:
+        if store.dialect == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            names = [row["name"] for row in cursor.fetchall()]
+        else:
+            cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (store.schema,))
+            names = [row["tablename"] for row in cursor.fetchall()]
+        state = {}
+        for name in sorted(names):
+            cursor.execute(f"SELECT * FROM {store.table(name)}")
+            state[name] = sorted(repr(tuple(dict(row).items())) for row in cursor.fetchall())
+    return state
+
+
+def test_reads_and_health_checks_write_nothing(api: Api) -> None:
+    doc = api.document()
+    receipt = api.retrieval(doc)
+    api.services.follow_now()  # let the background follower settle first
+    before = _database_state(api)
+    h = api.headers()
+    for path in (
+        f"/v1/receipts/{receipt['receipt_id']}",
+        "/v1/receipts?limit=5",
+        "/v1/events?limit=5",
+        f"/v1/events/{receipt['position']}",
+        f"/v1/citations/{receipt['citation_ids'][0]}",
+        "/v1/keys",
+        "/v1/healthz",
+        "/v1/version",
+        "/v1/metrics",
+    ):
+        response = api.client.get(path, headers=h)
+        assert response.status_code == 200, (path, response.text)
+    # An unknown receipt (a miss waits for the follower; the request itself writes nothing).
+    assert api.client.get("/v1/receipts/unknown-receipt", headers=h).status_code == 404
+    after = _database_state(api)
+    # The one shared write a read may cause: drawing a rate-limit lease (at most one per
+    # token per lease lifetime), which is the limiter's job, not the read's.
+    before.pop("citeledger_api_rate_limits", None)
+    after.pop("citeledger_api_rate_limits", None)
+    assert after == before
