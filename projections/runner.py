@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ log = logging.getLogger("citeledger.projections")
 
 TRACKING_TABLE = adapters.TRACKING_TABLE
 DEFAULT_BATCH = 1_000
+REBUILD_BATCH = 5_000  # entries per transaction while rebuilding (fewer commits)
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = adapters.TRANSIENT_ERRORS
 
 Notification = tuple[int, RecordedEvent | None]  # (notification id, ledger entry or None)
@@ -311,7 +313,7 @@ class ProjectionRunner:
         events: list[RecordedEvent],
     ) -> None:
         store = self.store
-        with store.transaction(commit=True) as cursor:
+        with _read_model_transaction(store) as cursor:
             for projection, state in members:
                 position = events[-1].position if events else state.position
                 # Tracking first: on both databases this takes the write lock, so the
@@ -376,16 +378,19 @@ class ProjectionRunner:
         """Empty the read models and re-apply the whole log; returns entries applied.
 
         Query-only indexes are dropped for the bulk load and created once at the
-        end; readers see an incomplete model until the rebuild has caught up."""
+        end; readers see an incomplete model until the rebuild has caught up.
+        Batches are larger than a worker's (fewer, bigger commits)."""
         selected = [self.projection(n) for n in names] if names is not None else self.projections
         with self._lock:
             self.reset(names)
             drops = [statement for p in selected for statement in p.deferred_index_drops(self.store)]
             if drops:
                 self.store.create_tables(*drops)
+            batch_size, self.batch_size = self.batch_size, max(self.batch_size, REBUILD_BATCH)
             try:
                 return self.catch_up(names=names, progress=progress)
             finally:
+                self.batch_size = batch_size
                 self.store.create_tables(*(statement for p in selected for statement in p.ddl(self.store)))
 
     def retry_failed(self) -> list[str]:
@@ -511,6 +516,16 @@ def read_lag(
         for name in (names if names is not None else list(rows))
         if name in rows
     ]
+
+
+def _read_model_transaction(store: Store) -> AbstractContextManager[Any]:
+    """The transaction a batch of read-model rows and their tracking commit in, with
+    relaxed durability (the commit does not wait for the disk).
+
+    Safe because tracking commits with the rows and log entries never do: a commit
+    lost to a power cut is re-applied from the log on restart, and a later durable
+    commit (the log's appends keep their settings) makes every earlier one durable."""
+    return store.adapter.relaxed_transaction()
 
 
 def _cut(batch: list[Notification], stop_position: int) -> list[Notification]:

@@ -341,11 +341,16 @@ def main() -> None:
         verify_seconds = timed(lambda: verify_store(big.store, big.root_public_key))
         report = verify_store(big.store, big.root_public_key)
         assert report.ok, report.first_bad
-        deep_seconds = timed(lambda: verify_store(big.store, big.root_public_key, deep=True))
+        # `verify --deep` and its reference, interleaved and best of 3 each, so load from
+        # other work on a shared host hits both alike.
+        deep_runs, ed_runs = [], []
+        for _ in range(3):
+            ed_runs.append(ed25519_verify_rate(2, 40_000))
+            deep_runs.append(timed(lambda: verify_store(big.store, big.root_public_key, deep=True)))
+        deep_seconds, ed_two = min(deep_runs), max(ed_runs)
         big.close()
         build_store(root, args.startup_small, template, name="small").close()
         startup = bench_startup({args.startup_small: root / "small", size: root / "big"}, args.startup_runs)
-        ed_two = ed25519_verify_rate(2, 40_000)
         ed_one = ed25519_verify_rate(1, 20_000)
         inclusion_ms, consistency_ms, root_ms = proof_latency(args.proof_leaves, 1000)
 
@@ -367,7 +372,8 @@ def main() -> None:
         f"| {rate(size, build_seconds):,.0f} entries/s | - | - |",
         f"| `verify` ({size:,} entries: Merkle roots, checkpoint signatures, signatures of the tail) "
         f"| {verify_rate:,.0f} entries/s | >= 100,000/s | {verify_rate / 100_000:.2f}x of target |",
-        f"| `verify --deep` (every signature) | {deep_rate:,.0f} entries/s | >= 0.8x two-core Ed25519 verify "
+        f"| `verify --deep` (every signature; best of 3, interleaved with the reference) "
+        f"| {deep_rate:,.0f} entries/s | >= 0.8x two-core Ed25519 verify "
         f"| {deep_rate / ed_two:.2f}x of {ed_two:,.0f}/s (one core: {ed_one:,.0f}/s) |",
         f"| inclusion proof at {args.proof_leaves:,} leaves (median) | {inclusion_ms:.3f} ms | < 1 ms | - |",
         f"| consistency proof at {args.proof_leaves:,} leaves (median) "

@@ -313,11 +313,16 @@ def main() -> None:
             print(f"[{backend}] building {args.events:,} entries", flush=True)
             built = build(ledger, workload, args.events)
             size = ledger.size
-            print(f"[{backend}] reading the notification log", flush=True)
-            raw = raw_read_rate(ledger)
-            parsed = parse_rate(ledger)
-            print(f"[{backend}] rebuilding all read models", flush=True)
-            rebuilt = rebuild_rate(ledger)
+            # The rebuild and its reference (the raw read), interleaved, best of 2 each:
+            # load from other work on a shared host hits both alike.
+            raws, parses, rebuilds = [], [], []
+            for attempt in range(2):
+                print(f"[{backend}] reading the notification log ({attempt + 1}/2)", flush=True)
+                raws.append(raw_read_rate(ledger))
+                parses.append(parse_rate(ledger))
+                print(f"[{backend}] rebuilding all read models ({attempt + 1}/2)", flush=True)
+                rebuilds.append(rebuild_rate(ledger))
+            raw, parsed, rebuilt = max(raws), max(parses), max(rebuilds)
             p50, p95, mean_rows = as_of_latency(ledger)
             print(f"[{backend}] lag under 1,000 appends/s for {args.lag_seconds:.0f}s", flush=True)
             lag50, lag95, samples = lag_under_load(ledger, config, workload, args.lag_seconds)
@@ -332,7 +337,7 @@ def main() -> None:
                     "-",
                 ),
                 (
-                    "raw notification-log read (`select_notifications`, pages of 2000)",
+                    "raw notification-log read (`select_notifications`, pages of 2000; best of 2)",
                     f"{raw:,.0f} events/s",
                     "-",
                     "-",
@@ -344,7 +349,7 @@ def main() -> None:
                     f"{parsed / raw:.2f}x raw",
                 ),
                 (
-                    "rebuild all 4 read models from position 0",
+                    "rebuild all 5 read models from position 0 (best of 2, interleaved with the raw read)",
                     f"{rebuilt:,.0f} events/s",
                     ">= 0.3x raw",
                     f"{rebuilt / raw:.2f}x raw",

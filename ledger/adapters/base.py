@@ -168,6 +168,11 @@ class StoreAdapter(ABC):
         with them shares it); returns their notification ids, increasing. A taken
         (stream, version) raises one of `duplicate_errors` (at the latest on commit)."""
 
+    @abstractmethod
+    def relaxed_transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction whose commit need not wait for the disk (read models only:
+        whatever it writes can be re-derived from the log)."""
+
     def index_exists(self, name: str) -> bool:
         """Whether an index exists, checked without a lock (False: create it idempotently)."""
         return False

@@ -108,6 +108,12 @@ class PostgresAdapter(StoreAdapter):
     def stream_param(self, stream_id: UUID) -> object:
         return stream_id
 
+    @contextmanager
+    def relaxed_transaction(self) -> Iterator[Any]:
+        with self.transaction(commit=True) as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+            yield cursor
+
     def index_exists(self, name: str) -> bool:
         # Checked in the catalog so a normal start takes no lock on the events table.
         with self.transaction(commit=False) as cursor:
