@@ -240,33 +240,24 @@ class Ledger:
     ) -> list[RecordedEvent]:
         """Sign and insert; `only_at` gives up (returns []) instead of moving on
         when that position is taken (the genesis entry exists once)."""
+        if not prepared:
+            return []
+        store = self.store
         with self._lock:
             for attempt in range(MAX_APPEND_ATTEMPTS):
-                key = self.signing_key()
-                recorded_at = utc_now()
-                position, prev_hash = self.size, self._head_hash
-                batch: list[RecordedEvent] = []
-                for item in prepared:
-                    position += 1
-                    entry = seal_entry(
-                        item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
-                    )
-                    event = RecordedEvent(position=position, entry=entry)
-                    prev_hash = event.leaf_hash.hex()
-                    batch.append(event)
-                stored = [
-                    StoredEvent(
-                        originator_id=LEDGER_STREAM_ID,
-                        originator_version=event.position,
-                        topic=EVENT_TOPIC_PREFIX + item.draft.type,
-                        state=event.entry,
-                    )
-                    for event, item in zip(batch, prepared, strict=True)
-                ]
                 try:
-                    self.recorder.insert_events(stored)
+                    with store.append_transaction() as cursor:
+                        if store.serialises_appends:
+                            # We hold the sequencer lock: catch up in this transaction, so
+                            # the positions we sign are free and the chain is current.
+                            self._sync_in(cursor)
+                        if only_at is not None and self.size + 1 != only_at:
+                            return []
+                        batch, stored = self._seal_batch(prepared)
+                        store.insert_stored_events(cursor, stored)
                 except _DUPLICATE_ERRORS:
-                    # Another process took these positions: catch up and re-sign.
+                    # Another process took these positions (SQLite, or a writer that does
+                    # not take the sequencer lock): catch up and re-sign.
                     self.sync()
                     if only_at is not None:
                         return []
@@ -274,10 +265,42 @@ class Ledger:
                     continue
                 for event in batch:
                     self.tree.append(event.leaf_hash)
-                self._head_hash = prev_hash
+                self._head_hash = batch[-1].leaf_hash.hex()
                 self._appended.set()
                 return batch
         raise AppendConflict(f"no free position after {MAX_APPEND_ATTEMPTS} attempts")
+
+    def _sync_in(self, cursor: Any) -> None:
+        """`sync` through the append transaction's cursor."""
+        while True:
+            rows = self.store.read_stream(cursor, LEDGER_STREAM_ID, self.size, _SYNC_PAGE)
+            for position, entry in rows:
+                self._absorb(RecordedEvent(position=position, entry=entry))
+            if len(rows) < _SYNC_PAGE:
+                return
+
+    def _seal_batch(self, prepared: Sequence[PreparedDraft]) -> tuple[list[RecordedEvent], list[StoredEvent]]:
+        """Sign `prepared` at the positions after the current head, each chained to its predecessor."""
+        key = self.signing_key()
+        recorded_at = utc_now()
+        position, prev_hash = self.size, self._head_hash
+        batch: list[RecordedEvent] = []
+        for item in prepared:
+            position += 1
+            entry = seal_entry(item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at)
+            event = RecordedEvent(position=position, entry=entry)
+            prev_hash = event.leaf_hash.hex()
+            batch.append(event)
+        stored = [
+            StoredEvent(
+                originator_id=LEDGER_STREAM_ID,
+                originator_version=event.position,
+                topic=EVENT_TOPIC_PREFIX + item.draft.type,
+                state=event.entry,
+            )
+            for event, item in zip(batch, prepared, strict=True)
+        ]
+        return batch, stored
 
     def _append_genesis(self) -> None:
         root_kid = kid_for(self.root_public_key)

@@ -9,12 +9,14 @@ PostgreSQL share one connection configuration.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 from uuid import UUID
 
 from eventsourcing.application import Application
+from eventsourcing.persistence import StoredEvent
 
 from ledger.config import LedgerConfig
 
@@ -78,6 +80,9 @@ class Store:
         env = config.eventsourcing_env()
         self.schema = env.get("POSTGRES_SCHEMA", "public")
         self.events_table: str = getattr(self.recorder, "events_table_name", "stored_events")
+        # Advisory locks are database-wide: one key per schema's log.
+        digest = hashlib.sha256(f"citeledger-sequencer:{self.schema}.{self.events_table}".encode()).digest()
+        self.sequencer_lock_id = int.from_bytes(digest[:8], "big", signed=True)
         if self.dialect == "sqlite":
             # Overwrite freed pages so shredded key bytes do not linger in the file.
             with self.transaction(commit=True) as cursor:
@@ -101,6 +106,52 @@ class Store:
     def transaction(self, *, commit: bool) -> Iterator[Any]:
         with self.recorder.datastore.transaction(commit=commit) as cursor:
             yield cursor
+
+    # -- the log-append transaction (see ledger/sequencing.py) -----------------
+    @property
+    def serialises_appends(self) -> bool:
+        """True when `append_transaction` makes its holder the only writer of log positions
+        (PostgreSQL); on SQLite writers still race and the uniqueness constraint decides."""
+        return self.dialect == "postgres"
+
+    @contextmanager
+    def append_transaction(self) -> Iterator[Any]:
+        """The transaction that appends log entries: commit on success, rollback on error.
+
+        On PostgreSQL it first takes the log's sequencer lock, a transaction-scoped
+        advisory lock (released by the commit or rollback, or by the server when the
+        holder's connection dies), bounded by the store's lock timeout. Everything the
+        holder reads afterwards, in this transaction, includes every entry committed
+        by the previous holder, so positions it assigns are free and its chain is
+        current. On SQLite: a plain write transaction, as `insert_events` uses.
+        """
+        with self.transaction(commit=True) as cursor:
+            if self.dialect == "postgres":
+                timeout = int(self.config.eventsourcing_env().get("POSTGRES_LOCK_TIMEOUT", "0"))
+                cursor.execute(f"SET LOCAL lock_timeout = '{timeout}s'")
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self.sequencer_lock_id,))
+            yield cursor
+
+    def read_stream(self, cursor: Any, stream_id: UUID, after: int, limit: int) -> list[tuple[int, bytes]]:
+        """(version, state) of `stream_id` after `after`, in order, read in the caller's transaction."""
+        table = self.table(self.events_table)
+        key: Any = stream_id if self.dialect == "postgres" else stream_id.hex
+        cursor.execute(
+            self.sql(
+                f"SELECT originator_version, state FROM {table} WHERE originator_id = ? "
+                "AND originator_version > ? ORDER BY originator_version LIMIT ?"
+            ),
+            (key, after, limit),
+        )
+        return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
+
+    def insert_stored_events(self, cursor: Any, stored: Sequence[StoredEvent]) -> None:
+        """eventsourcing's own insert (PostgreSQL: table lock, NOTIFY, insert), in the
+        caller's transaction, so other rows can commit atomically with the entries."""
+        if self.dialect == "postgres":
+            self.recorder._insert_stored_events(cursor, stored)
+        else:
+            self.recorder._insert_events(cursor, stored)
 
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL, serialised across processes on PostgreSQL."""
