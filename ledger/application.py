@@ -221,18 +221,28 @@ class Ledger:
         self, prepared: Sequence[PreparedDraft], *, only_at: int | None = None
     ) -> list[RecordedEvent]:
         committed = self._commit_locked(prepared, only_at=only_at)
+        self.notify_committed(committed)
+        return committed
+
+    def notify_committed(self, committed: Sequence[RecordedEvent]) -> None:
+        """Run the commit listeners for `committed` (entries this process just committed)."""
         if committed:
             for listener in self._commit_listeners:
                 try:
                     listener(committed[-1].position)
                 except Exception:  # the entries are committed; a reader's failure is its own
                     log.exception("commit listener failed")
-        return committed
 
-    def append_prepared(self, prepared: Sequence[PreparedDraft]) -> list[RecordedEvent]:
-        """Commit drafts already validated by `ledger.entries.prepare` (group commit path)."""
+    def append_prepared(
+        self, prepared: Sequence[PreparedDraft], *, notify: bool = True
+    ) -> list[RecordedEvent]:
+        """Commit drafts already validated by `ledger.entries.prepare` (group commit path).
+        `notify=False` leaves the commit listeners to the caller (`notify_committed`),
+        which may run them while the next batch is being sequenced."""
         if len(prepared) > MAX_BATCH_EVENTS:
             raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
+        if not notify:
+            return self._commit_locked(prepared)
         return self._commit(prepared)
 
     def _commit_locked(

@@ -83,6 +83,7 @@ class Store:
         # Advisory locks are database-wide: one key per schema's log.
         digest = hashlib.sha256(f"citeledger-sequencer:{self.schema}.{self.events_table}".encode()).digest()
         self.sequencer_lock_id = int.from_bytes(digest[:8], "big", signed=True)
+        self._lock_timeout_s = int(env.get("POSTGRES_LOCK_TIMEOUT", "0"))
         if self.dialect == "sqlite":
             # Overwrite freed pages so shredded key bytes do not linger in the file.
             with self.transaction(commit=True) as cursor:
@@ -123,14 +124,23 @@ class Store:
         holder's connection dies), bounded by the store's lock timeout. Everything the
         holder reads afterwards, in this transaction, includes every entry committed
         by the previous holder, so positions it assigns are free and its chain is
-        current. On SQLite: a plain write transaction, as `insert_events` uses.
+        current. The transaction runs in pipeline mode: statements are sent as they
+        come and only a fetch or the commit waits for the server, so a whole append
+        (lock, head read, table lock, insert, commit) costs two round trips, which is
+        what the lock's holder must keep short. A unique violation surfaces at the
+        latest from the commit. On SQLite: a plain write transaction, as
+        `insert_events` uses.
         """
-        with self.transaction(commit=True) as cursor:
-            if self.dialect == "postgres":
-                timeout = int(self.config.eventsourcing_env().get("POSTGRES_LOCK_TIMEOUT", "0"))
-                cursor.execute(f"SET LOCAL lock_timeout = '{timeout}s'")
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self.sequencer_lock_id,))
-            yield cursor
+        if self.dialect != "postgres":
+            with self.transaction(commit=True) as cursor:
+                yield cursor
+            return
+        with self.recorder.datastore.get_connection() as conn:
+            with conn.pipeline(), conn.transaction():
+                cursor = conn.cursor()
+                cursor.execute(f"SET LOCAL lock_timeout = '{self._lock_timeout_s}s'")
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self.sequencer_lock_id,), prepare=True)
+                yield cursor
 
     def read_stream(self, cursor: Any, stream_id: UUID, after: int, limit: int) -> list[tuple[int, bytes]]:
         """(version, state) of `stream_id` after `after`, in order, read in the caller's transaction."""

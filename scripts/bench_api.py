@@ -331,6 +331,30 @@ class WaitSampler:
         return ", ".join(f"{key} {count / self.samples:.2f}" for key, count in self.counts.most_common(top))
 
 
+def session_cpu_s(session: int, extra_pids: list[int]) -> float:
+    """CPU seconds (user + system) of every live process in `session` plus `extra_pids`."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session or int(entry.name) in extra_pids:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def backend_pids(dsn: str, app_name: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app_name,))
+        return [int(row[0]) for row in rows.fetchall()]
+
+
 def run_scale_out(
     wrk: str,
     work: Path,
@@ -400,6 +424,11 @@ def run_scale_out(
         target = url + "/v1/retrievals"
         warm = drive_wrk(wrk, script, target, clients, 2, doc=ref, prefix="w")
         sampler = WaitSampler(dsn, app_name) if dsn is not None else None
+        # Server, projection worker (own sessions) and the server's PostgreSQL backends.
+        projector = [procs[-1].pid] if dsn is not None else []
+        backends = backend_pids(dsn, app_name) if dsn is not None else []
+        groups = {"server": (server.pid, []), "projector": (-1, projector), "postgres": (-1, backends)}
+        cpu_before = {name: session_cpu_s(*group) for name, group in groups.items()}
         if sampler is not None:
             sampler.__enter__()
         try:
@@ -409,6 +438,12 @@ def run_scale_out(
         finally:
             if sampler is not None:
                 sampler.__exit__()
+        per_request = 1000 / max(1, result["requests"])
+        split = {
+            name: (session_cpu_s(*group) - cpu_before[name]) * per_request for name, group in groups.items()
+        }
+        result["cpu_ms"] = sum(split.values())
+        result["cpu_split"] = "/".join(f"{split[name]:.2f}" for name in groups)
         result["waits"] = sampler.summary() if sampler is not None else "-"
         acknowledged = warm["requests"] - warm["errors"] + result["requests"] - result["errors"]
     finally:
@@ -443,7 +478,8 @@ def run_scale_out(
     )
     print(
         f"{label}: {result['rps']:.0f} req/s p50 {result['p50_ms']:.1f} ms p99 {result['p99_ms']:.1f} ms, "
-        f"errors {result['errors']}, verify {'ok' if result['verify_ok'] else 'FAILED'}, "
+        f"cpu {result['cpu_ms']:.2f} ms/req ({result['cpu_split']}), errors {result['errors']}, "
+        f"verify {'ok' if result['verify_ok'] else 'FAILED'}, "
         f"{logged} logged >= {acknowledged} acknowledged: {result['complete']}; waits: {result['waits']}",
         flush=True,
     )
@@ -497,13 +533,18 @@ def scale_out(args: argparse.Namespace, wrk: str) -> None:
         "worker and wrk (1 thread). Each run follows a 2 s warm-up and is checked afterwards:",
         "`citeledger verify --deep` clean, every acknowledged retrieval in the log. Waits: mean number of",
         "the server's PostgreSQL backends per sample in each state (`pg_stat_activity`, every 20 ms).",
+        "CPU: user + system time of the server's processes, the projection worker and the server's",
+        "PostgreSQL backends during the measured run, per request (in brackets: server / projection",
+        "worker / PostgreSQL).",
         "",
-        "| run | req/s | p50 ms | p99 ms | errors | verify --deep | acked in log | backend waits |",
-        "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
+        "| run | req/s | p50 ms | p99 ms | CPU ms/req | errors | verify --deep | acked in log "
+        "| backend waits |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for run in runs:
         lines.append(
             f"| {run['label']} | {run['rps']:.0f} | {run['p50_ms']:.1f} | {run['p99_ms']:.1f} "
+            f"| {run['cpu_ms']:.2f} ({run['cpu_split']}) "
             f"| {run['errors']:.0f} | {'clean' if run['verify_ok'] else '**FAILED**'} "
             f"| {'yes' if run['complete'] else '**NO**'} ({run['acknowledged']:.0f}) | {run['waits']} |"
         )
