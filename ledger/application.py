@@ -1,11 +1,41 @@
 """The Ledger: appends signed entries to one eventsourcing stream and keeps
 the Merkle tree and checkpoints over it.
 
-Concurrency: the log is a single stream whose version is the log position,
-so two writers (threads or processes) racing for the same position meet the
-store's uniqueness constraint; the loser re-reads the head and re-signs.
+Concurrency: the log is a single stream whose version is the log position.
 Within a process a lock serialises appends, and `append_batch` is the group
 commit: many events, one transaction, all or nothing.
+
+Between processes (several API workers on PostgreSQL) positions are assigned
+by whoever holds the log's sequencer lock (`Store.append_transaction`: a
+transaction-scoped advisory lock taken before the head is read). The holder
+catches up with what the previous holder committed, through the same
+transaction, then signs its batch at the next positions, chains it to the
+current head and commits; the commit releases the lock. That is the
+transparency-log shape: each worker does all per-request work (validation,
+sealing, canonical payloads) outside the lock, and the lock's holder is, for
+one batch, the single sequencer. Why this and not the alternatives, measured
+with `scripts/bench_api.py --postgres-workers 1,2`:
+
+- Before, writers raced: each signed a batch at the positions it believed
+  free, and the store's uniqueness constraint picked a winner. On PostgreSQL
+  the loser first waited (its insert blocks on the winner's uncommitted row,
+  and on eventsourcing's `LOCK TABLE ... IN EXCLUSIVE MODE`), then got a
+  unique violation, re-read the head, re-signed and tried again: a wasted
+  signed batch and several wasted round trips per collision, so two workers
+  were slower than one. With the lock a batch is signed once, at positions
+  that are known to be free; nothing is retried.
+- A dedicated sequencer process fed through a queue table (LISTEN/NOTIFY)
+  adds a write, a notification and a read per request, and its own failover;
+  the lock gives the same single-writer order with none of that, and a
+  worker that dies releases it with its connection.
+- The holder must be quick, since the lock serialises all workers: the
+  append transaction runs in pipeline mode (lock, head read: one round trip;
+  table lock, insert, commit: one more), and the group committer lets the
+  next batch grow while its worker waits for the lock.
+
+On SQLite (one file, one writer at a time) nothing changes: writers that
+race still meet the uniqueness constraint; the loser re-reads the head and
+re-signs.
 """
 
 from __future__ import annotations

@@ -5,7 +5,14 @@ fails alone and writes nothing); a single writer thread then takes everything
 queued and commits it in one transaction. While one transaction is in
 flight the next batch accumulates, so throughput grows with concurrency
 instead of stopping at one fsync per request. A caller returns only after
-its entries are committed.
+its entries are committed and the ledger's commit listeners have run.
+
+On PostgreSQL two writer threads take turns: while one runs the commit
+listeners of its batch (the API's catalog index, a few round trips per
+entry) the other drains the queue and sequences the next batch, so the
+listeners are not on the sequencing path; every listener catches up to the
+log's end, so a caller still reads its own writes. On SQLite the listeners
+write to the same file as the next batch would, so one thread does both.
 """
 
 from __future__ import annotations

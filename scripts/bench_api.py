@@ -462,7 +462,10 @@ def run_scale_out(
         data_dir=run_dir, database_url=env.get("CITELEDGER_DATABASE_URL"), run_checkpointer=False
     )
     with Ledger(config) as ledger:
-        logged = sum(1 for event in ledger.read() if event.type == "RetrievalRecorded")
+        events = list(ledger.read())
+    logged = sum(1 for event in events if event.type == "RetrievalRecorded")
+    # Every entry of one commit carries the same `recorded_at`: entries per commit.
+    commits = len({event.envelope["recorded_at"] for event in events})
     if dsn is not None and schema is not None:
         import psycopg
 
@@ -475,10 +478,12 @@ def run_scale_out(
         complete=logged >= acknowledged,
         logged=logged,
         acknowledged=acknowledged,
+        per_commit=len(events) / max(1, commits),
     )
     print(
         f"{label}: {result['rps']:.0f} req/s p50 {result['p50_ms']:.1f} ms p99 {result['p99_ms']:.1f} ms, "
-        f"cpu {result['cpu_ms']:.2f} ms/req ({result['cpu_split']}), errors {result['errors']}, "
+        f"cpu {result['cpu_ms']:.2f} ms/req ({result['cpu_split']}), "
+        f"{result['per_commit']:.1f} entries/commit, errors {result['errors']}, "
         f"verify {'ok' if result['verify_ok'] else 'FAILED'}, "
         f"{logged} logged >= {acknowledged} acknowledged: {result['complete']}; waits: {result['waits']}",
         flush=True,
@@ -537,14 +542,14 @@ def scale_out(args: argparse.Namespace, wrk: str) -> None:
         "PostgreSQL backends during the measured run, per request (in brackets: server / projection",
         "worker / PostgreSQL).",
         "",
-        "| run | req/s | p50 ms | p99 ms | CPU ms/req | errors | verify --deep | acked in log "
-        "| backend waits |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
+        "| run | req/s | p50 ms | p99 ms | CPU ms/req | entries/commit | errors | verify --deep "
+        "| acked in log | backend waits |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for run in runs:
         lines.append(
             f"| {run['label']} | {run['rps']:.0f} | {run['p50_ms']:.1f} | {run['p99_ms']:.1f} "
-            f"| {run['cpu_ms']:.2f} ({run['cpu_split']}) "
+            f"| {run['cpu_ms']:.2f} ({run['cpu_split']}) | {run['per_commit']:.1f} "
             f"| {run['errors']:.0f} | {'clean' if run['verify_ok'] else '**FAILED**'} "
             f"| {'yes' if run['complete'] else '**NO**'} ({run['acknowledged']:.0f}) | {run['waits']} |"
         )
