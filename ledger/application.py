@@ -126,6 +126,7 @@ class Ledger:
         self._appended = threading.Event()
         self._closed = threading.Event()
         self._commit_listeners: list[Callable[[int], None]] = []
+        self.conflicts = 0  # batches signed for positions another writer took (re-signed)
 
         self.sync()
         if self.size == 0:
@@ -298,6 +299,7 @@ class Ledger:
                 except _DUPLICATE_ERRORS:
                     # Another process took these positions (SQLite, or a writer that does
                     # not take the sequencer lock): catch up and re-sign.
+                    self.conflicts += 1
                     self.sync()
                     if only_at is not None:
                         return []
