@@ -30,8 +30,12 @@ with `scripts/bench_api.py --postgres-workers 1,2`:
   worker that dies releases it with its connection.
 - The holder must be quick, since the lock serialises all workers: the
   append transaction runs in pipeline mode (lock, head read: one round trip;
-  table lock, insert, commit: one more), and the group committer lets the
-  next batch grow while its worker waits for the lock.
+  table lock, insert, commit: one more; it was nine), and each worker's
+  group commit lets its next batch grow while it waits for the lock.
+- Measured and dropped: a second group-commit writer thread running the
+  commit listeners beside the next batch. It halved the batch size, so more
+  commits and listener passes per request, and on a CPU-bound machine cost
+  more CPU per request than it saved in waiting.
 
 On SQLite (one file, one writer at a time) nothing changes: writers that
 race still meet the uniqueness constraint; the loser re-reads the head and
@@ -252,28 +256,18 @@ class Ledger:
         self, prepared: Sequence[PreparedDraft], *, only_at: int | None = None
     ) -> list[RecordedEvent]:
         committed = self._commit_locked(prepared, only_at=only_at)
-        self.notify_committed(committed)
-        return committed
-
-    def notify_committed(self, committed: Sequence[RecordedEvent]) -> None:
-        """Run the commit listeners for `committed` (entries this process just committed)."""
         if committed:
             for listener in self._commit_listeners:
                 try:
                     listener(committed[-1].position)
                 except Exception:  # the entries are committed; a reader's failure is its own
                     log.exception("commit listener failed")
+        return committed
 
-    def append_prepared(
-        self, prepared: Sequence[PreparedDraft], *, notify: bool = True
-    ) -> list[RecordedEvent]:
-        """Commit drafts already validated by `ledger.entries.prepare` (group commit path).
-        `notify=False` leaves the commit listeners to the caller (`notify_committed`),
-        which may run them while the next batch is being sequenced."""
+    def append_prepared(self, prepared: Sequence[PreparedDraft]) -> list[RecordedEvent]:
+        """Commit drafts already validated by `ledger.entries.prepare` (group commit path)."""
         if len(prepared) > MAX_BATCH_EVENTS:
             raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
-        if not notify:
-            return self._commit_locked(prepared)
         return self._commit(prepared)
 
     def _commit_locked(

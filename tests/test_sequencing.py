@@ -12,7 +12,6 @@ from collections.abc import Callable
 from ledger.application import Ledger
 from ledger.audit import verify_store
 from ledger.entries import RecordedEvent
-from ledger.group_commit import GroupCommitter
 from tests.factories import TENANT, retrieval_draft
 
 
@@ -43,30 +42,3 @@ def test_two_ledgers_sequence_without_conflicts(open_ledger: Callable[..., Ledge
     reader.issue_checkpoint()
     report = verify_store(reader.store, reader.root_public_key, deep=True)
     assert report.ok, report.first_bad
-
-
-def test_group_commit_writers_take_turns(open_ledger: Callable[..., Ledger], backend: str) -> None:
-    ledger = open_ledger()
-    seen: list[int] = []
-    ledger.on_commit(seen.append)
-    committer = GroupCommitter(ledger)
-    try:
-        assert len(committer._writers) == (2 if backend == "postgres" else 1)
-        results: list[list[RecordedEvent]] = []
-
-        def client() -> None:
-            for _ in range(10):
-                results.append(committer.submit([retrieval_draft(ledger)], tenant_id=TENANT))
-
-        clients = [threading.Thread(target=client) for _ in range(8)]
-        for thread in clients:
-            thread.start()
-        for thread in clients:
-            thread.join()
-    finally:
-        committer.close()
-    positions = sorted(batch[0].position for batch in results)
-    assert positions == list(range(2, 82))
-    # Every caller returned after a listener had seen its position.
-    assert max(seen) == 81 and all(any(head >= p for head in seen) for p in positions)
-    assert not any(writer.is_alive() for writer in committer._writers)
