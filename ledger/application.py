@@ -147,6 +147,7 @@ class Ledger:
         self._closed = threading.Event()
         self._commit_listeners: list[CommitListener] = []
         self._transaction_hooks: list[TransactionHook] = []
+        self.conflicts = 0  # batches signed for positions another writer took (re-signed)
 
         self._open_log()
         if self.size == 0:
@@ -332,33 +333,16 @@ class Ledger:
                 pending = [i for i in range(len(writes)) if i not in outcomes and i not in repeats]
                 if not pending:
                     break
-                key = self.signing_key()
-                recorded_at = utc_now()
-                position, prev_hash = self.size, self._head_hash
-                events: dict[int, list[RecordedEvent]] = {}
-                stored: list[StoredEvent] = []
-                for index in pending:
-                    batch: list[RecordedEvent] = []
-                    for item in writes[index].prepared:
-                        position += 1
-                        entry = sign_entry(
-                            item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
-                        )
-                        event = RecordedEvent(position=position, entry=entry)
-                        prev_hash = event.leaf_hash.hex()
-                        batch.append(event)
-                        stored.append(
-                            StoredEvent(
-                                originator_id=LEDGER_STREAM_ID,
-                                originator_version=position,
-                                topic=EVENT_TOPIC_PREFIX + item.draft.type,
-                                state=entry,
-                            )
-                        )
-                    events[index] = batch
                 keyed = {i: writes[i].idempotent for i in pending if writes[i].idempotent is not None}
                 try:
-                    with store.transaction(commit=True) as cursor:
+                    with store.adapter.append_transaction() as cursor:
+                        if store.adapter.serialises_appends:
+                            # We hold the sequencer lock: catch up in this transaction, so the
+                            # positions we sign are free and the chain is current.
+                            self._sync_in(cursor)
+                        if only_at is not None and self.size + 1 != only_at:
+                            return [WriteOutcome([], None)], []
+                        events, stored = self._sign_writes(writes, pending)
                         notification_ids = store.insert_log(cursor, stored) if stored else []
                         if keyed:
                             # Under the log's write lock: a key another writer recorded first.
@@ -395,7 +379,9 @@ class Ledger:
                 except _DUPLICATE_ERRORS:
                     for i in keyed:
                         outcomes.pop(i, None)
-                    # Another process took these positions: catch up and re-sign.
+                    # Another process took these positions (SQLite, where writers race):
+                    # catch up and re-sign.
+                    self.conflicts += 1
                     self.sync()
                     if only_at is not None:
                         return [WriteOutcome([], None)], []
@@ -413,7 +399,7 @@ class Ledger:
                         outcomes[index] = WriteOutcome(events[index], None)
                 flat = [event for index in pending for event in events[index]]
                 committed = list(zip(notification_ids, flat, strict=True))
-                self._head_hash = prev_hash
+                self._head_hash = flat[-1].leaf_hash.hex() if flat else self._head_hash
                 self._appended.set()
                 for index, first in repeats.items():
                     outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
@@ -423,6 +409,47 @@ class Ledger:
         for index, first in repeats.items():
             outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
         return [outcomes[i] for i in range(len(writes))], []
+
+    def _sync_in(self, cursor: Any) -> None:
+        """`sync` through the append transaction's cursor (under the sequencer lock)."""
+        while True:
+            with self.tree.deferred_flush():
+                rows = self.store.adapter.read_stream(cursor, LEDGER_STREAM_ID, self.size, _SYNC_PAGE)
+                for position, entry in rows:
+                    self._absorb(RecordedEvent(position=position, entry=entry))
+            if len(rows) < _SYNC_PAGE:
+                return
+
+    def _sign_writes(
+        self, writes: Sequence[Write], pending: Sequence[int]
+    ) -> tuple[dict[int, list[RecordedEvent]], list[StoredEvent]]:
+        """Sign the pending writes' drafts at the positions after the head, each entry
+        chained to its predecessor."""
+        key = self.signing_key()
+        recorded_at = utc_now()
+        position, prev_hash = self.size, self._head_hash
+        events: dict[int, list[RecordedEvent]] = {}
+        stored: list[StoredEvent] = []
+        for index in pending:
+            batch: list[RecordedEvent] = []
+            for item in writes[index].prepared:
+                position += 1
+                entry = sign_entry(
+                    item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
+                )
+                event = RecordedEvent(position=position, entry=entry)
+                prev_hash = event.leaf_hash.hex()
+                batch.append(event)
+                stored.append(
+                    StoredEvent(
+                        originator_id=LEDGER_STREAM_ID,
+                        originator_version=position,
+                        topic=EVENT_TOPIC_PREFIX + item.draft.type,
+                        state=entry,
+                    )
+                )
+            events[index] = batch
+        return events, stored
 
     def _append_genesis(self) -> None:
         root_kid = kid_for(self.root_public_key)

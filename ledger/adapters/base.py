@@ -168,6 +168,24 @@ class StoreAdapter(ABC):
         with them shares it); returns their notification ids, increasing. A taken
         (stream, version) raises one of `duplicate_errors` (at the latest on commit)."""
 
+    # Whether `append_transaction` makes its holder the only writer of log positions.
+    serialises_appends: ClassVar[bool] = False
+
+    def append_transaction(self) -> AbstractContextManager[Any]:
+        """The transaction that appends log entries (and what commits with them)."""
+        return self.transaction(commit=True)
+
+    def read_stream(self, cursor: Any, stream_id: UUID, after: int, limit: int) -> list[tuple[int, bytes]]:
+        """(version, state) of `stream_id` after `after`, in order, in the caller's transaction."""
+        cursor.execute(
+            self.sql(
+                f"SELECT originator_version, state FROM {self.table(self.events_table)} "
+                "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?"
+            ),
+            (self.stream_param(stream_id), after, limit),
+        )
+        return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
+
     @abstractmethod
     def relaxed_transaction(self) -> AbstractContextManager[Any]:
         """A write transaction whose commit need not wait for the disk (read models only:

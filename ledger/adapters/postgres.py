@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Literal
@@ -107,6 +108,31 @@ class PostgresAdapter(StoreAdapter):
 
     def stream_param(self, stream_id: UUID) -> object:
         return stream_id
+
+    serialises_appends: ClassVar[bool] = True
+
+    @property
+    def sequencer_lock_id(self) -> int:
+        """Advisory locks are database-wide: one key per schema's log."""
+        name = f"citeledger-sequencer:{self.schema}.{self.events_table}"
+        return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+    @property
+    def lock_timeout_s(self) -> int:
+        return int(self.env.get("POSTGRES_LOCK_TIMEOUT", "0"))
+
+    @contextmanager
+    def append_transaction(self) -> Iterator[Any]:
+        """Takes the log's sequencer lock first: a transaction-scoped advisory lock (released
+        by the commit or rollback, or by the server when the holder's connection dies).
+        Everything the holder reads afterwards in this transaction includes every entry the
+        previous holder committed, so the positions it signs are free and its chain is
+        current: writers in several processes never sign a batch twice (they used to race
+        for positions and the loser re-signed after waiting on the winner's rows)."""
+        with self.transaction(commit=True) as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout_s}s'")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self.sequencer_lock_id,))
+            yield cursor
 
     @contextmanager
     def relaxed_transaction(self) -> Iterator[Any]:
