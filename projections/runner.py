@@ -137,6 +137,8 @@ class ProjectionRunner:
         self.source = source or NotificationSource(store)
         self.batch_size = batch_size
         self._lock = threading.RLock()  # one catch-up at a time per process
+        # (last position, names) of the batch the write transaction applied read models for.
+        self._applied_with_entries: tuple[int, set[str]] = (0, set())
         self.ensure()
 
     # -- setup ---------------------------------------------------------------------
@@ -441,6 +443,7 @@ class ProjectionRunner:
         store = self.store
         first_id, first = committed[0][0], committed[0][1].position
         events = [event for _, event in committed]
+        self._applied_with_entries = (events[-1].position, set())
         cursor.execute(
             f"SELECT projection, notification_id, position, status FROM {store.table(TRACKING_TABLE)}"
         )
@@ -466,6 +469,7 @@ class ProjectionRunner:
                 ):
                     raise _LostRace
                 projection.apply(cursor, store, events)
+                self._applied_with_entries[1].add(projection.name)
             except Exception:
                 cursor.execute("ROLLBACK TO SAVEPOINT citeledger_projection")
                 log.debug(
@@ -478,8 +482,13 @@ class ProjectionRunner:
         there (a projection behind, or failing) catches up right after, before append returns."""
 
         def after_commit(committed: Sequence[tuple[int, RecordedEvent]]) -> None:
-            if committed:
-                self.catch_up(until_position=committed[-1][1].position)
+            if not committed:
+                return
+            last = committed[-1][1].position
+            through, applied = self._applied_with_entries
+            if through == last and len(applied) == len(self.projections):
+                return  # every read model took this batch in its own transaction
+            self.catch_up(until_position=last)
 
         ledger.in_transaction(self.apply_in_transaction)
         ledger.on_commit(after_commit)
