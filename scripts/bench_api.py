@@ -238,24 +238,18 @@ SCALE_NOTES = [
     "  winner's row and eventsourcing's `LOCK TABLE ... IN EXCLUSIVE MODE`, got a unique violation,",
     "  re-read the head and re-signed (`tests/test_sequencing.py`: 18 re-signed batches in 80 appends",
     "  between two writers without the lock, 0 with it). Now a transaction-scoped advisory lock taken",
-    "  before the head is read makes its holder the only sequencer for one batch (see",
-    "  `ledger/application.py`) and the append transaction is pipelined (two round trips, was nine).",
-    "- Old and new code alternated in one session (limiter off, `--rate-limit-rps 0`, load average",
-    "  7-9 from other jobs), req/s per round: before 1 worker 395 / 455, 2 workers 326 / 363 (0.83x,",
-    "  0.80x), 2-worker CPU 3.85 ms/req; after 1 worker 388 / 374, 2 workers 324 / 376 (0.84x, 1.01x),",
-    "  2-worker CPU 3.26-3.61 ms/req. The sequencing waste is gone; the 1.3x target is not met here.",
-    "- Why: the box is CPU-bound. One request costs ~2.6-2.8 ms of CPU with one worker and ~3.3-3.6",
-    "  with two (server / projection worker / PostgreSQL split above), ~1.1-1.4 of the 2 cores at",
-    "  these rates, beside wrk and other jobs (0-2% idle in `top` during runs); even `GET /v1/version`",
-    "  gained only 1.15x from a second worker. What a second worker adds per request: each commits",
-    "  half-size batches (twice the commits, catalog-listener passes and NOTIFY wake-ups per entry),",
-    "  absorbs the other's entries, and its catalog listener re-indexes every entry of the log, one",
-    "  round trip per entry, waiting on the other worker's uncommitted rows. With the limiter on, the",
-    "  top wait is `Lock:transactionid` on `citeledger_api_rate_limits` (lease draws stampede one row",
-    "  when a lease runs out). Those are the API's per-request and listener transactions, not the",
-    "  log-append path.",
+    "  before the head is read makes its holder the only sequencer for one batch",
+    "  (`PostgresAdapter.append_transaction`); it catches up inside that transaction, signs once, and",
+    "  commits the entries, their idempotency records and the read models it is level with together.",
+    "- On 416b706 the same comparison gave 232 vs 295 acknowledged posts/s (0.79x).",
+    "- Why not 1.3x: the box is CPU-bound (2 cores for both API workers, the projection worker,",
+    "  PostgreSQL and wrk); the CPU column is server / projection worker / PostgreSQL ms per request.",
+    "  A second worker halves each worker's batch (twice the commits per entry) and absorbs the",
+    "  other's entries. A pipelined append transaction (two round trips) was measured on a branch",
+    "  and not kept: read models are applied in the append transaction under savepoints, and a",
+    "  failed statement inside a psycopg pipeline aborts what follows it.",
     "- uvicorn's workers share one listening socket; wrk's 32 persistent connections split unevenly",
-    "  between them (seen 10/22 to 18/14), which adds to the run-to-run noise of the 2-worker rows.",
+    "  between them, which adds to the run-to-run noise of the 2-worker rows.",
     "- Runs vary by +-20% with background load; compare ratios within one invocation only.",
 ]
 
@@ -428,7 +422,7 @@ def run_scale_out(
             conn.execute(f'CREATE SCHEMA "{schema}"')
         env["CITELEDGER_DATABASE_URL"] = f"{dsn}?schema={schema}"
     port = free_port()
-    cli = [sys.executable, "-m", "api.cli"]
+    cli = [sys.executable, "-m", "cli.main"]
     quiet = {"cwd": ROOT, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     server = subprocess.Popen(
         [

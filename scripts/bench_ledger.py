@@ -154,7 +154,7 @@ def time_checkpoint_command(data_dir: Path) -> float:
     """Seconds for `citeledger checkpoint --data-dir D` to exit (open, sign, close)."""
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "api.cli", "checkpoint", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "cli.main", "checkpoint", "--data-dir", str(data_dir)],
         cwd=REPO,
         env=_cli_env(),
         check=True,
@@ -169,7 +169,7 @@ def time_serve_to_healthy(data_dir: Path, timeout_s: float = 3600.0) -> float:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/v1/healthz"
     started = time.perf_counter()
-    command = [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+    command = [sys.executable, "-m", "cli.main", "serve", "--data-dir", str(data_dir), "--port", str(port)]
     server = subprocess.Popen(
         [*command, "--log-level", "warning"],
         cwd=REPO,
@@ -234,7 +234,7 @@ def startup_section(results: dict[int, dict[str, float]], runs: int) -> list[str
         f"{STARTUP_HEADING} ({today})",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; SQLite; "
-        f"median of {runs} runs of the real commands in subprocesses (`python -m api.cli`), each store "
+        f"median of {runs} runs of the real commands in subprocesses (`python -m cli.main`), each store "
         "served once before (read models current, as on any restart). The Merkle tree opens from its "
         "persisted tiles (`ledger/tree_store.py`), the key chain from the key-entry index.",
         "",
