@@ -9,6 +9,7 @@ from typing import Any
 from litestar.exceptions import HTTPException
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
 from api.config import ApiConfig, server_version
@@ -49,6 +50,8 @@ def create_app(config: ApiConfig) -> ContractApp:
     app = ContractApp(
         route_handlers=ROUTES,
         dependencies=DEPENDENCIES,
+        # Strict request bodies: "5" is no integer, true is no number of days.
+        plugins=[PydanticPlugin(validate_strict=True)],
         on_startup=[startup],
         on_shutdown=[shutdown],
         exception_handlers={Exception: exception_handler, HTTPException: exception_handler},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -73,13 +74,14 @@ class ApiConfig:
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, **overrides: Any) -> ApiConfig:
+        """Settings from `CITELEDGER_*`; a bad value raises `SettingError` naming it and its rule."""
         env = os.environ
         ledger = LedgerConfig.from_env(data_dir, run_checkpointer=True)
         config = cls(
             ledger=ledger,
-            rate_limit_rps=float(env.get("CITELEDGER_RATE_LIMIT_RPS", "5")),
-            rate_limit_burst=int(env.get("CITELEDGER_RATE_LIMIT_BURST", "50")),
-            request_deadline_s=float(env.get("CITELEDGER_REQUEST_DEADLINE_S", "10")),
+            rate_limit_rps=_number(env, "CITELEDGER_RATE_LIMIT_RPS", "5", float, 0, 1e9),
+            rate_limit_burst=int(_number(env, "CITELEDGER_RATE_LIMIT_BURST", "50", int, 1, 10**9)),
+            request_deadline_s=_number(env, "CITELEDGER_REQUEST_DEADLINE_S", "10", float, 0.1, 3600),
             redis_url=env.get("CITELEDGER_REDIS_URL") or None,
             tokens_file=Path(env["CITELEDGER_TOKENS_FILE"]) if env.get("CITELEDGER_TOKENS_FILE") else None,
             tokens_env=env.get("CITELEDGER_TOKENS") or None,
@@ -90,24 +92,59 @@ class ApiConfig:
                 else env["CITELEDGER_EMBEDDED_PROJECTIONS"].lower() in ("1", "true", "yes")
             ),
             retention=RetentionRules(
-                floor_days=int(env.get("CITELEDGER_RETENTION_FLOOR_DAYS", str(DEFAULT_FLOOR_DAYS))),
-                default_days=int(env.get("CITELEDGER_RETENTION_DEFAULT_DAYS", "365")),
+                floor_days=int(
+                    _number(
+                        env,
+                        "CITELEDGER_RETENTION_FLOOR_DAYS",
+                        str(DEFAULT_FLOOR_DAYS),
+                        int,
+                        1,
+                        MAX_RETENTION_DAYS,
+                    )
+                ),
+                default_days=int(
+                    _number(env, "CITELEDGER_RETENTION_DEFAULT_DAYS", "365", int, 1, MAX_RETENTION_DAYS)
+                ),
             ),
             tenant_retention_days=_tenant_days(env.get("CITELEDGER_TENANT_RETENTION_DAYS")),
-            retention_interval_s=float(env.get("CITELEDGER_RETENTION_INTERVAL_S", "3600")),
+            retention_interval_s=_number(env, "CITELEDGER_RETENTION_INTERVAL_S", "3600", float, 0, 10**7),
         )
         return replace(config, **overrides)
+
+
+FLOOR_DEFAULT = str(DEFAULT_FLOOR_DAYS)
+
+
+class SettingError(ValueError):
+    """A setting with a value outside its rule; the message names both."""
+
+
+def _number(
+    env: Mapping[str, str], name: str, default: str, kind: type[int] | type[float], low: float, high: float
+) -> float:
+    raw = env.get(name, default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r}: must be a{'n integer' if kind is int else ' number'}") from None
+    if not low <= value <= high:
+        raise SettingError(f"{name}={raw}: must be between {low:g} and {high:g}")
+    return value
 
 
 def _tenant_days(raw: str | None) -> dict[str, int]:
     """`CITELEDGER_TENANT_RETENTION_DAYS`: a JSON object of tenant -> retention days."""
     if not raw:
         return {}
-    value = json.loads(raw)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, int) and 1 <= v <= MAX_RETENTION_DAYS for k, v in value.items()
     ):
-        raise ValueError(
-            f"CITELEDGER_TENANT_RETENTION_DAYS must map tenant ids to days (1..{MAX_RETENTION_DAYS})"
+        raise SettingError(
+            f"CITELEDGER_TENANT_RETENTION_DAYS: must be a JSON object mapping tenant ids to days "
+            f"(1..{MAX_RETENTION_DAYS})"
         )
     return value

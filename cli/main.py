@@ -202,6 +202,8 @@ def verify_bundle_command(
     trusted = read_public_key_file(public_key)
     try:
         document = orjson.loads(bundle_file.read_bytes())
+        if isinstance(document, dict) and isinstance(document.get("bundle"), dict):
+            document = document["bundle"]  # as downloaded from GET /v1/receipts/{id}/bundle
         entry = verify_bundle(document, trusted)
     except (BundleError, orjson.JSONDecodeError) as exc:
         console.print(f"[red]FAILED[/red] {exc}")

@@ -26,11 +26,15 @@ DataDirOption = Annotated[
 
 
 def _prepare(data_dir: Path | None) -> ApiConfig:
-    from api.config import ApiConfig
+    from api.config import ApiConfig, SettingError
 
     if data_dir is not None:
         os.environ["CITELEDGER_DATA_DIR"] = str(data_dir)
-    config = ApiConfig.from_env(data_dir)
+    try:
+        config = ApiConfig.from_env(data_dir)
+    except SettingError as exc:
+        typer.echo(f"error: {exc}", err=True)  # one line naming the setting and its rule
+        raise typer.Exit(2) from None
     config.ledger.data_dir.mkdir(parents=True, exist_ok=True)
     return config
 
@@ -58,8 +62,12 @@ def serve(
     # Create keys, schema and the genesis entry once, before any worker starts.
     Ledger(config.ledger.__class__(**{**config.ledger.__dict__, "run_checkpointer": False})).close()
     bearer = ensure_bootstrap_token(config.token_path, config.bootstrap_token)
-    if bearer is not None:
+    if bearer is not None and config.bootstrap_token is None:
         typer.echo(f"created an all-scopes token for tenant 'default' (shown once): {bearer}", err=True)
+    elif bearer is not None:  # the operator chose it: never echo a secret back
+        typer.echo(
+            "created an all-scopes token for tenant 'default' from CITELEDGER_BOOTSTRAP_TOKEN", err=True
+        )
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stdout, format="%(message)s"
     )

@@ -83,7 +83,7 @@ async def upload_document(
             text=text,
             title=data.title,
             source=data.source,
-            sensitivity=data.sensitivity,
+            sensitivity=data.sensitivity,  # type: ignore[arg-type]  # validated by the model
             retention_days=data.retention_days,
             document_id=data.document_id,
         )

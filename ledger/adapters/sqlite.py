@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +30,14 @@ class SQLiteAdapter(StoreAdapter):
     scale_out: ClassVar[bool] = False
 
     def _open_app(self) -> EventStoreApp:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = self.config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.chmod(0o700)
+        database = self.config.sqlite_path
+        if not database.exists():
+            # SQLite gives its -wal and -shm files the database file's mode: create it 0600.
+            os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        database.chmod(0o600)
         app = EventStoreApp(env=self.env)
         # Overwrite freed pages so shredded key bytes do not linger in the file.
         recorder: Any = app.recorder

@@ -35,7 +35,8 @@ Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$
 
 
 class RequestModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: "5" is not an integer and true is not a number of days.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class DocumentIn(RequestModel):

@@ -27,23 +27,31 @@ from ledger.events import (
 from ledger.idempotency import IdempotencyKey
 from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
-from ledger.timestamps import end_of_utc_day, parse_timestamp
+from ledger.timestamps import parse_timestamp
 from ledger.usecases.commands import RetrievalIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
-from ledger.usecases.errors import ChunkScrubbed, SubjectErased, UnknownChunk
+from ledger.usecases.errors import ChunkScrubbed, Invalid, SubjectErased, UnknownChunk
 
 
 def _expiry(
-    rules: RetentionRules, now: dt.datetime, retention_days: int | None, requested: str | None
+    rules: RetentionRules, now: dt.datetime, retention_days: int | None, requested: str | None, index: int
 ) -> dt.datetime:
-    """The citation's expiry: the document's window (never below the tenant floor); a
-    caller may ask for a longer one, never a shorter one. Always a UTC midnight, the
-    moment its expiry key is destroyed."""
+    """The citation's expiry: the document's window (never below the tenant floor), always
+    a UTC midnight, the moment its expiry key is destroyed. A caller may not ask for a
+    later one: a citation never outlives the text it points to (an earlier one is ignored,
+    because the text stays readable through the document's window anyway)."""
     expires = rules.expires_at(now, retention_days)
     if requested:
-        asked = parse_timestamp(requested)
+        field = f"selected_entries[{index}].expires_at"
+        try:
+            asked = parse_timestamp(requested)
+        except ValueError:
+            raise Invalid(f"{field}: not a valid UTC timestamp", code="invalid_timestamp") from None
         if asked > expires:
-            expires = end_of_utc_day(asked)
+            raise Invalid(
+                f"{field}: later than the document's retention window ({format_timestamp(expires)})",
+                code="expires_after_retention",
+            )
     return expires
 
 
@@ -71,7 +79,7 @@ def record_retrieval(
         for index, item in enumerate(body.selected_entries):
             chunk = chunks[(item.document_id, item.chunk_id)]
             doc_ref = document_key_ref(tenant, item.document_id)
-            expires = _expiry(rules, now, chunk.retention_days, item.expires_at)
+            expires = _expiry(rules, now, chunk.retention_days, item.expires_at, index)
             receipt_expiry = max(receipt_expiry, expires)
             # Shredded by erasing the document *or* by its expiry day passing.
             layers = [expiry_key_for(tenant, expires, item.document_id)]
