@@ -163,6 +163,12 @@ def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[
     exc = to_api_error(exc) or exc
     if isinstance(exc, ApiError):
         return exc.status_code, exc.code, exc.message, exc.retryable, dict(exc.headers or {}), exc.extra_body
+    # The body parsers' own refusals: nesting past the parser's depth limit, bytes that are
+    # not UTF-8. Nothing was parsed, so nothing was written.
+    if isinstance(exc, RecursionError):
+        return 400, "bad_request", "request body nests too deeply", False, {}, {}
+    if isinstance(exc, UnicodeDecodeError):
+        return 400, "bad_request", "request body is not valid UTF-8", False, {}, {}
     if isinstance(exc, EventRejected):
         return 422, "invalid_event", f"{exc.field}: {exc.message}"[:400], False, {}, {}
     if isinstance(exc, ValidationException):

@@ -96,3 +96,50 @@ def test_a_token_given_by_environment_is_never_printed(ledger_config: LedgerConf
     assert secret not in log.read_text()
     body = orjson.loads((ledger_config.data_dir / "tokens.json").read_bytes())
     assert secret not in orjson.dumps(body).decode()  # stored only as its digest
+
+
+def _no_write_4xx(api: Api, response: object, before: int) -> dict[str, object]:
+    status = getattr(response, "status_code", 0)
+    assert 400 <= status < 500, getattr(response, "text", "")
+    body: dict[str, object] = response.json()  # type: ignore[attr-defined]
+    error = body["error"]
+    assert isinstance(error, dict) and error["retryable"] is False
+    assert api.services.ledger.size == before
+    return error
+
+
+def test_deeply_nested_json_is_refused(api: Api) -> None:
+    before = api.services.ledger.size
+    body = b'{"query": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+    response = api.client.post(
+        "/v1/retrievals", content=body, headers={**api.headers(), "Content-Type": "application/json"}
+    )
+    _no_write_4xx(api, response, before)
+
+
+def test_invalid_utf8_in_json_is_refused(api: Api) -> None:
+    before = api.services.ledger.size
+    body = b'{"path": "a\xff\xfe.md", "text": "# A\\n\\nText.\\n"}'
+    response = api.client.post(
+        "/v1/documents", content=body, headers={**api.headers(), "Content-Type": "application/json"}
+    )
+    _no_write_4xx(api, response, before)
+
+
+def test_invalid_utf8_in_the_upload_path_is_refused(api: Api) -> None:
+    before = api.services.ledger.size
+    response = api.client.post(
+        "/v1/documents/upload",
+        files={"file": ("a.md", b"# A\n\nText.\n", "text/markdown")},
+        data={"path": b"a\xff.md"},
+        headers=api.headers(),
+    )
+    _no_write_4xx(api, response, before)
+
+
+def test_deeply_nested_yaml_is_refused(api: Api) -> None:
+    before = api.services.ledger.size
+    bundle = "a: " + "[" * 10_000 + "]" * 10_000 + "\n"
+    response = api.client.post("/v1/policy-bundles", json={"bundle_yaml": bundle}, headers=api.headers())
+    error = _no_write_4xx(api, response, before)
+    assert error["code"] == "invalid_policy_bundle"

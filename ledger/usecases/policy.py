@@ -15,6 +15,8 @@ from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts,
 from ledger.usecases.errors import Invalid, TooLarge
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+_INVALID = "invalid_policy_bundle"
+MAX_BUNDLE_DEPTH = 32  # a policy is rules, not data: deeper is a mistake or an attack
 
 
 def parse_bundle(text: str) -> dict[str, Any]:
@@ -25,13 +27,34 @@ def parse_bundle(text: str) -> dict[str, Any]:
         )
     try:
         document = yaml.safe_load(text)
+    except RecursionError:
+        raise Invalid(
+            f"bundle_yaml nests deeper than {MAX_BUNDLE_DEPTH} levels", code="invalid_policy_bundle"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise Invalid(f"bundle_yaml does not parse as YAML{where}", code="invalid_policy_bundle") from None
     if not isinstance(document, dict):
         raise Invalid("bundle_yaml must be a YAML mapping", code="invalid_policy_bundle")
+    if _depth(document) > MAX_BUNDLE_DEPTH:
+        raise Invalid(
+            f"bundle_yaml nests deeper than {MAX_BUNDLE_DEPTH} levels", code="invalid_policy_bundle"
+        )
     return document
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of parsed YAML, iteratively (the parser already bounded it)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def publish_policy(
