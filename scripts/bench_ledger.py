@@ -251,7 +251,7 @@ def startup_section(results: dict[int, dict[str, float]], runs: int) -> list[str
     lines += [
         "",
         f"Untimed warm-up, for reference: the first `serve` after the bulk load took {a:.1f} s "
-        f"({small:,}) and {b:.1f} s ({big:,}): it catches up the API catalog and the read models "
+        f"({small:,}) and {b:.1f} s ({big:,}): it catches up the read models "
         "from position 0, which is proportional to the log by nature and happens once.",
         "",
     ]
