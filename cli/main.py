@@ -50,27 +50,41 @@ def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
         raise typer.Exit(2) from None
 
 
-def _print_report(report: VerifyReport) -> None:
-    if report.ok:
-        console.print(
-            f"[green]OK[/green] {report.entries} entries: {report.covered} under "
-            f"{report.checkpoints} signed checkpoint(s), {report.pending} pending "
-            f"(signatures checked, no checkpoint yet); {report.signatures_checked} signatures checked"
-        )
-    else:
-        console.print(f"[red]FAILED[/red] {report.first_bad}")
+def _print_report(report: VerifyReport, *, as_json: bool) -> None:
+    """One fact per line for people; `--json` prints one JSON object for machines."""
     latest = report.latest_checkpoint
-    summary = {
-        "ok": report.ok,
-        "entries": report.entries,
-        "covered": report.covered,
-        "pending": report.pending,
-        "checkpoints": report.checkpoints,
-        "latest_checkpoint_size": latest.tree_size if latest else 0,
-        "first_bad_position": report.first_bad.position if report.first_bad else None,
-        "problem": report.first_bad.problem if report.first_bad else None,
-    }
-    typer.echo(json.dumps(summary))
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "entries": report.entries,
+                    "covered": report.covered,
+                    "pending": report.pending,
+                    "signatures_checked": report.signatures_checked,
+                    "checkpoints": report.checkpoints,
+                    "latest_checkpoint_size": latest.tree_size if latest else 0,
+                    "first_bad_position": report.first_bad.position if report.first_bad else None,
+                    "problem": report.first_bad.problem if report.first_bad else None,
+                }
+            )
+        )
+        return
+    if report.ok:
+        typer.echo("OK: no problem found")
+    else:
+        typer.echo(f"FAILED: {report.first_bad}")
+    typer.echo(f"entries read: {report.entries}")
+    typer.echo(
+        f"entries under a signed checkpoint (root recomputed, checkpoint signature checked): {report.covered}"
+    )
+    typer.echo(f"entries after the latest checkpoint (no signed root yet): {report.pending}")
+    every = report.signatures_checked >= report.entries > 0
+    typer.echo(
+        f"entry signatures checked: {report.signatures_checked} of {report.entries}"
+        + ("" if every else " (key entries and the pending tail; --deep checks every one)")
+    )
+    typer.echo(f"signed checkpoints: {report.checkpoints}; latest covers {latest.tree_size if latest else 0}")
 
 
 @app.command()
@@ -81,6 +95,7 @@ def verify(
         Path | None, typer.Option("--export", help="Verify this export file offline instead of the store")
     ] = None,
     deep: Annotated[bool, typer.Option("--deep", help="Check every entry signature")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead")] = False,
     held_checkpoint: Annotated[
         list[Path] | None,
         typer.Option(
@@ -124,7 +139,7 @@ def verify(
                 report = verify_store(store, trusted, deep=deep, progress=tick, held=held)
             finally:
                 store.close()
-    _print_report(report)
+    _print_report(report, as_json=as_json)
     raise typer.Exit(0 if report.ok else 1)
 
 

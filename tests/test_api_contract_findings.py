@@ -143,3 +143,23 @@ def test_deeply_nested_yaml_is_refused(api: Api) -> None:
     response = api.client.post("/v1/policy-bundles", json={"bundle_yaml": bundle}, headers=api.headers())
     error = _no_write_4xx(api, response, before)
     assert error["code"] == "invalid_policy_bundle"
+
+
+def test_verify_says_truthfully_what_it_checked(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with Ledger(LedgerConfig(data_dir=data_dir, run_checkpointer=False)) as ledger:
+        ledger.rotate_signing_key()
+        ledger.issue_checkpoint()  # everything covered: nothing pending
+    shallow = run_cli(["verify", "--data-dir", str(data_dir)], env=CLI_ENV)
+    assert shallow.returncode == 0, shallow.stderr
+    lines = shallow.stdout.splitlines()
+    assert lines[0] == "OK: no problem found"
+    assert "entries after the latest checkpoint (no signed root yet): 0" in lines
+    # Without --deep only key entries (and the pending tail) are signature-checked: it says so.
+    assert "entry signatures checked: 2 of 2" in lines or any(
+        line.startswith("entry signatures checked:") and "--deep checks every one" in line for line in lines
+    )
+    assert not any("signatures checked" in line and "no checkpoint yet" in line for line in lines)
+    deep = run_cli(["verify", "--deep", "--json", "--data-dir", str(data_dir)], env=CLI_ENV)
+    summary = orjson.loads(deep.stdout)
+    assert summary["ok"] and summary["signatures_checked"] == summary["entries"] == 2

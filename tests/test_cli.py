@@ -48,11 +48,13 @@ def test_demo_export_bundle_and_offline_checks(tmp_path: Path) -> None:
         "--public-key",
         str(public_key),
         "--deep",
+        "--json",
         "--held-checkpoint",
         str(held),
     )
     assert offline.returncode == 0, offline.stderr
-    assert json.loads(offline.stdout.splitlines()[-1])["entries"] == 45
+    summary = json.loads(offline.stdout)
+    assert summary["entries"] == 45 and summary["signatures_checked"] == 45
 
     bundle = tmp_path / "bundle.json"
     assert citeledger("bundle", "10", "--out", str(bundle), data_dir=data).returncode == 0
@@ -65,9 +67,12 @@ def test_demo_export_bundle_and_offline_checks(tmp_path: Path) -> None:
     lines = export.read_text().splitlines()
     del lines[-5]
     export.write_text("\n".join(lines) + "\n")
-    broken = citeledger("verify", "--export", str(export), "--public-key", str(public_key))
+    broken = citeledger("verify", "--export", str(export), "--public-key", str(public_key), "--json")
     assert broken.returncode == 1
-    assert json.loads(broken.stdout.splitlines()[-1])["first_bad_position"] == 41
+    assert json.loads(broken.stdout)["first_bad_position"] == 41
+    # For people: one fact per line, and never "signatures checked" beside a zero.
+    told = citeledger("verify", "--export", str(export), "--public-key", str(public_key))
+    assert told.returncode == 1 and told.stdout.splitlines()[0].startswith("FAILED: position 41")
 
 
 def test_private_key_never_printed(tmp_path: Path) -> None:

@@ -203,7 +203,7 @@ def test_swapped_public_key_file_is_detected_by_the_cli(ledger: Ledger) -> None:
     other = base64.b64encode(public_raw_of(Ed25519PrivateKey.generate())).decode()
     (config.keys_dir / "root.pub").write_text(other + "\n")
     swapped = subprocess.run(
-        [sys.executable, "-m", "cli.main", "verify", *env_args],
+        [sys.executable, "-m", "cli.main", "verify", "--json", *env_args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -212,7 +212,7 @@ def test_swapped_public_key_file_is_detected_by_the_cli(ledger: Ledger) -> None:
         check=False,
     )
     assert swapped.returncode == 1
-    summary = json.loads(swapped.stdout.strip().splitlines()[-1])
+    summary = json.loads(swapped.stdout)
     assert summary["first_bad_position"] == 1 and "trusted public key" in summary["problem"]
 
 
