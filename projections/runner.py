@@ -25,15 +25,18 @@ in `health()`) and stops; other projections go on.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ledger import adapters
 from ledger.entries import RecordedEvent, utc_now
 from ledger.store import LEDGER_STREAM_ID, Store
+from ledger.timestamps import parse_timestamp
 from projections.base import Projection, UnappliableEvent
 from projections.citations import CitationsProjection
 from projections.corpus import CorpusProjection
@@ -48,6 +51,9 @@ log = logging.getLogger("citeledger.projections")
 
 TRACKING_TABLE = adapters.TRACKING_TABLE
 DEFAULT_BATCH = 1_000
+# Health: a projection this far behind that has not moved for this long is stalled.
+MAX_LAG = int(os.environ.get("CITELEDGER_MAX_PROJECTION_LAG", "1000"))
+STALL_S = float(os.environ.get("CITELEDGER_PROJECTION_STALL_S", "30"))
 REBUILD_BATCH = 5_000  # entries per transaction while rebuilding (fewer commits)
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = adapters.TRANSIENT_ERRORS
 
@@ -110,10 +116,22 @@ class ProjectionLag:
     status: str
     error: str | None
     failed_position: int | None
+    updated_at: str | None = None  # when its tracking last moved
 
     @property
     def lag(self) -> int:
         return max(0, self.head_position - self.applied_position)
+
+    def stalled(self, max_lag: int, stall_s: float) -> bool:
+        """Behind by more than `max_lag` with no progress for `stall_s` seconds (a dead or
+        stuck worker): an idle log with a caught-up model is never stalled."""
+        if self.lag <= max_lag or self.updated_at is None:
+            return False
+        try:
+            moved = parse_timestamp(self.updated_at)
+        except ValueError:
+            return True
+        return (datetime.now(UTC) - moved).total_seconds() > stall_s
 
 
 class _LostRace(Exception):
@@ -409,14 +427,17 @@ class ProjectionRunner:
     def lag(self) -> list[ProjectionLag]:
         return read_lag(self.store, [p.name for p in self.projections], source=self.source)
 
-    def health(self) -> dict[str, Any]:
-        """`ok` is False when any projection has stopped on an event."""
+    def health(self, *, max_lag: int = MAX_LAG, stall_s: float = STALL_S) -> dict[str, Any]:
+        """`ok` is False when any projection has stopped on an event, or has stalled: more
+        than `max_lag` entries behind with no progress for `stall_s` seconds."""
         lags = self.lag()
         return {
-            "ok": all(item.status == "running" for item in lags),
+            "ok": all(item.status == "running" and not item.stalled(max_lag, stall_s) for item in lags),
             "projections": {
                 item.projection: {
-                    "status": item.status,
+                    "status": "stalled"
+                    if item.status == "running" and item.stalled(max_lag, stall_s)
+                    else item.status,
                     "applied_position": item.applied_position,
                     "head_position": item.head_position,
                     "lag": item.lag,
@@ -509,7 +530,7 @@ def read_lag(
     head = (source or NotificationSource(store)).head_position()
     with store.transaction(commit=False) as cursor:
         cursor.execute(
-            f"SELECT projection, position, status, error, failed_position "
+            f"SELECT projection, position, status, error, failed_position, updated_at "
             f"FROM {store.table(TRACKING_TABLE)} ORDER BY projection"
         )
         rows = {row["projection"]: row for row in cursor.fetchall()}
@@ -521,6 +542,7 @@ def read_lag(
             status=rows[name]["status"],
             error=rows[name]["error"],
             failed_position=rows[name]["failed_position"],
+            updated_at=rows[name]["updated_at"],
         )
         for name in (names if names is not None else list(rows))
         if name in rows

@@ -163,3 +163,23 @@ def test_verify_says_truthfully_what_it_checked(tmp_path: Path) -> None:
     deep = run_cli(["verify", "--deep", "--json", "--data-dir", str(data_dir)], env=CLI_ENV)
     summary = orjson.loads(deep.stdout)
     assert summary["ok"] and summary["signatures_checked"] == summary["entries"] == 2
+
+
+def test_a_stalled_projection_is_reported(tmp_path: Path) -> None:
+    from projections.runner import ProjectionRunner
+    from tests.factories import document_draft
+
+    data_dir = tmp_path / "data"
+    with Ledger(LedgerConfig(data_dir=data_dir, run_checkpointer=False)) as ledger:
+        runner = ProjectionRunner(ledger.store)  # tracking at 0; nothing applies what follows
+        for _ in range(5):
+            ledger.append(document_draft(ledger))
+        assert runner.health(max_lag=2, stall_s=3600)["ok"]  # behind, but only just now
+        assert not runner.health(max_lag=2, stall_s=0)["ok"]  # behind and not moving
+        assert runner.health(max_lag=100, stall_s=0)["ok"]  # within the bound
+        stalled = runner.health(max_lag=2, stall_s=0)["projections"]["history"]
+        assert stalled["status"] == "stalled" and stalled["lag"] == 6  # the genesis entry too
+    env = {**CLI_ENV, "CITELEDGER_MAX_PROJECTION_LAG": "2", "CITELEDGER_PROJECTION_STALL_S": "0"}
+    result = run_cli(["lag", "--data-dir", str(data_dir)], env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert orjson.loads(result.stdout)["ok"] is False
