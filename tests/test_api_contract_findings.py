@@ -183,3 +183,22 @@ def test_a_stalled_projection_is_reported(tmp_path: Path) -> None:
     result = run_cli(["lag", "--data-dir", str(data_dir)], env=env)
     assert result.returncode == 1, result.stdout + result.stderr
     assert orjson.loads(result.stdout)["ok"] is False
+
+
+def test_the_demo_explains_itself_and_says_when_it_appends(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    first = run_cli(["demo", "--events", "6", "--data-dir", str(data_dir)], env=CLI_ENV)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout + first.stderr
+    assert "New ledger in" in out
+    assert "     3  DocumentIngested" in out and "     6  RetrievalRecorded" in out
+    assert "<- tree size: the number of entries this checkpoint commits to" in out
+    command = next(
+        line.strip() for line in out.splitlines() if line.strip().startswith("citeledger verify-bundle")
+    )
+    bundle_file, public_key = command.split()[2], command.split()[4]
+    checked = run_cli(["verify-bundle", bundle_file, "--public-key", public_key], env=CLI_ENV)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    again = run_cli(["demo", "--events", "2", "--data-dir", str(data_dir)], env=CLI_ENV)
+    assert again.returncode == 0
+    assert "Appending to the existing ledger" in again.stdout + again.stderr
