@@ -149,6 +149,13 @@ class ScoreComponent(Schema):
     value: Decimal
 
 
+class Span(Schema):
+    """Character offsets [start, end) of a cited snippet within its chunk's text."""
+
+    start: SafeInt
+    end: SafeInt
+
+
 class SelectedEntry(Schema):
     citation_id: Identifier
     document_id: Identifier
@@ -160,6 +167,9 @@ class SelectedEntry(Schema):
     score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     explanation: Sealed | None = None
     snapshot: Sealed
+    # Where the snippet occurs in the chunk the ledger holds (absent on entries recorded
+    # before snippets were checked).
+    snippet_span: Span | None = None
     sensitivity: Sensitivity
     expires_at: Timestamp | None = None
 

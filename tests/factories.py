@@ -72,7 +72,8 @@ class UseCases:
                     document_id=document.payload["document_id"],
                     chunk_id=chunk["chunk_id"],
                     score="3.141593",
-                    snippet="cited passage " + query,
+                    # A passage of the chunk itself: the ledger refuses snippets it does not hold.
+                    snippet=self.ledger.sealer.unseal(chunk["text"], tenant_id=tenant)[:200],
                 )
             ],
         )

@@ -41,7 +41,10 @@ def test_live_citation_reads_back(api: Api, mcp: bool) -> None:
     assert response.status_code == 200, response.text
     assert "x-replay-reason" not in response.headers
     data = response.json()["data"]
-    assert data["chunk_text"] == "Audit logs are kept for 180 days."
+    # The chunk as the ledger recorded it at ingest, and where the cited snippet is in it.
+    assert data["chunk_text"] == "# Retention\n\nAudit logs are kept for 180 days."
+    span = data["cited_span"]
+    assert data["chunk_text"][span["start"] : span["end"]] == "Audit logs are kept for 180 days."
     assert data["citation_id"] == citation_id and data["path"] == "handbook/retention.md"
     assert response.json()["server_version"] and "policy_version" in response.json()
 
@@ -212,8 +215,11 @@ def test_erased_text_is_nowhere_in_files_rows_or_logs(api: Api, caplog: pytest.L
 
 def test_subject_erasure_also_erases_documents_about_them(api: Api) -> None:
     doc = api.document(text="# File\n\nNotes about the data subject.\n", subject_id="subj-7")
-    receipt = api.retrieval(doc)
-    citation_id = receipt["citation_ids"][0]
+    body = api.retrieval_body(doc)
+    body["selected_entries"][0]["snippet"] = "Notes about the data subject."
+    recorded = api.client.post("/v1/retrievals", json=body, headers=api.headers())
+    assert recorded.status_code == 201, recorded.text
+    citation_id = recorded.json()["citation_ids"][0]
     ingested = api.services.ledger.get(doc["position"])
     chunk = ingested.payload["chunks"][0]["text"]
     assert chunk["extra_key_refs"] == ["subject/acme/subj-7"]

@@ -202,3 +202,16 @@ def test_the_demo_explains_itself_and_says_when_it_appends(tmp_path: Path) -> No
     again = run_cli(["demo", "--events", "2", "--data-dir", str(data_dir)], env=CLI_ENV)
     assert again.returncode == 0
     assert "Appending to the existing ledger" in again.stdout + again.stderr
+
+
+def test_a_snippet_that_is_not_in_the_chunk_is_refused(api: Api) -> None:
+    doc = api.document()
+    body = api.retrieval_body(doc)
+    body["selected_entries"][0]["snippet"] = "Audit logs are kept forever."  # made up
+    before = api.services.ledger.size
+    response = api.client.post("/v1/retrievals", json=body, headers=api.headers())
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "snippet_not_in_chunk" and "selected_entries[0].snippet" in error["message"]
+    assert "forever" not in response.text  # the refusal never echoes text
+    assert api.services.ledger.size == before

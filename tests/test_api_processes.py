@@ -25,6 +25,7 @@ from ledger.store import LEDGER_STREAM_ID, Store
 from tests.api_support import DOC
 from tests.conftest import PG_DSN, pg_connect
 
+SNIPPETS = ("Audit logs are kept for 180 days.", "Restricted documents need a scope.")
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = 12
 POSTS_PER_CLIENT = 15
@@ -100,7 +101,8 @@ def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> N
                                 "document_id": doc["document_id"],
                                 "chunk_id": doc["chunks"][n % 2]["chunk_id"],
                                 "score": "1.0",
-                                "snippet": "Audit logs are kept for 180 days.",
+                                # Each chunk's own text: snippets must occur in the cited chunk.
+                                "snippet": SNIPPETS[n % 2],
                             }
                         ],
                     }

@@ -81,7 +81,8 @@ def _short(answer: dict[str, Any] | None) -> str:
 
 
 def _body(key: str, doc: dict[str, Any], n: int) -> dict[str, Any]:
-    chunk = doc["chunks"][n % len(doc["chunks"])]
+    index = n % len(doc["chunks"])
+    chunk = doc["chunks"][index]
     return {
         "query": f"crash retry {key}",
         "engine": "external:crash-retry",
@@ -91,7 +92,8 @@ def _body(key: str, doc: dict[str, Any], n: int) -> dict[str, Any]:
                 "document_id": doc["document_id"],
                 "chunk_id": chunk["chunk_id"],
                 "score": "1.5",
-                "snippet": "Audit logs are kept for 180 days.",
+                # Each chunk's own text: snippets must occur in the cited chunk.
+                "snippet": ("Audit logs are kept for 180 days.", "Restricted documents need a scope.")[index],
             }
         ],
     }

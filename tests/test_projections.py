@@ -52,7 +52,7 @@ def test_read_your_writes(ledger: Ledger, reads: ReadModels) -> None:
     citation_id = receipt.payload["selected_entries"][0]["citation_id"]
     citation = reads.citation(TENANT, citation_id)
     assert citation is not None and citation.state == "live" and citation.receipt_id == view.receipt_id
-    assert reads.citation_text(citation, ledger.sealer) == "cited passage what is alpha?"
+    assert reads.citation_text(citation, ledger.sealer) == "alpha beta"  # the cited passage
     chunks = reads.corpus_now(TENANT)
     assert [c.live_from_position for c in chunks] == [doc.position]
     assert reads.chunk_text(chunks[0], ledger.sealer) == "alpha beta"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 from uuid import UUID
 
@@ -13,6 +16,24 @@ from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+
+
+def _ensure_wal(database: Path, wait_s: float = 30.0) -> None:
+    """Put the file in WAL mode (persistent) before eventsourcing opens it: switching needs
+    an exclusive lock, and two processes opening a new store at once would otherwise race
+    for it ("database is locked" is not retried by SQLite's busy handler there)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with contextlib.closing(sqlite3.connect(database, timeout=wait_s)) as conn:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class SQLiteAdapter(StoreAdapter):
@@ -36,8 +57,10 @@ class SQLiteAdapter(StoreAdapter):
         database = self.config.sqlite_path
         if not database.exists():
             # SQLite gives its -wal and -shm files the database file's mode: create it 0600.
-            os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            with contextlib.suppress(FileExistsError):  # another process just did
+                os.close(os.open(database, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         database.chmod(0o600)
+        _ensure_wal(database)
         app = EventStoreApp(env=self.env)
         # Overwrite freed pages so shredded key bytes do not linger in the file.
         recorder: Any = app.recorder

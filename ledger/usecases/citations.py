@@ -28,6 +28,22 @@ def _expired(expires_at: str | None, now: dt.datetime) -> bool:
     return parse_timestamp(expires_at) <= now
 
 
+def _as_recorded(ctx: UseCaseContext, tenant: str, citation: Any) -> tuple[str, dict[str, int] | None]:
+    """The chunk's text as the ledger recorded it at ingest, and where the citation's snippet
+    sits in it (None for citations recorded before snippets were checked). Raises
+    LookupError when the text is gone."""
+    chunk = ctx.lookups.chunks(tenant, [(citation.document_id, citation.chunk_id)]).get(
+        (citation.document_id, citation.chunk_id)
+    )
+    if chunk is None or chunk.text is None:
+        raise LookupError(citation.citation_id)
+    text = ctx.sealer.unseal(chunk.text, tenant_id=tenant)
+    receipt = ctx.lookups.receipt(tenant, citation.receipt_id)
+    entries = receipt.payload["selected_entries"] if receipt is not None else []
+    span = next((e.get("snippet_span") for e in entries if e["citation_id"] == citation.citation_id), None)
+    return text, span
+
+
 def read_citation(
     ctx: UseCaseContext, reader: CitationReader, caller: Caller, citation_id: str
 ) -> dict[str, Any]:
@@ -52,12 +68,16 @@ def read_citation(
             f"The requested citation requires {RESTRICTED_SCOPE}", reason="restricted_scope_required"
         )
     try:
-        text = reader.citation_text(citation, ctx.sealer)
+        # The citation's own snapshot is the retention gate: its expiry key goes at the end of
+        # its window, the document's key on erasure.
+        reader.citation_text(citation, ctx.sealer)
+        chunk_text, span = _as_recorded(ctx, tenant, citation)
     except LookupError:
         raise CitationUnavailable("chunk_retention_expired") from None
     return {
         "citation_id": citation.citation_id,
-        "chunk_text": text,
+        "chunk_text": chunk_text,
+        "cited_span": span,
         "receipt_id": citation.receipt_id,
         "document_id": citation.document_id,
         "version_id": citation.version_id,

@@ -22,6 +22,7 @@ from ledger.events import (
     RetrievalRecorded,
     ScoreComponent,
     SelectedEntry,
+    Span,
     TaskEnvelope,
 )
 from ledger.idempotency import IdempotencyKey
@@ -55,6 +56,31 @@ def _expiry(
     return expires
 
 
+def _snippet_span(
+    ctx: UseCaseContext,
+    tenant: str,
+    sealed_chunk: dict[str, Any] | None,
+    snippet: str,
+    index: int,
+    chunk_id: str,
+) -> Span:
+    """Where the snippet occurs in the chunk text the ledger recorded at ingest: a citation
+    may quote its chunk, never text the client made up."""
+    try:
+        if sealed_chunk is None:
+            raise KeyDestroyed(chunk_id)
+        text = ctx.sealer.unseal(sealed_chunk, tenant_id=tenant)
+    except KeyDestroyed:
+        raise ChunkScrubbed(f"selected_entries[{index}]: the cited document's text was scrubbed") from None
+    start = text.find(snippet)
+    if start < 0:
+        raise Invalid(
+            f"selected_entries[{index}].snippet: does not occur in chunk {chunk_id} as the ledger holds it",
+            code="snippet_not_in_chunk",
+        )
+    return Span(start=start, end=start + len(snippet))
+
+
 def record_retrieval(
     ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
@@ -78,6 +104,7 @@ def record_retrieval(
     try:
         for index, item in enumerate(body.selected_entries):
             chunk = chunks[(item.document_id, item.chunk_id)]
+            span = _snippet_span(ctx, tenant, chunk.text, item.snippet, index, item.chunk_id)
             doc_ref = document_key_ref(tenant, item.document_id)
             expires = _expiry(rules, now, chunk.retention_days, item.expires_at, index)
             receipt_expiry = max(receipt_expiry, expires)
@@ -108,6 +135,7 @@ def record_retrieval(
                     ],
                     explanation=explanation,
                     snapshot=snapshot,
+                    snippet_span=span,
                     sensitivity=chunk.sensitivity,  # type: ignore[arg-type]
                     expires_at=format_timestamp(expires),
                 )
