@@ -257,6 +257,9 @@ class ProjectedLookups:
         return event
 
     def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
+        # Keep the bytes only, not the parsed envelope: thousands of cached dicts would make
+        # every full garbage collection walk them (a latency spike on every request).
+        event = RecordedEvent(position=event.position, entry=event.entry)
         with self._lock:
             if len(self._receipt_entries) > _ENTRY_CACHE_MAX:
                 self._receipt_entries.clear()

@@ -222,6 +222,8 @@ NOTES = [
     "- The baseline commits once per request, and on this disk a commit is cheap, so the signed",
     "  route stays CPU-bound in one Python process (GIL): the >= 2x target would need the signed",
     "  path to cost half of a bare validated save, which it does not on one core.",
+    "- The latency tail was garbage collection: startup objects are frozen out of the collector",
+    "  (`gc.freeze`) and cached receipts keep their bytes, not parsed envelopes.",
     "- Reads: a receipt is an immutable signed entry, served from memory once seen; the bare route",
     "  reads SQLite with no auth, no rate limit, no contract headers.",
     "- Server, baseline, wrk and any other job on the machine share the 2 cores; runs vary by +-40%",
