@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ruff_clean() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "ledger", "projections", "api", "tests", "scripts"],
+        [sys.executable, "-m", "ruff", "check", "ledger", "projections", "api", "cli", "tests", "scripts"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -51,3 +52,11 @@ def test_event_types_come_from_payload_classes() -> None:
                     if name == "EventDraft":
                         offenders.append(f"{relative}:{node.lineno}")
     assert offenders == [], "build drafts with draft(caller, payload): " + ", ".join(offenders)
+
+
+def test_readme_links_stay_inside_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "../" not in readme
+    paths = r"`((?:docs|scripts|tests|ledger|projections|api|cli)/[^`\s]+\.(?:md|py))`"
+    for target in re.findall(paths, readme):
+        assert (ROOT / target).exists(), target
