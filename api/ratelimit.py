@@ -159,15 +159,16 @@ class RateLimiter:
                 raise refused(draw.refused_for)
         draw = self._draws[key] = _Draw()
         try:
-            await self._draw(key, lease)
-        except ApiError as exc:
-            draw.refused_for = float(exc.headers.get("Retry-After", "1")) if exc.headers else 1.0
-            raise
+            draw.refused_for = await self._draw(key, lease)
         finally:
             del self._draws[key]
             draw.done.set()
+        if draw.refused_for is not None:
+            self.refusals += 1
+            raise refused(draw.refused_for)
 
-    async def _draw(self, key: str, lease: Lease | None) -> None:
+    async def _draw(self, key: str, lease: Lease | None) -> float | None:
+        """Draw the next lease; None when granted, else seconds until a token is available."""
         assert self.bucket is not None
         returned, size = 0, 1
         if lease is not None:
@@ -180,6 +181,6 @@ class RateLimiter:
             self._leases.clear()
         granted, wait = await anyio.to_thread.run_sync(self.bucket.take, key, size, returned)
         if granted < 1:
-            self.refusals += 1
-            raise refused(wait)
+            return wait
         self._leases[key] = Lease(remaining=granted - 1, size=size, expires=time.monotonic() + LEASE_TTL_S)
+        return None

@@ -20,6 +20,7 @@ import anyio.to_thread
 
 from api.auth import TokenStore
 from api.config import ApiConfig, server_version
+from api.contract import describe
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
 from ledger import idempotency
@@ -180,7 +181,7 @@ class Services:
         try:
             return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self.limiter)
         except Exception as exc:
-            if not _is_refusal(exc):
+            if describe(exc)[0] >= 500:  # a refusal is the caller's; a failure is ours
                 self.last_error = f"{type(exc).__name__}"
             raise
 
@@ -201,11 +202,3 @@ class Services:
             thread.join(timeout=10)
         self.committer.close()
         self.ledger.close()
-
-
-def _is_refusal(exc: Exception) -> bool:
-    from api.errors import to_api_error
-    from ledger.events import EventRejected
-
-    mapped = to_api_error(exc)
-    return isinstance(exc, EventRejected) or (mapped is not None and mapped.status_code < 500)

@@ -79,6 +79,12 @@ class Store:
         with self.adapter.transaction(commit=commit) as cursor:
             yield cursor
 
+    def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One read-only query (`?` placeholders) in its own read transaction."""
+        with self.transaction(commit=False) as cursor:
+            cursor.execute(self.sql(statement), tuple(params))
+            return list(cursor.fetchall())
+
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL, serialised across processes on PostgreSQL."""
         self.adapter.create_tables(*statements)

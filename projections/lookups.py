@@ -46,7 +46,6 @@ class ProjectedLookups:
         # never goes stale, so reads of recent receipts need no database at all.
         self._receipt_entries: dict[tuple[str, str], RecordedEvent] = {}
         self._chunks: dict[tuple[str, str, str], ChunkState] = {}
-        self._receipts: dict[tuple[str, str], int] = {}
         self._policies: dict[str, tuple[float, PolicyState | None]] = {}
         self._lock = threading.Lock()
 
@@ -56,7 +55,6 @@ class ProjectedLookups:
         for _, event in committed:
             event_type = event.type
             if event_type == "RetrievalRecorded":
-                self._remember_receipt(event.tenant_id, event.payload["receipt_id"], event.position)
                 self._remember_entry(event.tenant_id, event.payload["receipt_id"], event)
             elif event_type == "PolicyBundlePublished":
                 payload = event.payload
@@ -74,13 +72,8 @@ class ProjectedLookups:
         self.runner.catch_up(names=WRITE_PATH_PROJECTIONS)
 
     # -- lookups ---------------------------------------------------------------------
-    def _rows(self, statement: str, params: Sequence[Any]) -> list[Any]:
-        with self.store.transaction(commit=False) as cursor:
-            cursor.execute(self.store.sql(statement), tuple(params))
-            return list(cursor.fetchall())
-
     def document(self, tenant_id: str, document_id: str) -> DocumentState | None:
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT * FROM {self.store.table(DOCUMENTS_TABLE)} WHERE tenant_id=? AND document_id=?",
             (tenant_id, document_id),
         )
@@ -152,7 +145,7 @@ class ProjectedLookups:
 
     def load_policies(self) -> None:
         """Refresh every tenant's live policy from the read model (the follower calls this)."""
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT tenant_id, policy_version, bundle_sha256, bundle_yaml, position "
             f"FROM {self.store.table(POLICIES_TABLE)}",
             (),
@@ -170,7 +163,9 @@ class ProjectedLookups:
         cached = self._policies.get(tenant_id)
         if cached is not None and time.monotonic() - cached[0] < POLICY_TTL_S:
             return cached[1]
-        rows = self._rows(f"SELECT * FROM {self.store.table(POLICIES_TABLE)} WHERE tenant_id=?", (tenant_id,))
+        rows = self.store.rows(
+            f"SELECT * FROM {self.store.table(POLICIES_TABLE)} WHERE tenant_id=?", (tenant_id,)
+        )
         state = (
             PolicyState(
                 rows[0]["policy_version"],
@@ -187,7 +182,7 @@ class ProjectedLookups:
         return cached[1]
 
     def active_holds(self, tenant_id: str, target_kind: str, target_id: str) -> list[str]:
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT DISTINCT hold_id FROM {self.store.table(HOLDS_TABLE)} WHERE tenant_id=? "
             "AND target_kind=? AND target_id=? AND released_position IS NULL ORDER BY hold_id",
             (tenant_id, target_kind, target_id),
@@ -195,14 +190,14 @@ class ProjectedLookups:
         return [row["hold_id"] for row in rows]
 
     def hold(self, tenant_id: str, hold_id: str) -> tuple[bool, bool]:
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT released_position FROM {self.store.table(HOLDS_TABLE)} WHERE tenant_id=? AND hold_id=?",
             (tenant_id, hold_id),
         )
         return bool(rows), any(row["released_position"] is None for row in rows)
 
     def held_scopes(self, tenant_id: str) -> frozenset[str]:
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT DISTINCT target_kind, target_id FROM {self.store.table(HOLDS_TABLE)} "
             "WHERE tenant_id=? AND released_position IS NULL",
             (tenant_id,),
@@ -213,7 +208,7 @@ class ProjectedLookups:
         )
 
     def documents_of_subject(self, tenant_id: str, subject_id: str) -> list[str]:
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT document_id FROM {self.store.table(DOCUMENTS_TABLE)} "
             "WHERE tenant_id=? AND subject_id=? ORDER BY document_id",
             (tenant_id, subject_id),
@@ -221,7 +216,7 @@ class ProjectedLookups:
         return [row["document_id"] for row in rows]
 
     def tenants(self) -> list[str]:
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT tenant_id FROM {self.store.table(DOCUMENTS_TABLE)} UNION "
             f"SELECT tenant_id FROM {self.store.table(RECEIPTS_TABLE)}",
             (),
@@ -229,17 +224,12 @@ class ProjectedLookups:
         return sorted(row["tenant_id"] for row in rows)
 
     def receipt_position(self, tenant_id: str, receipt_id: str) -> int | None:
-        cached = self._receipts.get((tenant_id, receipt_id))
-        if cached is not None:
-            return cached
-        rows = self._rows(
+        rows = self.store.rows(
             f"SELECT position FROM {self.store.table(RECEIPTS_TABLE)} WHERE tenant_id=? AND receipt_id=?",
             (tenant_id, receipt_id),
         )
-        if not rows:
-            return None  # reads never write: an entry of another process shows up within the lag
-        self._remember_receipt(tenant_id, receipt_id, int(rows[0]["position"]))
-        return int(rows[0]["position"])
+        # Reads never write: an entry of another process shows up within the lag.
+        return int(rows[0]["position"]) if rows else None
 
     def cached_receipt(self, tenant_id: str, receipt_id: str) -> RecordedEvent | None:
         """The receipt's entry if this process holds it in memory (never touches the database)."""
@@ -264,12 +254,6 @@ class ProjectedLookups:
             if len(self._receipt_entries) > _ENTRY_CACHE_MAX:
                 self._receipt_entries.clear()
             self._receipt_entries[(tenant_id, receipt_id)] = event
-
-    def _remember_receipt(self, tenant_id: str, receipt_id: str, position: int) -> None:
-        with self._lock:
-            if len(self._receipts) > _CACHE_MAX:
-                self._receipts.clear()
-            self._receipts[(tenant_id, receipt_id)] = position
 
 
 def direct_writer(ledger: Ledger) -> Writer:

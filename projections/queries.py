@@ -184,14 +184,9 @@ class ReadModels:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def _query(self, statement: str, params: Sequence[Any]) -> list[Any]:
-        with self.store.transaction(commit=False) as cursor:
-            cursor.execute(self.store.sql(statement), tuple(params))
-            return list(cursor.fetchall())
-
     # -- receipts ----------------------------------------------------------------
     def receipt(self, tenant_id: str, receipt_id: str) -> ReceiptView | None:
-        rows = self._query(
+        rows = self.store.rows(
             f"SELECT * FROM {self.store.table(RECEIPTS_TABLE)} WHERE tenant_id=? AND receipt_id=?",
             (tenant_id, receipt_id),
         )
@@ -220,7 +215,7 @@ class ReadModels:
     def receipts_as_of(
         self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS
     ) -> list[ReceiptView]:
-        rows = self._query(
+        rows = self.store.rows(
             f"SELECT * FROM {self.store.table(RECEIPTS_TABLE)} "
             "WHERE tenant_id=? AND position<=? ORDER BY position LIMIT ?",
             (tenant_id, position, limit),
@@ -231,7 +226,7 @@ class ReadModels:
     def citation(
         self, tenant_id: str, citation_id: str, *, now: datetime | None = None
     ) -> CitationView | None:
-        rows = self._query(
+        rows = self.store.rows(
             f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} WHERE tenant_id=? AND citation_id=?",
             (tenant_id, citation_id),
         )
@@ -240,7 +235,7 @@ class ReadModels:
     def citations_as_of(
         self, tenant_id: str, position: int, *, now: datetime | None = None, limit: int = MAX_AS_OF_ROWS
     ) -> list[CitationView]:
-        rows = self._query(
+        rows = self.store.rows(
             f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} "
             "WHERE tenant_id=? AND position<=? ORDER BY position, citation_id LIMIT ?",
             (tenant_id, position, limit),
@@ -264,7 +259,7 @@ class ReadModels:
         versions closed after `position`; live_from is filtered inside the index, so
         only matching rows are read, whatever the length of the log."""
         table = self.store.table(CORPUS_TABLE)
-        rows = self._query(
+        rows = self.store.rows(
             f"SELECT * FROM (SELECT * FROM {table} "
             "WHERE tenant_id=? AND live_to_position IS NULL AND live_from_position<=? "
             f"UNION ALL SELECT * FROM {table} "
@@ -275,7 +270,7 @@ class ReadModels:
         return [_chunk(r, position) for r in rows]
 
     def corpus_now(self, tenant_id: str, *, limit: int = MAX_AS_OF_ROWS) -> list[ChunkView]:
-        rows = self._query(
+        rows = self.store.rows(
             f"SELECT * FROM {self.store.table(CORPUS_TABLE)} "
             "WHERE tenant_id=? AND live_to_position IS NULL ORDER BY path, start_line, chunk_id LIMIT ?",
             (tenant_id, limit),
@@ -340,7 +335,7 @@ class ReadModels:
             f"SELECT * FROM {self.store.table(table)} WHERE {' AND '.join(conditions)} "
             f"ORDER BY position {order.upper()} LIMIT ?"
         )
-        return self._query(statement, [*params, limit + 1])
+        return self.store.rows(statement, [*params, limit + 1])
 
 
 def _ranges(conditions: list[str], params: list[Any], low: int | None, high: int | None) -> None:

@@ -15,7 +15,7 @@ from litestar.params import HeaderParameter
 from api.auth import principal_of
 from api.contract import ApiError, correlation
 from api.services import Services
-from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, lookup
+from ledger.idempotency import IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
 from projections.queries import ReadModels
 
@@ -115,14 +115,7 @@ async def write(
             ) from None
         stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
         if stored is not None:
-            try:
-                created, answer = stored.replay(idempotency)
-            except IdempotencyKeyReused as exc:
-                from api.errors import to_api_error
-
-                mapped = to_api_error(exc)
-                assert mapped is not None
-                raise mapped from None
+            created, answer = stored.replay(idempotency)  # a different body: 409 via api.errors
             return ok(request, services, answer, created_status if created else 200)
     result = await services.blocking(use_case, idempotency)
     return ok(request, services, result.body, created_status if result.created else 200)
