@@ -29,6 +29,8 @@ MAX_RETENTION_DAYS = 36_500
 MAX_DEADLINE_MS = 600_000
 MAX_AUTH_SCOPES = 32
 MAX_SCORE_COMPONENTS = 16
+MAX_TOP_K = 50
+MAX_TARGET_ROOTS = 32
 
 MAX_IDENTIFIER_CHARS = 128
 
@@ -180,6 +182,21 @@ class FilterApplied(Schema):
     action: FilterAction
 
 
+class SearchFilters(Schema):
+    sensitivity: Annotated[list[Sensitivity], Field(max_length=3)] = []
+    path_prefixes: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+
+
+class SearchRequest(Schema):
+    """What a search the ledger ran itself was asked (the query is the receipt's sealed
+    `query`), and the log position whose corpus it ranked: enough to run it again on replay."""
+
+    target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)]
+    filters: SearchFilters = SearchFilters()
+    corpus_position: SafeInt
+
+
 class RetrievalRecorded(Schema):
     receipt_id: Identifier
     query: Sealed
@@ -193,6 +210,8 @@ class RetrievalRecorded(Schema):
     # Absent (None here, omitted from the signed JSON) for legacy posts;
     # present with a null pair when no bundle was active.
     policy_snapshot: PolicySnapshot | None = None
+    # Only on receipts of searches the ledger ran (`citeledger-bm25@N`); absent otherwise.
+    search: SearchRequest | None = None
     selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)]
     filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64
@@ -280,7 +299,7 @@ EventType = Literal[
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
-OMIT_WHEN_NONE = frozenset({"policy_snapshot"})
+OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search"})
 
 
 class EventRejected(ValueError):
