@@ -29,7 +29,7 @@ from ledger.claims import DocumentClaims
 from ledger.group_commit import GroupCommitter
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.retention import sweep
-from projections.lookups import ProjectedLookups
+from projections.lookups import ProjectedLookups, search_index_of
 from projections.queries import ReadModels
 from projections.runner import ProjectionRunner
 
@@ -77,6 +77,7 @@ class Services:
                 lookups=self.lookups,
                 retention_for=config.retention_for,
                 clock=lambda: dt.datetime.now(dt.UTC),
+                search_index=search_index_of(self.projector),
             )
             self.tokens = TokenStore(config.token_path, config.tokens_env)
             bucket: Bucket | None = None

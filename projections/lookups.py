@@ -27,6 +27,8 @@ from ledger.usecases.ports import ChunkState, DocumentState, PolicyState
 from projections.corpus import CORPUS_TABLE
 from projections.receipts import RECEIPTS_TABLE
 from projections.runner import ProjectionRunner
+from projections.search_index import PROJECTION_NAME as SEARCH_PROJECTION
+from projections.search_index import SearchIndex, SearchIndexProjection
 from projections.writeside import DOCUMENTS_TABLE, HOLDS_TABLE, POLICIES_TABLE
 
 WRITE_PATH_PROJECTIONS = ("write_side", "corpus", "receipts")
@@ -281,4 +283,17 @@ def ledger_context(ledger: Ledger, **settings: Any) -> UseCaseContext:
     runner.catch_up()
     runner.attach(ledger)
     ledger.on_commit(lookups.observe)
-    return UseCaseContext(ledger=ledger, write=direct_writer(ledger), lookups=lookups, **settings)
+    return UseCaseContext(
+        ledger=ledger,
+        write=direct_writer(ledger),
+        lookups=lookups,
+        search_index=search_index_of(runner),
+        **settings,
+    )
+
+
+def search_index_of(runner: ProjectionRunner) -> SearchIndex:
+    """The in-memory search index over the runner's `search_index` read model."""
+    projection = runner.projection(SEARCH_PROJECTION)
+    assert isinstance(projection, SearchIndexProjection)
+    return SearchIndex(runner.store, projection, lambda: runner.catch_up(names=[SEARCH_PROJECTION]))

@@ -42,6 +42,7 @@ from projections.citations import CitationsProjection
 from projections.corpus import CorpusProjection
 from projections.history import HistoryProjection
 from projections.receipts import ReceiptsProjection
+from projections.search_index import SearchIndexProjection
 from projections.writeside import WriteSideProjection
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def default_projections() -> list[Projection]:
         CitationsProjection(),
         CorpusProjection(),
         WriteSideProjection(),
+        SearchIndexProjection(),
     ]
 
 
@@ -78,6 +80,7 @@ class NotificationSource:
     """
 
     def __init__(self, store: Store) -> None:
+        self.store = store
         self.recorder: Any = store.recorder
 
     def fetch(self, after: int, limit: int) -> list[Notification]:
@@ -153,6 +156,10 @@ class ProjectionRunner:
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate projection names: {names}")
         self.source = source or NotificationSource(store)
+        for projection in self.projections:
+            bind = getattr(projection, "bind_log", None)
+            if bind is not None:  # a model that reads the log's key material (search_index)
+                bind(self.source.store)
         self.batch_size = batch_size
         self._lock = threading.RLock()  # one catch-up at a time per process
         # (last position, names) of the batch the write transaction applied read models for.

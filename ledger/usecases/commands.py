@@ -13,6 +13,8 @@ from ledger.events import (
     MAX_SCORE_COMPONENTS,
     MAX_SEALED_TEXT_BYTES,
     MAX_SELECTED_ENTRIES,
+    MAX_TARGET_ROOTS,
+    MAX_TOP_K,
     DeadlineMs,
     Decimal,
     FilterAction,
@@ -30,6 +32,7 @@ from ledger.events import (
 MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024
 MAX_SNIPPET_CHARS = MAX_SEALED_TEXT_BYTES
+MAX_SEARCH_QUERY_CHARS = 2_000
 
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
 
@@ -132,3 +135,32 @@ class LegalHoldIn(RequestModel):
         if not self.document_ids and not self.subject_ids:
             raise ValueError("a hold needs at least one document_id or subject_id")
         return self
+
+
+class SearchFiltersIn(RequestModel):
+    sensitivity: Annotated[list[Sensitivity], Field(max_length=3)] = []
+    path_prefixes: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+
+
+class SearchInput(RequestModel):
+    query: Annotated[str, Field(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
+    target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5
+    filters: SearchFiltersIn = SearchFiltersIn()
+
+
+class SearchIn(RequestModel):
+    """The task envelope of a search (seed 004 §9.2). `sender`, `recipient`, `intent`,
+    `parent_task_id` and `context_refs` are accepted for the protocol's sake and not used."""
+
+    trace_id: Identifier | None = None
+    task_id: Identifier | None = None
+    parent_task_id: Identifier | None = None
+    sender: Identifier | None = None
+    recipient: Identifier | None = None
+    intent: Identifier | None = None
+    context_refs: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] = []
+    deadline_ms: DeadlineMs | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$")] | None = None
+    input: SearchInput

@@ -13,7 +13,7 @@ from ledger.events import Schema
 from ledger.idempotency import IdempotencyKey, IdempotentWrite
 from ledger.retention import RetentionRules
 from ledger.sealing import Sealer
-from ledger.usecases.ports import WriteLookups
+from ledger.usecases.ports import SearchIndexReader, WriteLookups
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class UseCaseContext:
     lookups: WriteLookups
     retention_for: Callable[[str], RetentionRules] = field(default=lambda _tenant: RetentionRules())
     clock: Callable[[], dt.datetime] = _utc_now  # tests travel in time by replacing it
+    search_index: SearchIndexReader | None = None  # the read model searches rank (None: no search)
 
     @property
     def sealer(self) -> Sealer:

@@ -46,6 +46,7 @@ class ChunkState:
     sensitivity: str
     retention_days: int | None
     text: dict[str, Any] | None  # the sealed chunk text (None once scrubbed)
+    heading_path: dict[str, Any] | None = None  # sealed
 
 
 @dataclass(frozen=True)
@@ -100,3 +101,50 @@ class CitationReader(Protocol):
     def citation(self, tenant_id: str, citation_id: str, *, now: datetime | None = None) -> Any: ...
 
     def citation_text(self, citation: Any, sealer: Sealer) -> str: ...
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    """A chunk version as the search index holds it: metadata only (policy rules and
+    filters look at these; the text stays sealed in the corpus)."""
+
+    row: int
+    live_from_position: int
+    ordinal: int
+    document_id: str
+    path: str
+    sensitivity: str
+
+
+class CorpusView(Protocol):
+    """One tenant's searchable corpus as of `position`: arrays over every chunk version
+    the index holds (`live` marks those live at `position`), and postings per term."""
+
+    position: int
+    live: Any  # numpy bool array
+    lengths: Any  # numpy int64 array: tokens per chunk
+    ordinals: Any  # numpy int64 array
+    live_count: int
+    total_length: int
+
+    def body_postings(self, term: str) -> tuple[Any, Any]:
+        """(rows, term counts) of the live chunks whose text holds the term."""
+        ...
+
+    def field_postings(self, term: str) -> tuple[Any, Any]:
+        """(rows, field bits: 1 title, 2 heading, 4 file name) of the live chunks."""
+        ...
+
+    def chunk(self, row: int) -> IndexedChunk: ...
+
+
+class SearchIndexReader(Protocol):
+    def refresh(self) -> int:
+        """Catch the index up with the log; the position it reached."""
+        ...
+
+    def view(self, tenant_id: str, position: int) -> CorpusView: ...
+
+    def chunk_states(self, tenant_id: str, chunks: list[IndexedChunk]) -> dict[int, ChunkState]:
+        """The corpus rows (sealed text, ids, locators) of these chunk versions, by row."""
+        ...

@@ -22,6 +22,7 @@ from ledger.events import (
     RetrievalRecorded,
     ScoreComponent,
     SelectedEntry,
+    Sealed,
     Span,
     TaskEnvelope,
 )
@@ -30,6 +31,7 @@ from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.commands import RetrievalIn
+from ledger.usecases.ports import ChunkState, PolicyState
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import ChunkScrubbed, Invalid, SubjectErased, UnknownChunk
 
@@ -81,6 +83,81 @@ def _snippet_span(
     return Span(start=start, end=start + len(snippet))
 
 
+def seal_entry(
+    ctx: UseCaseContext,
+    tenant: str,
+    chunk: ChunkState,
+    expires: dt.datetime,
+    *,
+    snippet: str,
+    span: Span | None,
+    score: str,
+    score_breakdown: Sequence[tuple[str, str]],
+    explanation: str | None,
+    where: str,
+    locator: Locator | None = None,
+) -> SelectedEntry:
+    """One selected entry of a receipt: a fresh citation id and the snippet sealed under
+    the document's key *and* its expiry-day key (shredded by erasing the document or by
+    the day passing). Shared by recorded and ledger-run retrievals."""
+    doc_ref = document_key_ref(tenant, chunk.document_id)
+    layers = [expiry_key_for(tenant, expires, chunk.document_id)]
+    try:
+        snapshot = ctx.sealer.seal(snippet, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
+        sealed_explanation = (
+            ctx.sealer.seal(explanation, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
+            if explanation
+            else None
+        )
+    except KeyDestroyed:
+        raise ChunkScrubbed(f"{where}: the cited document's text was scrubbed") from None
+    return SelectedEntry(
+        citation_id=uuid.uuid4().hex,
+        document_id=chunk.document_id,
+        version_id=chunk.version_id,
+        chunk_id=chunk.chunk_id,
+        path=chunk.path,
+        locator=locator or Locator(start_line=chunk.start_line, end_line=chunk.end_line),
+        score=score,
+        score_breakdown=[
+            ScoreComponent(component=name, value=value)  # type: ignore[arg-type]
+            for name, value in score_breakdown
+        ],
+        explanation=sealed_explanation,
+        snapshot=snapshot,
+        snippet_span=span,
+        sensitivity=chunk.sensitivity,  # type: ignore[arg-type]
+        expires_at=format_timestamp(expires),
+    )
+
+
+def seal_query(
+    ctx: UseCaseContext, tenant: str, query: str, subject_id: str | None, receipt_expiry: dt.datetime
+) -> Sealed:
+    """The receipt's query: under the data subject's key (or the tenant's) and the expiry
+    key of its latest citation, so it never outlives what it found."""
+    query_ref = subject_key_ref(tenant, subject_id) if subject_id else tenant_key_ref(tenant)
+    query_scope = f"subject.{subject_id}" if subject_id else "queries"
+    try:
+        return ctx.sealer.seal(
+            query,
+            tenant_id=tenant,
+            key_ref=query_ref,
+            extra_key_refs=[expiry_key_for(tenant, receipt_expiry, query_scope)],
+        )
+    except KeyDestroyed:
+        raise SubjectErased("the data subject's key was destroyed") from None
+
+
+def policy_snapshot(policy: PolicyState | None) -> PolicySnapshot:
+    """The live policy frozen into a receipt (the null pair: no bundle active)."""
+    return PolicySnapshot(
+        bundle_hash=policy.bundle_sha256 if policy else None,
+        bundle_yaml=policy.bundle_yaml if policy else None,
+        captured_at=utc_now(),
+    )
+
+
 def record_retrieval(
     ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
@@ -101,55 +178,25 @@ def record_retrieval(
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
     entries: list[SelectedEntry] = []
-    try:
-        for index, item in enumerate(body.selected_entries):
-            chunk = chunks[(item.document_id, item.chunk_id)]
-            span = _snippet_span(ctx, tenant, chunk.text, item.snippet, index, item.chunk_id)
-            doc_ref = document_key_ref(tenant, item.document_id)
-            expires = _expiry(rules, now, chunk.retention_days, item.expires_at, index)
-            receipt_expiry = max(receipt_expiry, expires)
-            # Shredded by erasing the document *or* by its expiry day passing.
-            layers = [expiry_key_for(tenant, expires, item.document_id)]
-            try:
-                snapshot = sealer.seal(item.snippet, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
-                explanation = (
-                    sealer.seal(item.explanation, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
-                    if item.explanation
-                    else None
-                )
-            except KeyDestroyed:
-                raise ChunkScrubbed(
-                    f"selected_entries[{index}]: the cited document's text was scrubbed"
-                ) from None
-            entries.append(
-                SelectedEntry(
-                    citation_id=uuid.uuid4().hex,
-                    document_id=item.document_id,
-                    version_id=chunk.version_id,
-                    chunk_id=item.chunk_id,
-                    path=chunk.path,
-                    locator=Locator(start_line=chunk.start_line, end_line=chunk.end_line),
-                    score=item.score,
-                    score_breakdown=[
-                        ScoreComponent(component=c.component, value=c.value) for c in item.score_breakdown
-                    ],
-                    explanation=explanation,
-                    snapshot=snapshot,
-                    snippet_span=span,
-                    sensitivity=chunk.sensitivity,  # type: ignore[arg-type]
-                    expires_at=format_timestamp(expires),
-                )
-            )
-        query_ref = subject_key_ref(tenant, body.subject_id) if body.subject_id else tenant_key_ref(tenant)
-        query_scope = f"subject.{body.subject_id}" if body.subject_id else "queries"
-        query = sealer.seal(
-            body.query,
-            tenant_id=tenant,
-            key_ref=query_ref,
-            extra_key_refs=[expiry_key_for(tenant, receipt_expiry, query_scope)],
+    for index, item in enumerate(body.selected_entries):
+        chunk = chunks[(item.document_id, item.chunk_id)]
+        span = _snippet_span(ctx, tenant, chunk.text, item.snippet, index, item.chunk_id)
+        expires = _expiry(rules, now, chunk.retention_days, item.expires_at, index)
+        entry = seal_entry(
+            ctx,
+            tenant,
+            chunk,
+            expires,
+            snippet=item.snippet,
+            span=span,
+            score=item.score,
+            score_breakdown=[(c.component, c.value) for c in item.score_breakdown],
+            explanation=item.explanation,
+            where=f"selected_entries[{index}]",
         )
-    except KeyDestroyed:
-        raise SubjectErased("the data subject's key was destroyed") from None
+        receipt_expiry = max(receipt_expiry, expires)
+        entries.append(entry)
+    query = seal_query(ctx, tenant, body.query, body.subject_id, receipt_expiry)
     context_hash = (
         body.context_hash
         or hashlib.sha256(
@@ -169,11 +216,7 @@ def record_retrieval(
         ),
         engine=body.engine,
         mode="live",
-        policy_snapshot=PolicySnapshot(
-            bundle_hash=policy.bundle_sha256 if policy else None,
-            bundle_yaml=policy.bundle_yaml if policy else None,
-            captured_at=utc_now(),
-        ),
+        policy_snapshot=policy_snapshot(policy),
         selected_entries=entries,
         filters_applied=[
             FilterApplied(rule_id=f.rule_id, chunk_id=f.chunk_id, action=f.action)

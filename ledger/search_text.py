@@ -1,0 +1,144 @@
+"""Text to search terms: the one tokenizer the index and the queries share.
+
+Latin-script (and any other space-separated) text: NFKC-folded, lowercased
+words of letters and digits, English stopwords dropped, Snowball-stemmed
+(PyStemmer). Text written without spaces — Han, Hiragana, Katakana, Hangul —
+becomes overlapping character bigrams of each run (a one-character run stays
+one term), the usual answer for Chinese and Japanese without a dictionary.
+
+Every term keeps its character offsets in the original text, so a snippet
+can be cut around the matched terms and still occur verbatim in the chunk.
+
+Terms are document text: the index stores them only as keyed hashes
+(`TermHasher`: keyed BLAKE2b, a MAC, under a per-tenant key derived from
+the ledger's master key), so its tables reveal nothing without that key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
+
+_CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u1100-\u11ff\uac00-\ud7af"
+_TOKEN = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
+STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN)
+MAX_QUERY_TERMS = 64
+MAX_WORD_CHARS = 64  # longer "words" (hashes, base64) are not search terms
+_stemmer_lock = threading.Lock()
+_stemmer = Stemmer.Stemmer("english")
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str
+    start: int
+    end: int
+
+
+def _is_cjk(char: str) -> bool:
+    return bool(re.match(f"[{_CJK}]", char))
+
+
+def stem_word(word: str) -> str:
+    """English stem of a lowercase word; CJK bigrams and digits pass unchanged."""
+    if not word or _is_cjk(word[0]) or word.isdigit():
+        return word
+    with _stemmer_lock:  # PyStemmer objects are not thread-safe
+        return str(_stemmer.stemWord(word))
+
+
+def split_words(text: str) -> list[str]:
+    """The pre-stemming tokens of `text` (lowercased words and CJK bigrams): also the
+    splitter handed to bm25s's Tokenizer, so the reference ranker sees the same terms."""
+    return [term.text for term in _raw_terms(text)]
+
+
+def _raw_terms(text: str) -> Iterable[Term]:
+    for match in _TOKEN.finditer(text):
+        run, word = match.group(1), match.group(2)
+        if run is not None:
+            start = match.start(1)
+            if len(run) == 1:
+                yield Term(run, start, start + 1)
+                continue
+            for offset in range(len(run) - 1):
+                yield Term(run[offset : offset + 2], start + offset, start + offset + 2)
+        else:
+            folded = unicodedata.normalize("NFKC", word).lower()
+            if len(folded) < 2 and not folded.isdigit() or len(folded) > MAX_WORD_CHARS:
+                continue
+            yield Term(folded, match.start(2), match.end(2))
+
+
+def terms(text: str) -> list[Term]:
+    """Search terms of `text` with their offsets (stopwords dropped, words stemmed)."""
+    out = []
+    for term in _raw_terms(text):
+        if term.text in STOPWORDS:
+            continue
+        out.append(Term(stem_word(term.text), term.start, term.end))
+    return out
+
+
+def term_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for term in terms(text):
+        counts[term.text] = counts.get(term.text, 0) + 1
+    return counts
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, in first-seen order (bounded)."""
+    seen: dict[str, None] = {}
+    for term in terms(text):
+        seen.setdefault(term.text, None)
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return list(seen)
+
+
+def filename_words(path: str) -> str:
+    """A file's name as words: `eng/on-call_rotation.md` -> `on call rotation`."""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return re.sub(r"[-_.]+", " ", stem)
+
+
+def term_key(master_key: bytes, tenant_id: str) -> bytes:
+    """The tenant's key for term hashes, derived from the ledger's master key."""
+    return hashlib.blake2b(
+        f"citeledger/search-terms/v1|{tenant_id}".encode(), key=master_key, digest_size=32
+    ).digest()
+
+
+class TermHasher:
+    """Keyed 64-bit hashes of terms for one tenant (a bounded cache: vocabularies repeat)."""
+
+    CACHE_MAX = 200_000
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, term: str) -> int:
+        cached = self._cache.get(term)
+        if cached is not None:
+            return cached
+        value = int.from_bytes(
+            hashlib.blake2b(term.encode("utf-8"), key=self._key, digest_size=8).digest(), "little"
+        )
+        if len(self._cache) >= self.CACHE_MAX:
+            self._cache.clear()
+        self._cache[term] = value
+        return value
+
+    def forget(self) -> None:
+        """Drop cached plaintext terms (after an erasure)."""
+        self._cache.clear()

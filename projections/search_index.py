@@ -1,0 +1,537 @@
+"""search_index: what a search needs to rank a tenant's corpus as of any position.
+
+Tables (rebuildable from the log like every read model):
+
+- `citeledger_rm_search_chunks`: one row per chunk version, keyed like the
+  corpus (tenant, live_from_position, ordinal), live over
+  `[live_from_position, live_to_position)`, with its token length and its
+  postings: the chunk's distinct terms with their counts (`terms`), and the
+  terms of its title, heading path and file name (`fields`). Terms are stored
+  only as keyed 64-bit hashes (`ledger.search_text.TermHasher`), packed.
+- `citeledger_rm_search_erasures`: positions of scrubs that dropped rows, so
+  an in-memory copy knows to reload.
+
+A scrub deletes the rows of the erased documents: no derivative of erased
+text survives in the index. A rebuild cannot decrypt an erased chunk and so
+never indexes it; deleting on scrub makes the incremental model end the same.
+Chunk text is decrypted here, through the data keys of the store whose log is
+projected (`bind_log`), and never written anywhere.
+
+`SearchIndex` is the query side: per tenant, numpy arrays loaded lazily from
+these tables and caught up from the rows after its last loaded position
+(postings in a sorted, CSC-like layout plus a small unsorted tail); a view as
+of position p masks chunk versions live at p, so N(p), avgdl(p) and df(t, p)
+come from the same arrays the live search uses.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import orjson
+import numpy.typing as npt
+
+from ledger import adapters
+from ledger.entries import RecordedEvent
+from ledger.sealing import DataKeyStore, KeyDestroyed, SealBroken, Sealer
+from ledger.search_text import TermHasher, filename_words, term_counts, term_key
+from ledger.signing import KeyDirectory
+from ledger.store import Store
+from ledger.usecases.ports import ChunkState, IndexedChunk
+from projections.corpus import CORPUS_TABLE
+from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
+
+log = logging.getLogger("citeledger.search_index")
+
+SEARCH_CHUNKS_TABLE = "citeledger_rm_search_chunks"
+SEARCH_ERASURES_TABLE = "citeledger_rm_search_erasures"
+PROJECTION_NAME = "search_index"
+TRACKING_TABLE = adapters.TRACKING_TABLE
+OPEN = np.iinfo(np.int64).max  # live_to of a chunk version still live
+FIELD_TITLE, FIELD_HEADING, FIELD_FILENAME = 1, 2, 4
+_BODY = np.dtype([("h", "<u8"), ("tf", "<u4")])
+_FIELDS = np.dtype([("h", "<u8"), ("f", "u1")])
+
+_INSERT_COLUMNS = (
+    "tenant_id",
+    "live_from_position",
+    "ordinal",
+    "document_id",
+    "text_key_ref",
+    "path",
+    "sensitivity",
+    "length",
+    "terms",
+    "fields",
+)
+
+
+def _pack(array: npt.NDArray[Any]) -> str:
+    return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def _unpack(text: str, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    return np.frombuffer(base64.b64decode(text), dtype=dtype)
+
+
+class TermKeys:
+    """Per-tenant term hashers and the sealer that opens chunk text, both from the
+    key material of the ledger whose log is projected."""
+
+    def __init__(self, store: Store) -> None:
+        master = KeyDirectory(store.config.keys_dir).master_key()
+        self.sealer = Sealer(DataKeyStore(store, master))
+        self._master = master
+        self._hashers: dict[str, TermHasher] = {}
+        self._lock = threading.Lock()
+
+    def hasher(self, tenant_id: str) -> TermHasher:
+        with self._lock:
+            hasher = self._hashers.get(tenant_id)
+            if hasher is None:
+                hasher = self._hashers[tenant_id] = TermHasher(term_key(self._master, tenant_id))
+            return hasher
+
+
+class SearchIndexProjection(Projection):
+    name: ClassVar[str] = PROJECTION_NAME
+    version: ClassVar[int] = 1
+    # Rows of erased documents are deleted, so an as-of digest of the past is not reproducible.
+    as_of_digest: ClassVar[bool] = False
+    tables: ClassVar[tuple[TableSpec, ...]] = (
+        TableSpec(
+            name=SEARCH_CHUNKS_TABLE,
+            key=("tenant_id", "live_from_position", "ordinal"),
+            columns=(*(DigestColumn(c) for c in _INSERT_COLUMNS), DigestColumn("live_to_position")),
+            position_column="live_from_position",
+        ),
+        TableSpec(
+            name=SEARCH_ERASURES_TABLE,
+            key=("tenant_id", "position"),
+            columns=(DigestColumn("tenant_id"), DigestColumn("position")),
+            position_column="position",
+        ),
+    )
+    indexes: ClassVar[tuple[IndexSpec, ...]] = (
+        IndexSpec(
+            f"{SEARCH_CHUNKS_TABLE}_document",
+            SEARCH_CHUNKS_TABLE,
+            "tenant_id, document_id, live_to_position",
+            deferrable=False,
+        ),
+        IndexSpec(
+            f"{SEARCH_CHUNKS_TABLE}_key_ref", SEARCH_CHUNKS_TABLE, "tenant_id, text_key_ref", deferrable=False
+        ),
+        # Catching a loaded copy up: versions closed after its position.
+        IndexSpec(f"{SEARCH_CHUNKS_TABLE}_live_to", SEARCH_CHUNKS_TABLE, "tenant_id, live_to_position"),
+    )
+
+    def __init__(self) -> None:
+        self._keys: TermKeys | None = None
+        self._log_store: Store | None = None
+
+    def bind_log(self, store: Store) -> None:
+        """The store whose log (and data keys) this model follows (a scratch rebuild
+        writes its rows elsewhere but still reads the keys of the ledger it rebuilds)."""
+        self._log_store = store
+
+    def keys(self, store: Store) -> TermKeys:
+        if self._keys is None:
+            self._keys = TermKeys(self._log_store or store)
+        return self._keys
+
+    def table_ddl(self, store: Store) -> list[str]:
+        self.keys(store)  # opens the data-key table now, never inside an apply's transaction
+        return [
+            f"CREATE TABLE IF NOT EXISTS {store.table(SEARCH_CHUNKS_TABLE)} ("
+            "tenant_id TEXT NOT NULL, live_from_position BIGINT NOT NULL, ordinal INTEGER NOT NULL, "
+            "document_id TEXT NOT NULL, text_key_ref TEXT NOT NULL, path TEXT NOT NULL, "
+            "sensitivity TEXT NOT NULL, length INTEGER NOT NULL, terms TEXT NOT NULL, "
+            "fields TEXT NOT NULL, live_to_position BIGINT, "
+            "PRIMARY KEY (tenant_id, live_from_position, ordinal))",
+            f"CREATE TABLE IF NOT EXISTS {store.table(SEARCH_ERASURES_TABLE)} ("
+            "tenant_id TEXT NOT NULL, position BIGINT NOT NULL, PRIMARY KEY (tenant_id, position))",
+        ]
+
+    def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
+        pending: list[tuple[Any, ...]] = []
+        for event in events:
+            event_type = self.check_known(event)
+            if event_type == "DocumentIngested":
+                self._close(cursor, store, event, payload_field(event, "document_id"), pending)
+                pending.extend(self._rows(store, event))
+            elif event_type == "DocumentRemoved":
+                self._close(cursor, store, event, payload_field(event, "document_id"), pending)
+            elif event_type == "RetentionScrubbed":
+                self._flush(cursor, store, pending)
+                self._erase(cursor, store, event)
+        self._flush(cursor, store, pending)
+
+    def _rows(self, store: Store, event: RecordedEvent) -> list[tuple[Any, ...]]:
+        keys = self.keys(store)
+        tenant = event.tenant_id
+        hasher = keys.hasher(tenant)
+        path = payload_field(event, "path")
+
+        def opened(sealed: dict[str, Any] | None) -> str | None:
+            if sealed is None:
+                return None
+            try:
+                return keys.sealer.unseal(sealed, tenant_id=tenant)
+            except (KeyDestroyed, SealBroken):
+                return None  # erased (or unreadable): never indexed, as a rebuild would find it
+
+        title = opened(event.payload.get("title"))
+        document_fields: dict[int, int] = {}
+        for text, code in ((title, FIELD_TITLE), (filename_words(path), FIELD_FILENAME)):
+            for term in term_counts(text or ""):
+                key = hasher(term)
+                document_fields[key] = document_fields.get(key, 0) | code
+        rows = []
+        for chunk in payload_field(event, "chunks"):
+            text = opened(chunk["text"])
+            if text is None:
+                continue
+            counts = term_counts(text)
+            body = np.array([(hasher(t), n) for t, n in sorted(counts.items())], dtype=_BODY)
+            fields = dict(document_fields)
+            heading = opened(chunk["locator"].get("heading_path"))
+            for term in term_counts(heading or ""):
+                key = hasher(term)
+                fields[key] = fields.get(key, 0) | FIELD_HEADING
+            field_array = np.array(sorted(fields.items()), dtype=_FIELDS)
+            rows.append(
+                (
+                    tenant,
+                    event.position,
+                    chunk["ordinal"],
+                    payload_field(event, "document_id"),
+                    chunk["text"]["key_ref"],
+                    path,
+                    payload_field(event, "sensitivity"),
+                    sum(counts.values()),
+                    _pack(body),
+                    _pack(field_array),
+                )
+            )
+        return rows
+
+    def _close(
+        self,
+        cursor: Any,
+        store: Store,
+        event: RecordedEvent,
+        document_id: str,
+        pending: list[tuple[Any, ...]],
+    ) -> None:
+        self._flush(cursor, store, pending)
+        cursor.execute(
+            store.sql(
+                f"UPDATE {store.table(SEARCH_CHUNKS_TABLE)} SET live_to_position=? "
+                "WHERE tenant_id=? AND document_id=? AND live_to_position IS NULL"
+            ),
+            (event.position, event.tenant_id, document_id),
+        )
+
+    def _erase(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
+        table = store.table(SEARCH_CHUNKS_TABLE)
+        by = {
+            "document_id": list(event.payload.get("document_ids", [])),
+            "text_key_ref": list(payload_field(event, "key_refs")),
+        }
+        for column, values in by.items():
+            for start in range(0, len(values), 500):
+                part = values[start : start + 500]
+                cursor.execute(
+                    store.sql(
+                        f"DELETE FROM {table} WHERE tenant_id=? AND {column} IN ({', '.join('?' * len(part))})"
+                    ),
+                    (event.tenant_id, *part),
+                )
+        cursor.execute(
+            store.sql(f"INSERT INTO {store.table(SEARCH_ERASURES_TABLE)} (tenant_id, position) VALUES (?, ?)"),
+            (event.tenant_id, event.position),
+        )
+        if self._keys is not None:
+            self._keys.hasher(event.tenant_id).forget()
+
+    def _flush(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
+        if rows:
+            cursor.executemany(
+                store.sql(
+                    f"INSERT INTO {store.table(SEARCH_CHUNKS_TABLE)} ({', '.join(_INSERT_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
+                ),
+                rows,
+            )
+            rows.clear()
+
+
+# --- the query side -------------------------------------------------------------------
+class _Postings:
+    """(key, row, value) triples: a sorted part (searchsorted on unique keys) and a tail."""
+
+    TAIL_MAX = 50_000
+
+    def __init__(self, value_dtype: str) -> None:
+        self.value_dtype = value_dtype
+        self.keys = np.zeros(0, np.uint64)  # unique, sorted
+        self.starts = np.zeros(1, np.int64)
+        self.rows = np.zeros(0, np.int32)
+        self.values = np.zeros(0, value_dtype)
+        self._tail: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int32], npt.NDArray[Any]]] = []
+        self._tail_size = 0
+        self.tail_keys = np.zeros(0, np.uint64)
+        self.tail_rows = np.zeros(0, np.int32)
+        self.tail_values = np.zeros(0, value_dtype)
+
+    def add(self, keys: npt.NDArray[np.uint64], rows: npt.NDArray[np.int32], values: npt.NDArray[Any]) -> None:
+        if len(keys):
+            self._tail.append((keys, rows, values.astype(self.value_dtype)))
+            self._tail_size += len(keys)
+
+    def seal(self) -> None:
+        """Make appended postings visible (merging the tail into the sorted part when large)."""
+        if not self._tail:
+            return
+        keys = np.concatenate([self.tail_keys, *(t[0] for t in self._tail)])
+        rows = np.concatenate([self.tail_rows, *(t[1] for t in self._tail)])
+        values = np.concatenate([self.tail_values, *(t[2] for t in self._tail)])
+        self._tail, self._tail_size = [], 0
+        if len(keys) > max(self.TAIL_MAX, len(self.rows) // 5):
+            full_keys = np.concatenate([np.repeat(self.keys, np.diff(self.starts)), keys])
+            rows = np.concatenate([self.rows, rows])
+            values = np.concatenate([self.values, values])
+            order = np.argsort(full_keys, kind="stable")
+            full_keys, self.rows, self.values = full_keys[order], rows[order], values[order]
+            self.keys, first = np.unique(full_keys, return_index=True)
+            self.starts = np.append(first, len(full_keys)).astype(np.int64)
+            keys, rows, values = np.zeros(0, np.uint64), np.zeros(0, np.int32), np.zeros(0, self.value_dtype)
+        self.tail_keys, self.tail_rows, self.tail_values = keys, rows, values
+
+    def lookup(self, key: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
+        at = int(np.searchsorted(self.keys, np.uint64(key)))
+        rows, values = self.rows[:0], self.values[:0]
+        if at < len(self.keys) and int(self.keys[at]) == key:
+            rows = self.rows[self.starts[at] : self.starts[at + 1]]
+            values = self.values[self.starts[at] : self.starts[at + 1]]
+        if len(self.tail_keys):
+            hit = np.nonzero(self.tail_keys == np.uint64(key))[0]
+            if len(hit):
+                rows = np.concatenate([rows, self.tail_rows[hit]])
+                values = np.concatenate([values, self.tail_values[hit]])
+        return rows, values
+
+
+class _TenantIndex:
+    def __init__(self) -> None:
+        self.position = 0
+        self.erased_through = 0
+        self.live_from = np.zeros(0, np.int64)
+        self.live_to = np.zeros(0, np.int64)
+        self.length = np.zeros(0, np.int64)
+        self.ordinal = np.zeros(0, np.int64)
+        self.chunks: list[IndexedChunk] = []
+        self.row_of: dict[tuple[int, int], int] = {}
+        self.body = _Postings("u4")
+        self.fields = _Postings("u1")
+
+    def add(self, rows: Sequence[Any]) -> None:
+        first = len(self.chunks)
+        self.live_from = np.concatenate([self.live_from, [int(r["live_from_position"]) for r in rows]])
+        self.live_to = np.concatenate(
+            [self.live_to, [OPEN if r["live_to_position"] is None else int(r["live_to_position"]) for r in rows]]
+        ).astype(np.int64)
+        self.length = np.concatenate([self.length, [int(r["length"]) for r in rows]]).astype(np.int64)
+        self.ordinal = np.concatenate([self.ordinal, [int(r["ordinal"]) for r in rows]]).astype(np.int64)
+        for offset, row in enumerate(rows):
+            index = first + offset
+            chunk = IndexedChunk(
+                row=index,
+                live_from_position=int(row["live_from_position"]),
+                ordinal=int(row["ordinal"]),
+                document_id=row["document_id"],
+                path=row["path"],
+                sensitivity=row["sensitivity"],
+            )
+            self.chunks.append(chunk)
+            self.row_of[(chunk.live_from_position, chunk.ordinal)] = index
+            body = _unpack(row["terms"], _BODY)
+            self.body.add(body["h"], np.full(len(body), index, np.int32), body["tf"])
+            fields = _unpack(row["fields"], _FIELDS)
+            self.fields.add(fields["h"], np.full(len(fields), index, np.int32), fields["f"])
+        self.body.seal()
+        self.fields.seal()
+
+
+@dataclass(frozen=True)
+class AsOfView:
+    """One tenant's index as of `position` (implements `ledger.usecases.ports.CorpusView`)."""
+
+    position: int
+    live: npt.NDArray[np.bool_]
+    lengths: npt.NDArray[np.int64]
+    ordinals: npt.NDArray[np.int64]
+    live_count: int
+    total_length: int
+    _index: _TenantIndex
+    _hash: Callable[[str], int]
+
+    def body_postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
+        rows, tf = self._index.body.lookup(self._hash(term))
+        keep = self.live[rows]
+        return rows[keep], tf[keep]
+
+    def field_postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
+        rows, codes = self._index.fields.lookup(self._hash(term))
+        keep = self.live[rows]
+        return rows[keep], codes[keep]
+
+    def chunk(self, row: int) -> IndexedChunk:
+        return self._index.chunks[row]
+
+
+class StaleIndex(LookupError):
+    """The read model has not reached the asked position yet."""
+
+
+class SearchIndex:
+    """In-memory per-tenant copies of the search read model (implements
+    `ledger.usecases.ports.SearchIndexReader`)."""
+
+    def __init__(self, store: Store, projection: SearchIndexProjection, catch_up: Callable[[], object]) -> None:
+        self.store = store
+        self.projection = projection
+        self._catch_up = catch_up
+        self._tenants: dict[str, _TenantIndex] = {}
+        self._lock = threading.Lock()
+
+    def refresh(self) -> int:
+        """Apply what the log holds to the read model; its position after."""
+        self._catch_up()
+        return self.tracked_position()
+
+    def tracked_position(self) -> int:
+        rows = self.store.rows(
+            f"SELECT position FROM {self.store.table(TRACKING_TABLE)} WHERE projection=?",
+            (PROJECTION_NAME,),
+        )
+        return int(rows[0]["position"]) if rows else 0
+
+    def view(self, tenant_id: str, position: int) -> AsOfView:
+        with self._lock:
+            index = self._load(tenant_id, position)
+            live = (index.live_from <= position) & (position < index.live_to)
+            lengths = index.length
+            return AsOfView(
+                position=position,
+                live=live,
+                lengths=lengths,
+                ordinals=index.ordinal,
+                live_count=int(live.sum()),
+                total_length=int(lengths[live].sum()),
+                _index=index,
+                _hash=self.projection.keys(self.store).hasher(tenant_id),
+            )
+
+    def chunk_states(self, tenant_id: str, chunks: list[IndexedChunk]) -> dict[int, ChunkState]:
+        if not chunks:
+            return {}
+        store = self.store
+        wanted = {(c.live_from_position, c.ordinal): c.row for c in chunks}
+        found: dict[int, ChunkState] = {}
+        keys = sorted(wanted)
+        for start in range(0, len(keys), 200):
+            part = keys[start : start + 200]
+            clause = " OR ".join("(live_from_position=? AND ordinal=?)" for _ in part)
+            rows = store.rows(
+                f"SELECT * FROM {store.table(CORPUS_TABLE)} WHERE tenant_id=? AND ({clause})",
+                (tenant_id, *(value for key in part for value in key)),
+            )
+            for row in rows:
+                at = wanted[(int(row["live_from_position"]), int(row["ordinal"]))]
+                found[at] = ChunkState(
+                    tenant_id=tenant_id,
+                    document_id=row["document_id"],
+                    version_id=row["version_id"],
+                    chunk_id=row["chunk_id"],
+                    position=int(row["live_from_position"]),
+                    path=row["path"],
+                    start_line=int(row["start_line"]),
+                    end_line=int(row["end_line"]),
+                    sensitivity=row["sensitivity"],
+                    retention_days=row["retention_days"],
+                    text=orjson.loads(row["text"]) if row["text"] else None,
+                    heading_path=orjson.loads(row["heading_path"]) if row["heading_path"] else None,
+                )
+        return found
+
+    def forget(self, tenant_id: str | None = None) -> None:
+        with self._lock:
+            if tenant_id is None:
+                self._tenants.clear()
+            else:
+                self._tenants.pop(tenant_id, None)
+
+    def _load(self, tenant_id: str, position: int) -> _TenantIndex:
+        index = self._tenants.get(tenant_id)
+        if index is not None and position <= index.position:
+            return index
+        store = self.store
+        chunks, erasures = store.table(SEARCH_CHUNKS_TABLE), store.table(SEARCH_ERASURES_TABLE)
+        with store.transaction(commit=False) as cursor:
+            cursor.execute(
+                store.sql(f"SELECT position FROM {store.table(TRACKING_TABLE)} WHERE projection=?"),
+                (PROJECTION_NAME,),
+            )
+            found = cursor.fetchall()
+            tracked = int(found[0]["position"]) if found else 0
+            if position > tracked:
+                raise StaleIndex(f"search index at position {tracked}, asked for {position}")
+            cursor.execute(
+                store.sql(f"SELECT MAX(position) AS last FROM {erasures} WHERE tenant_id=? AND position<=?"),
+                (tenant_id, tracked),
+            )
+            erased = cursor.fetchall()[0]["last"] or 0
+            if index is None or erased > index.erased_through:
+                index = _TenantIndex()
+            cursor.execute(
+                store.sql(
+                    f"SELECT * FROM {chunks} WHERE tenant_id=? AND live_from_position>? "
+                    "AND live_from_position<=? ORDER BY live_from_position, ordinal"
+                ),
+                (tenant_id, index.position, tracked),
+            )
+            fresh = cursor.fetchall()
+            cursor.execute(
+                store.sql(
+                    f"SELECT live_from_position, ordinal, live_to_position FROM {chunks} "
+                    "WHERE tenant_id=? AND live_to_position>? AND live_to_position<=? AND live_from_position<=?"
+                ),
+                (tenant_id, index.position, tracked, index.position),
+            )
+            closed = cursor.fetchall()
+        fresh = [
+            {**dict(row), "live_to_position": row["live_to_position"]
+             if row["live_to_position"] is not None and row["live_to_position"] <= tracked else None}
+            for row in fresh
+        ]
+        if fresh:
+            index.add(fresh)
+        if closed:
+            live_to = index.live_to.copy()
+            for row in closed:
+                at = index.row_of.get((int(row["live_from_position"]), int(row["ordinal"])))
+                if at is not None:
+                    live_to[at] = int(row["live_to_position"])
+            index.live_to = live_to
+        index.position = tracked
+        index.erased_through = max(index.erased_through, int(erased))
+        self._tenants[tenant_id] = index
+        return index
