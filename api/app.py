@@ -15,7 +15,18 @@ from litestar.types import ControllerRouterHandler
 from api.config import ApiConfig, server_version
 from api.contract import ContractApp, exception_handler
 from api.metrics import Metrics
-from api.routes import checkpoints, citations, documents, events, ops, policy, receipts, retention, retrievals
+from api.routes import (
+    checkpoints,
+    citations,
+    documents,
+    events,
+    ops,
+    policy,
+    receipts,
+    retention,
+    retrievals,
+    search,
+)
 from api.routes.common import DEPENDENCIES
 from api.services import Services
 
@@ -24,6 +35,7 @@ log = logging.getLogger("citeledger.api")
 ROUTES: list[ControllerRouterHandler] = [
     documents.router,
     retrievals.router,
+    search.router,
     policy.router,
     receipts.router,
     events.router,

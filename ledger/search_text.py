@@ -24,11 +24,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
+from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u1100-\u11ff\uac00-\ud7af"
 _TOKEN = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
-STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN)
+# bm25s's larger English list, plus the words questions are made of: a question's
+# "how many ... can I get" must not count against the documents that answer it.
+STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS) | frozenset(
+    "many much get gets could would may might must please tell need want know".split()
+)
 MAX_QUERY_TERMS = 64
 MAX_WORD_CHARS = 64  # longer "words" (hashes, base64) are not search terms
 _stemmer_lock = threading.Lock()
@@ -37,9 +41,16 @@ _stemmer = Stemmer.Stemmer("english")
 
 @dataclass(frozen=True)
 class Term:
+    """A term and its offsets. CJK runs give bigrams that score (`cover` False) and
+    single characters that only measure how much of a query a chunk covers (`score`
+    False): bigrams across word boundaries are noise for coverage, characters are
+    noise for ranking. Words do both."""
+
     text: str
     start: int
     end: int
+    score: bool = True
+    cover: bool = True
 
 
 def _is_cjk(char: str) -> bool:
@@ -55,9 +66,9 @@ def stem_word(word: str) -> str:
 
 
 def split_words(text: str) -> list[str]:
-    """The pre-stemming tokens of `text` (lowercased words and CJK bigrams): also the
-    splitter handed to bm25s's Tokenizer, so the reference ranker sees the same terms."""
-    return [term.text for term in _raw_terms(text)]
+    """The scoring tokens of `text` before stemming (lowercased words and CJK bigrams):
+    also the splitter handed to bm25s's Tokenizer, so the reference ranker sees the same terms."""
+    return [term.text for term in _raw_terms(text) if term.score]
 
 
 def _raw_terms(text: str) -> Iterable[Term]:
@@ -65,11 +76,10 @@ def _raw_terms(text: str) -> Iterable[Term]:
         run, word = match.group(1), match.group(2)
         if run is not None:
             start = match.start(1)
-            if len(run) == 1:
-                yield Term(run, start, start + 1)
-                continue
             for offset in range(len(run) - 1):
-                yield Term(run[offset : offset + 2], start + offset, start + offset + 2)
+                yield Term(run[offset : offset + 2], start + offset, start + offset + 2, cover=False)
+            for offset, char in enumerate(run):
+                yield Term(char, start + offset, start + offset + 1, score=len(run) == 1)
         else:
             folded = unicodedata.normalize("NFKC", word).lower()
             if len(folded) < 2 and not folded.isdigit() or len(folded) > MAX_WORD_CHARS:
@@ -83,25 +93,29 @@ def terms(text: str) -> list[Term]:
     for term in _raw_terms(text):
         if term.text in STOPWORDS:
             continue
-        out.append(Term(stem_word(term.text), term.start, term.end))
+        out.append(Term(stem_word(term.text), term.start, term.end, term.score, term.cover))
     return out
 
 
-def term_counts(text: str) -> dict[str, int]:
+def term_counts(text: str) -> tuple[dict[str, int], int]:
+    """(count per distinct term, length in scoring terms) of a text."""
     counts: dict[str, int] = {}
+    length = 0
     for term in terms(text):
         counts[term.text] = counts.get(term.text, 0) + 1
-    return counts
+        length += term.score
+    return counts, length
 
 
-def query_terms(text: str) -> list[str]:
-    """The distinct terms of a query, in first-seen order (bounded)."""
-    seen: dict[str, None] = {}
+def query_terms(text: str) -> list[Term]:
+    """The distinct terms of a query (offsets of their first occurrence), bounded."""
+    seen: dict[str, Term] = {}
     for term in terms(text):
-        seen.setdefault(term.text, None)
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-    return list(seen)
+        if term.text not in seen:
+            seen[term.text] = term
+            if len(seen) >= MAX_QUERY_TERMS:
+                break
+    return list(seen.values())
 
 
 def filename_words(path: str) -> str:

@@ -190,7 +190,7 @@ class SearchIndexProjection(Projection):
         title = opened(event.payload.get("title"))
         document_fields: dict[int, int] = {}
         for text, code in ((title, FIELD_TITLE), (filename_words(path), FIELD_FILENAME)):
-            for term in term_counts(text or ""):
+            for term in term_counts(text or "")[0]:
                 key = hasher(term)
                 document_fields[key] = document_fields.get(key, 0) | code
         rows = []
@@ -198,11 +198,11 @@ class SearchIndexProjection(Projection):
             text = opened(chunk["text"])
             if text is None:
                 continue
-            counts = term_counts(text)
+            counts, length = term_counts(text)
             body = np.array([(hasher(t), n) for t, n in sorted(counts.items())], dtype=_BODY)
             fields = dict(document_fields)
             heading = opened(chunk["locator"].get("heading_path"))
-            for term in term_counts(heading or ""):
+            for term in term_counts(heading or "")[0]:
                 key = hasher(term)
                 fields[key] = fields.get(key, 0) | FIELD_HEADING
             field_array = np.array(sorted(fields.items()), dtype=_FIELDS)
@@ -215,7 +215,7 @@ class SearchIndexProjection(Projection):
                     chunk["text"]["key_ref"],
                     path,
                     payload_field(event, "sensitivity"),
-                    sum(counts.values()),
+                    length,
                     _pack(body),
                     _pack(field_array),
                 )

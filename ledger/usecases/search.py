@@ -61,9 +61,9 @@ log = logging.getLogger("citeledger.search")
 
 ENGINE = "citeledger-bm25@1"
 K1, B = 1.2, 0.75
-TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.6, 0.4, 0.4
+TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.5, 0.25, 0.3
 POSITION_WEIGHT = 0.1
-MIN_COVERAGE = 0.5
+MIN_COVERAGE = 0.4
 SCORE_PLACES = 6
 SNIPPET_CHARS = 240
 MAX_HITS_PER_FILE = 2
@@ -244,14 +244,24 @@ def rank(
     total_idf = 0.0
     missing: list[str] = []
     norm = K1 * (1 - B + B * view.lengths / avgdl)
-    for term in wanted:
+    for query_term in wanted:
+        term = query_term.text
         rows, tf = view.body_postings(term)
         field_rows, codes = view.field_postings(term)
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        total_idf += idf
+        if query_term.cover:
+            total_idf += idf
         if df == 0 and len(field_rows) == 0:
-            missing.append(term)
+            if query_term.cover:
+                missing.append(term)
+            continue
+        hit = np.zeros(size, dtype=bool)
+        hit[rows] = True
+        hit[field_rows] = True
+        if query_term.cover:
+            matched_idf[hit] += idf
+        if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
         contribution = idf * tf64 / (tf64 + norm[rows])
@@ -260,15 +270,12 @@ def rank(
         title[field_rows[(codes & 1) > 0]] += TITLE_WEIGHT * idf
         heading[field_rows[(codes & 2) > 0]] += HEADING_WEIGHT * idf
         filename[field_rows[(codes & 4) > 0]] += FILENAME_WEIGHT * idf
-        hit = np.zeros(size, dtype=bool)
-        hit[rows] = True
-        hit[field_rows] = True
-        matched_idf[hit] += idf
     if late():
         return _empty("timeout", position)
     touched = np.nonzero(matched_idf > 0)[0]
     files_scanned = len({view.chunk(int(r)).document_id for r in touched})
-    qualified = touched[matched_idf[touched] >= MIN_COVERAGE * total_idf - 1e-12]
+    scored = (bm25 + title + heading + filename)[touched] > 0
+    qualified = touched[(matched_idf[touched] >= MIN_COVERAGE * total_idf - 1e-12) & scored]
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
@@ -320,7 +327,7 @@ def rank(
             return _empty("denied", position, [f"every match was withheld by policy rule {first_deny}"],
                           denied_rule=first_deny, files=files_scanned, filters=filters)
         return _empty("no_hit", position, _gaps(wanted, missing, True, roots), files=files_scanned)
-    term_sets = set(wanted)
+    term_sets = {t.text for t in wanted if t.score}
     hits: list[SearchHit] = []
     per_file: dict[str, list[SearchHit]] = {}
     for score, path, _ordinal, row, verdict, base_score in allowed:

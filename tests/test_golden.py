@@ -1,0 +1,49 @@
+"""The golden queries: the ledger's search (through the ingest and search use cases, on a
+real store) must reach the committed baseline, must not fall below plain bm25s over whole
+files on the same corpus in the same run, and must answer every absent query `no_hit`."""
+
+from __future__ import annotations
+
+import json
+
+from ledger.application import Ledger
+from ledger.usecases.commands import SearchIn
+from ledger.usecases.context import Caller
+from ledger.usecases.search import search
+from projections.lookups import ledger_context
+from tests.golden_support import (
+    BASELINE,
+    WholeFileBm25s,
+    corpus_files,
+    distinct_paths,
+    ingest_corpus,
+    load_queries,
+    measure,
+)
+
+EPSILON = 1e-9
+
+
+def test_golden_queries(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    caller = Caller("acme", "svc-golden", frozenset({"retrieval.write"}))
+    files = corpus_files()
+    assert len(files) >= 200
+    ingest_corpus(ctx, caller, files)
+    queries = load_queries()
+    assert any(q.absent for q in queries) and any(not q.absent for q in queries)
+
+    def ledger_search(query: str) -> tuple[str, list[str]]:
+        body = search(ctx, caller, SearchIn.model_validate({"input": {"query": query, "top_k": 10}})).body
+        return body["status"], distinct_paths(body["output"]["citations"])
+
+    ours = measure(queries, ledger_search)
+    bare_index = WholeFileBm25s(files)
+    bare = measure(queries, lambda query: ("ok", bare_index.search(query, 10)))
+    baseline = json.loads(BASELINE.read_text())
+    report = f"ledger {ours}\nbm25s whole files {bare}"
+    assert ours.absent_no_hit == ours.absent_total, report
+    assert ours.recall_at_5 >= baseline["recall_at_5"] - EPSILON, report
+    assert ours.mrr >= baseline["mrr"] - EPSILON, report
+    assert ours.recall_at_5 >= bare.recall_at_5 - EPSILON, report
+    assert ours.mrr >= bare.mrr - EPSILON, report
