@@ -94,7 +94,6 @@ class SearchHit:
         return [
             self.chunk_id,
             self.document_id,
-            self.version_id,
             self.path,
             self.start_line,
             self.end_line,
