@@ -53,16 +53,24 @@ class Term:
     cover: bool = True
 
 
-def _is_cjk(char: str) -> bool:
-    return bool(re.match(f"[{_CJK}]", char))
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+_stems: dict[str, str] = {}
+_STEM_CACHE_MAX = 500_000
 
 
 def stem_word(word: str) -> str:
     """English stem of a lowercase word; CJK bigrams and digits pass unchanged."""
-    if not word or _is_cjk(word[0]) or word.isdigit():
+    stem = _stems.get(word)
+    if stem is not None:
+        return stem
+    if not word or _CJK_CHAR.match(word) or word.isdigit():
         return word
     with _stemmer_lock:  # PyStemmer objects are not thread-safe
-        return str(_stemmer.stemWord(word))
+        stem = str(_stemmer.stemWord(word))
+        if len(_stems) >= _STEM_CACHE_MAX:
+            _stems.clear()
+        _stems[word] = stem
+    return stem
 
 
 def split_words(text: str) -> list[str]:
@@ -93,7 +101,8 @@ def terms(text: str) -> list[Term]:
     for term in _raw_terms(text):
         if term.text in STOPWORDS:
             continue
-        out.append(Term(stem_word(term.text), term.start, term.end, term.score, term.cover))
+        text = stem_word(term.text) if term.score and term.cover else term.text  # CJK: as is
+        out.append(Term(text, term.start, term.end, term.score, term.cover))
     return out
 
 

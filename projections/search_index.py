@@ -53,6 +53,7 @@ SEARCH_CHUNKS_TABLE = "citeledger_rm_search_chunks"
 SEARCH_ERASURES_TABLE = "citeledger_rm_search_erasures"
 PROJECTION_NAME = "search_index"
 TRACKING_TABLE = adapters.TRACKING_TABLE
+STATE_CACHE_MAX = 50_000
 OPEN = np.iinfo(np.int64).max  # live_to of a chunk version still live
 FIELD_TITLE, FIELD_HEADING, FIELD_FILENAME = 1, 2, 4
 _BODY = np.dtype([("h", "<u8"), ("tf", "<u4")])
@@ -410,6 +411,8 @@ class SearchIndex:
         self.projection = projection
         self._catch_up = catch_up
         self._tenants: dict[str, _TenantIndex] = {}
+        # Corpus rows of chunk versions never change but for a scrub, which reloads the tenant.
+        self._states: dict[tuple[str, int, int], ChunkState] = {}
         self._lock = threading.Lock()
 
     def refresh(self) -> int:
@@ -446,6 +449,11 @@ class SearchIndex:
         store = self.store
         wanted = {(c.live_from_position, c.ordinal): c.row for c in chunks}
         found: dict[int, ChunkState] = {}
+        for key, row in list(wanted.items()):
+            cached = self._states.get((tenant_id, *key))
+            if cached is not None:
+                found[row] = cached
+                del wanted[key]
         keys = sorted(wanted)
         for start in range(0, len(keys), 200):
             part = keys[start : start + 200]
@@ -470,10 +478,15 @@ class SearchIndex:
                     text=orjson.loads(row["text"]) if row["text"] else None,
                     heading_path=orjson.loads(row["heading_path"]) if row["heading_path"] else None,
                 )
+                if found[at].text is not None:
+                    if len(self._states) > STATE_CACHE_MAX:
+                        self._states.clear()
+                    self._states[(tenant_id, int(row["live_from_position"]), int(row["ordinal"]))] = found[at]
         return found
 
     def forget(self, tenant_id: str | None = None) -> None:
         with self._lock:
+            self._states.clear()
             if tenant_id is None:
                 self._tenants.clear()
             else:
@@ -501,6 +514,8 @@ class SearchIndex:
             erased = cursor.fetchall()[0]["last"] or 0
             if index is None or erased > index.erased_through:
                 index = _TenantIndex()
+                for key in [k for k in self._states if k[0] == tenant_id]:
+                    del self._states[key]
             cursor.execute(
                 store.sql(
                     f"SELECT * FROM {chunks} WHERE tenant_id=? AND live_from_position>? "
