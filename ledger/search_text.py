@@ -28,6 +28,7 @@ from bm25s.stopwords import STOPWORDS_EN_PLUS
 
 _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u1100-\u11ff\uac00-\ud7af"
 _TOKEN = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+)")
+
 # bm25s's larger English list, plus the words questions are made of: a question's
 # "how many ... can I get" must not count against the documents that answer it.
 STOPWORDS: frozenset[str] = frozenset(STOPWORDS_EN_PLUS) | frozenset(
@@ -90,7 +91,7 @@ def _raw_terms(text: str) -> Iterable[Term]:
                 yield Term(char, start + offset, start + offset + 1, score=len(run) == 1)
         else:
             folded = unicodedata.normalize("NFKC", word).lower()
-            if len(folded) < 2 and not folded.isdigit() or len(folded) > MAX_WORD_CHARS:
+            if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS:
                 continue
             yield Term(folded, match.start(2), match.end(2))
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-import orjson
 import numpy.typing as npt
+import orjson
 
 from ledger import adapters
 from ledger.entries import RecordedEvent
@@ -44,8 +44,8 @@ from ledger.search_text import TermHasher, filename_words, term_counts, term_key
 from ledger.signing import KeyDirectory
 from ledger.store import Store
 from ledger.usecases.ports import ChunkState, IndexedChunk
-from projections.corpus import CORPUS_TABLE
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
+from projections.corpus import CORPUS_TABLE
 
 log = logging.getLogger("citeledger.search_index")
 
@@ -251,12 +251,15 @@ class SearchIndexProjection(Projection):
                 part = values[start : start + 500]
                 cursor.execute(
                     store.sql(
-                        f"DELETE FROM {table} WHERE tenant_id=? AND {column} IN ({', '.join('?' * len(part))})"
+                        f"DELETE FROM {table} WHERE tenant_id=? "
+                        f"AND {column} IN ({', '.join('?' * len(part))})"
                     ),
                     (event.tenant_id, *part),
                 )
         cursor.execute(
-            store.sql(f"INSERT INTO {store.table(SEARCH_ERASURES_TABLE)} (tenant_id, position) VALUES (?, ?)"),
+            store.sql(
+                f"INSERT INTO {store.table(SEARCH_ERASURES_TABLE)} (tenant_id, position) VALUES (?, ?)"
+            ),
             (event.tenant_id, event.position),
         )
         if self._keys is not None:
@@ -292,7 +295,9 @@ class _Postings:
         self.tail_rows = np.zeros(0, np.int32)
         self.tail_values = np.zeros(0, value_dtype)
 
-    def add(self, keys: npt.NDArray[np.uint64], rows: npt.NDArray[np.int32], values: npt.NDArray[Any]) -> None:
+    def add(
+        self, keys: npt.NDArray[np.uint64], rows: npt.NDArray[np.int32], values: npt.NDArray[Any]
+    ) -> None:
         if len(keys):
             self._tail.append((keys, rows, values.astype(self.value_dtype)))
             self._tail_size += len(keys)
@@ -347,7 +352,10 @@ class _TenantIndex:
         first = len(self.chunks)
         self.live_from = np.concatenate([self.live_from, [int(r["live_from_position"]) for r in rows]])
         self.live_to = np.concatenate(
-            [self.live_to, [OPEN if r["live_to_position"] is None else int(r["live_to_position"]) for r in rows]]
+            [
+                self.live_to,
+                [OPEN if r["live_to_position"] is None else int(r["live_to_position"]) for r in rows],
+            ]
         ).astype(np.int64)
         self.length = np.concatenate([self.length, [int(r["length"]) for r in rows]]).astype(np.int64)
         self.ordinal = np.concatenate([self.ordinal, [int(r["ordinal"]) for r in rows]]).astype(np.int64)
@@ -406,7 +414,9 @@ class SearchIndex:
     """In-memory per-tenant copies of the search read model (implements
     `ledger.usecases.ports.SearchIndexReader`)."""
 
-    def __init__(self, store: Store, projection: SearchIndexProjection, catch_up: Callable[[], object]) -> None:
+    def __init__(
+        self, store: Store, projection: SearchIndexProjection, catch_up: Callable[[], object]
+    ) -> None:
         self.store = store
         self.projection = projection
         self._catch_up = catch_up
@@ -527,14 +537,19 @@ class SearchIndex:
             cursor.execute(
                 store.sql(
                     f"SELECT live_from_position, ordinal, live_to_position FROM {chunks} "
-                    "WHERE tenant_id=? AND live_to_position>? AND live_to_position<=? AND live_from_position<=?"
+                    "WHERE tenant_id=? AND live_to_position>? AND live_to_position<=? "
+                    "AND live_from_position<=?"
                 ),
                 (tenant_id, index.position, tracked, index.position),
             )
             closed = cursor.fetchall()
         fresh = [
-            {**dict(row), "live_to_position": row["live_to_position"]
-             if row["live_to_position"] is not None and row["live_to_position"] <= tracked else None}
+            {
+                **dict(row),
+                "live_to_position": row["live_to_position"]
+                if row["live_to_position"] is not None and row["live_to_position"] <= tracked
+                else None,
+            }
             for row in fresh
         ]
         if fresh:

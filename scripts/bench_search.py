@@ -79,7 +79,8 @@ def ledger_ingest(folder: Path, data_dir: Path) -> tuple[float, Ledger, object]:
     ctx = ledger_context(ledger)
     started = time.perf_counter()
     files = {
-        str(path.relative_to(folder)): path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.md"))
+        str(path.relative_to(folder)): path.read_text(encoding="utf-8")
+        for path in sorted(folder.rglob("*.md"))
     }
     ingest_corpus(ctx, CALLER, files)
     return time.perf_counter() - started, ledger, ctx
@@ -198,7 +199,8 @@ def report(out: Path, rows: list[dict[str, float]], ours: object, reference: obj
     growth = last["search_ledger_p95_ms"] / first["search_ledger_p95_ms"]
     lines += [
         "",
-        f"Search p95 at {last['files']:.0f} files / at {first['files']:.0f} files (ledger): **{growth:.2f}x**.",
+        f"Search p95 at {last['files']:.0f} files / at {first['files']:.0f} files "
+        f"(ledger): **{growth:.2f}x**.",
         "",
         "Quality on the golden set (tests/golden/queries.yaml over tests/corpus, recall@5 and MRR over "
         "the queries with an answer; absent queries must be `no_hit`):",

@@ -47,8 +47,7 @@ def load_queries() -> list[GoldenQuery]:
 
 def corpus_files(root: Path = CORPUS) -> dict[str, str]:
     return {
-        str(path.relative_to(root)): path.read_text(encoding="utf-8")
-        for path in sorted(root.rglob("*.md"))
+        str(path.relative_to(root)): path.read_text(encoding="utf-8") for path in sorted(root.rglob("*.md"))
     }
 
 
@@ -59,9 +58,7 @@ def ingest_corpus(ctx: UseCaseContext, caller: Caller, files: dict[str, str]) ->
         ingest_document(ctx, claims, caller, DocumentIn(path=path, text=text, source=path.split("/")[0]))
 
 
-def measure(
-    queries: Sequence[GoldenQuery], ranked_paths: Callable[[str], tuple[str, list[str]]]
-) -> Quality:
+def measure(queries: Sequence[GoldenQuery], ranked_paths: Callable[[str], tuple[str, list[str]]]) -> Quality:
     """`ranked_paths(query)` -> (status, distinct paths best first)."""
     recall, reciprocal, present, absent_ok, absent_total = 0.0, 0.0, 0, 0, 0
     misses = []

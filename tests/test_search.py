@@ -31,7 +31,13 @@ from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus
 
 ACME = Caller("acme", "svc-search", frozenset({"retrieval.write"}))
 GLOBEX = Caller("globex", "svc-search", frozenset({"retrieval.write"}))
-QUERIES = ["parental leave weeks", "on-call escalation", "年假有几天", "経費精算の申請期限", "hotel limit per night"]
+QUERIES = [
+    "parental leave weeks",
+    "on-call escalation",
+    "年假有几天",
+    "経費精算の申請期限",
+    "hotel limit per night",
+]
 
 
 def _ingest(ctx: UseCaseContext, caller: Caller, path: str, text: str, **fields: Any) -> dict[str, Any]:
@@ -44,8 +50,15 @@ def _search(ctx: UseCaseContext, caller: Caller, query: str, **task: Any) -> dic
     return search(ctx, caller, SearchIn.model_validate(envelope)).body
 
 
-def _rank(ctx: UseCaseContext, tenant: str, query: str, position: int, policy: PolicyRules | None = None,
-          scopes: frozenset[str] = frozenset({"retrieval.write"}), top_k: int = 5) -> SearchRun:
+def _rank(
+    ctx: UseCaseContext,
+    tenant: str,
+    query: str,
+    position: int,
+    policy: PolicyRules | None = None,
+    scopes: frozenset[str] = frozenset({"retrieval.write"}),
+    top_k: int = 5,
+) -> SearchRun:
     request = SearchRequest(top_k=top_k, corpus_position=position)
     return rank(ctx, tenant, query, request, policy or PolicyRules(), scopes, None)
 
@@ -66,10 +79,16 @@ def test_as_of_search_equals_the_live_search_that_ran_then(ledger: Ledger) -> No
     for index, (path, text) in enumerate(steps):
         _ingest(ctx, ACME, path, text)
         if index % 3 == 0:  # an edit: a new version of an earlier document
-            _ingest(ctx, ACME, "handbook/benefits/parental-leave.md",
-                    text.replace("20 weeks", f"{20 + index} weeks") + f"\nRevised {index}.\n")
+            _ingest(
+                ctx,
+                ACME,
+                "handbook/benefits/parental-leave.md",
+                text.replace("20 weeks", f"{20 + index} weeks") + f"\nRevised {index}.\n",
+            )
         if index == 4:
-            _ingest(ctx, ACME, "handbook/tmp/parental-draft.md", "# Parental leave draft\n\nParental leave weeks.")
+            _ingest(
+                ctx, ACME, "handbook/tmp/parental-draft.md", "# Parental leave draft\n\nParental leave weeks."
+            )
         if index == 8:
             doc_id = next(iter(_docs_at(ctx, "handbook/tmp/parental-draft.md")))
             remove_document(ctx, DocumentClaims(ledger.store), ACME, doc_id, "withdrawn")
@@ -92,7 +111,8 @@ def test_as_of_search_equals_the_live_search_that_ran_then(ledger: Ledger) -> No
 
 def _docs_at(ctx: UseCaseContext, path: str) -> set[str]:
     rows = ctx.ledger.store.rows(
-        f"SELECT DISTINCT document_id FROM {ctx.ledger.store.table('citeledger_rm_corpus')} WHERE path=?", (path,)
+        f"SELECT DISTINCT document_id FROM {ctx.ledger.store.table('citeledger_rm_corpus')} WHERE path=?",
+        (path,),
     )
     return {row["document_id"] for row in rows}
 
@@ -119,10 +139,16 @@ def test_two_runs_on_the_same_corpus_give_the_same_bytes(ledger: Ledger) -> None
         assert one["receipt_id"] != two["receipt_id"]
         assert one["query"]["nonce"] != two["query"]["nonce"]
         assert one["query"]["commitment"] == two["query"]["commitment"]
-        strip = [{k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "snippet_span")}
-                 | {"snippet_span": c["snippet_span"]} for c in first["output"]["citations"]]
-        assert strip == [{k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "snippet_span")}
-                         | {"snippet_span": c["snippet_span"]} for c in second["output"]["citations"]]
+        strip = [
+            {k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "snippet_span")}
+            | {"snippet_span": c["snippet_span"]}
+            for c in first["output"]["citations"]
+        ]
+        assert strip == [
+            {k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "snippet_span")}
+            | {"snippet_span": c["snippet_span"]}
+            for c in second["output"]["citations"]
+        ]
 
 
 def _without_minted(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +160,10 @@ def _without_minted(receipt: dict[str, Any]) -> dict[str, Any]:
     out["policy_snapshot"] = {k: v for k, v in receipt["policy_snapshot"].items() if k != "captured_at"}
     out["search"] = {k: v for k, v in receipt["search"].items() if k != "corpus_position"}
     out["selected_entries"] = [
-        {**{k: v for k, v in e.items() if k not in ("citation_id", "snapshot")}, "snapshot": unsealed(e["snapshot"])}
+        {
+            **{k: v for k, v in e.items() if k not in ("citation_id", "snapshot")},
+            "snapshot": unsealed(e["snapshot"]),
+        }
         for e in receipt["selected_entries"]
     ]
     return out
@@ -142,7 +171,12 @@ def _without_minted(receipt: dict[str, Any]) -> dict[str, Any]:
 
 def test_other_tenants_documents_never_change_scores(ledger: Ledger) -> None:
     ctx = ledger_context(ledger)
-    _ingest(ctx, ACME, "handbook/leave.md", "# Leave\n\nParental leave is 20 weeks.\n\n## Sick\n\nSick leave needs a note.")
+    _ingest(
+        ctx,
+        ACME,
+        "handbook/leave.md",
+        "# Leave\n\nParental leave is 20 weeks.\n\n## Sick\n\nSick leave needs a note.",
+    )
     _ingest(ctx, ACME, "handbook/other.md", "# Other\n\nWeeks of onboarding and leave planning.")
     before = [_rank(ctx, "acme", q, ledger.size) for q in ("parental leave weeks", "sick note", "salary")]
     for i in range(12):  # the same words, many times over, in another tenant
@@ -153,13 +187,18 @@ def test_other_tenants_documents_never_change_scores(ledger: Ledger) -> None:
     assert before[0].status == "ok" and before[2].status == "no_hit"
     theirs = _search(ctx, GLOBEX, "sick note")
     assert theirs["status"] == "no_hit"  # acme's sick-leave text is invisible to globex
-    assert all(c["path"].startswith("handbook/leave-") for c in _search(ctx, GLOBEX, "parental")["output"]["citations"])
+    assert all(
+        c["path"].startswith("handbook/leave-")
+        for c in _search(ctx, GLOBEX, "parental")["output"]["citations"]
+    )
 
 
 def test_an_erased_document_leaves_results_and_index(ledger: Ledger) -> None:
     ctx = ledger_context(ledger)
     keep = _ingest(ctx, ACME, "handbook/keep.md", "# Expenses\n\nSubmit receipts within 30 days.")
-    gone = _ingest(ctx, ACME, "handbook/secret.md", "# Bonus plan\n\nThe confidential bonus multiplier is 1.7.")
+    gone = _ingest(
+        ctx, ACME, "handbook/secret.md", "# Bonus plan\n\nThe confidential bonus multiplier is 1.7."
+    )
     _ingest(ctx, ACME, "handbook/secret.md", "# Bonus plan\n\nThe confidential bonus multiplier is 1.9.")
     assert _search(ctx, ACME, "confidential bonus multiplier")["status"] == "ok"
     table = ledger.store.table(SEARCH_CHUNKS_TABLE)
@@ -224,7 +263,13 @@ def test_policy_deny_redact_boost_are_recorded(ledger: Ledger) -> None:
     _ingest(ctx, ACME, "hr/salaries.md", "# Salaries\n\nSalary bands for engineers are reviewed yearly.")
     _ingest(ctx, ACME, "handbook/salary.md", "# Salary\n\nSalary is paid on the 25th; bands are public.")
     _ingest(ctx, ACME, "finance/payroll.md", "# Payroll\n\nSalary payments run through the payroll bank.")
-    _ingest(ctx, ACME, "handbook/restricted.md", "# Board salary\n\nBoard salary details.", sensitivity="restricted")
+    _ingest(
+        ctx,
+        ACME,
+        "handbook/restricted.md",
+        "# Board salary\n\nBoard salary details.",
+        sensitivity="restricted",
+    )
     unfiltered = _search(ctx, ACME, "salary")
     assert {c["path"] for c in unfiltered["output"]["citations"]} >= {"hr/salaries.md", "finance/payroll.md"}
     publish_policy(ctx, ACME, PolicyBundleIn(bundle_yaml=BUNDLE))
@@ -240,13 +285,19 @@ def test_policy_deny_redact_boost_are_recorded(ledger: Ledger) -> None:
     assert redacted["snippet"] == "" and redacted["snippet_span"] is None
     receipt = _receipt(ledger, body["position"])
     actions = {(f["rule_id"], f["action"]) for f in receipt["filters_applied"]}
-    assert {("hr-private", "deny"), ("restricted-needs-scope", "deny"), ("handbook-first", "boost"),
-            ("finance-redacted", "redact")} <= actions
+    assert {
+        ("hr-private", "deny"),
+        ("restricted-needs-scope", "deny"),
+        ("handbook-first", "boost"),
+        ("finance-redacted", "redact"),
+    } <= actions
     assert receipt["policy_snapshot"]["bundle_yaml"] == BUNDLE
     assert receipt["search"]["top_k"] == 3
     # The scope exempts: with it, the restricted document may be cited.
     scoped = Caller("acme", "svc", frozenset({"retrieval.write", "knowledge.restricted.read"}))
-    assert "handbook/restricted.md" in [c["path"] for c in _search(ctx, scoped, "board salary")["output"]["citations"]]
+    assert "handbook/restricted.md" in [
+        c["path"] for c in _search(ctx, scoped, "board salary")["output"]["citations"]
+    ]
     # Least privilege: the envelope's auth_scope narrows the caller's scopes.
     narrowed = _search(ctx, scoped, "board salary", auth_scope=["retrieval.write"])
     assert narrowed["status"] == "denied" and narrowed["errors"][0]["code"] == "denied.restricted-needs-scope"
@@ -257,8 +308,15 @@ def test_policy_deny_redact_boost_are_recorded(ledger: Ledger) -> None:
     assert outside["status"] == "denied" and outside["errors"][0]["code"] == "denied.outside_allowlist"
     # Replaying under the frozen snapshot gives the same context hash.
     rules = rules_of(ctx.lookups.live_policy("acme"))
-    again = rank(ctx, "acme", "salary", SearchRequest.model_validate(receipt["search"]), rules,
-                 frozenset({"retrieval.write"}), None)
+    again = rank(
+        ctx,
+        "acme",
+        "salary",
+        SearchRequest.model_validate(receipt["search"]),
+        rules,
+        frozenset({"retrieval.write"}),
+        None,
+    )
     assert again.context_hash == receipt["context_hash"]
 
 
@@ -278,7 +336,13 @@ def test_bm25_component_equals_bm25s_on_the_live_corpus(ledger: Ledger) -> None:
     model = bm25s.BM25(method="lucene", k1=K1, b=B, dtype="float64")
     model.index(tokenizer.tokenize(texts, return_as="tuple", show_progress=False), show_progress=False)
     compared = 0
-    for query in ["parental leave weeks", "learning budget conferences", "年假天数", "経費精算", "remote work"]:
+    for query in [
+        "parental leave weeks",
+        "learning budget conferences",
+        "年假天数",
+        "経費精算",
+        "remote work",
+    ]:
         run = _rank(ctx, "acme", query, position, top_k=10)
         assert run.status == "ok"
         ids = tokenizer.tokenize([query], return_as="ids", update_vocab=False, show_progress=False)[0]
@@ -306,14 +370,28 @@ def test_route_on_a_loopback_server(ledger_config: Any) -> None:
     config = api_config(ledger_config)
     tokens = make_tokens(config)
     with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as client:
+
         def auth(who: str) -> dict[str, str]:
             return {"Authorization": f"Bearer {tokens[who]}"}
 
-        for path, text in [("handbook/leave.md", "# Leave\n\n## Parental\n\nParental leave is 20 weeks."),
-                           ("zh/年假.md", "# 年假\n\n正式员工每年享有十五天带薪年假。")]:
-            assert client.post("/v1/documents", json={"path": path, "text": text}, headers=auth("admin")).status_code == 201
-        envelope = {"trace_id": "trace-1", "task_id": "task-1", "deadline_ms": 5000, "auth_scope": ["retrieval.write"],
-                    "idempotency_key": "search-1", "input": {"query": "parental leave", "top_k": 3}}
+        for path, text in [
+            ("handbook/leave.md", "# Leave\n\n## Parental\n\nParental leave is 20 weeks."),
+            ("zh/年假.md", "# 年假\n\n正式员工每年享有十五天带薪年假。"),
+        ]:
+            assert (
+                client.post(
+                    "/v1/documents", json={"path": path, "text": text}, headers=auth("admin")
+                ).status_code
+                == 201
+            )
+        envelope = {
+            "trace_id": "trace-1",
+            "task_id": "task-1",
+            "deadline_ms": 5000,
+            "auth_scope": ["retrieval.write"],
+            "idempotency_key": "search-1",
+            "input": {"query": "parental leave", "top_k": 3},
+        }
         response = client.post("/v1/search", json=envelope, headers=auth("writer"))
         assert response.status_code == 200, response.text
         body = response.json()
@@ -326,14 +404,20 @@ def test_route_on_a_loopback_server(ledger_config: Any) -> None:
         assert read.status_code == 200, read.text
         again = client.post("/v1/search", json=envelope, headers=auth("writer")).json()
         assert again["dedup"] is True and again["receipt_id"] == body["receipt_id"]
-        chinese = client.post("/v1/search", json={"input": {"query": "年假有几天"}}, headers=auth("writer")).json()
+        chinese = client.post(
+            "/v1/search", json={"input": {"query": "年假有几天"}}, headers=auth("writer")
+        ).json()
         assert chinese["status"] == "ok" and chinese["output"]["citations"][0]["path"] == "zh/年假.md"
-        absent = client.post("/v1/search", json={"input": {"query": "submarine reactor"}}, headers=auth("writer")).json()
+        absent = client.post(
+            "/v1/search", json={"input": {"query": "submarine reactor"}}, headers=auth("writer")
+        ).json()
         assert absent["status"] == "no_hit" and absent["output"]["gaps"] and absent["receipt_id"]
         bad = client.post("/v1/search", json={"input": {"query": "x", "top_k": 500}}, headers=auth("writer"))
         assert bad.status_code == 400 and "top_k" in bad.json()["error"]["message"]
         assert client.post("/v1/search", json=envelope, headers=auth("reader")).status_code == 403
-        other = client.post("/v1/search", json={"input": {"query": "parental leave"}}, headers=auth("other")).json()
+        other = client.post(
+            "/v1/search", json={"input": {"query": "parental leave"}}, headers=auth("other")
+        ).json()
         assert other["status"] == "no_hit"
         started = time.monotonic()
         assert client.get("/v1/healthz").status_code == 200 and time.monotonic() - started < 10

@@ -149,6 +149,9 @@ class SearchInput(RequestModel):
     filters: SearchFiltersIn = SearchFiltersIn()
 
 
+IdempotencyKeyText = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$")]
+
+
 class SearchIn(RequestModel):
     """The task envelope of a search (seed 004 §9.2). `sender`, `recipient`, `intent`,
     `parent_task_id` and `context_refs` are accepted for the protocol's sake and not used."""
@@ -162,5 +165,5 @@ class SearchIn(RequestModel):
     context_refs: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] = []
     deadline_ms: DeadlineMs | None = None
     auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
-    idempotency_key: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[\x21-\x7e]+$")] | None = None
+    idempotency_key: IdempotencyKeyText | None = None
     input: SearchInput

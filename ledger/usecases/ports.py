@@ -120,12 +120,27 @@ class CorpusView(Protocol):
     """One tenant's searchable corpus as of `position`: arrays over every chunk version
     the index holds (`live` marks those live at `position`), and postings per term."""
 
-    position: int
-    live: Any  # numpy bool array
-    lengths: Any  # numpy int64 array: tokens per chunk
-    ordinals: Any  # numpy int64 array
-    live_count: int
-    total_length: int
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def live(self) -> Any:
+        """numpy bool array: which chunk versions are live at `position`."""
+        ...
+
+    @property
+    def lengths(self) -> Any:
+        """numpy int64 array: scoring terms per chunk version."""
+        ...
+
+    @property
+    def ordinals(self) -> Any: ...
+
+    @property
+    def live_count(self) -> int: ...
+
+    @property
+    def total_length(self) -> int: ...
 
     def body_postings(self, term: str) -> tuple[Any, Any]:
         """(rows, term counts) of the live chunks whose text holds the term."""

@@ -21,8 +21,8 @@ from ledger.events import (
     PolicySnapshot,
     RetrievalRecorded,
     ScoreComponent,
-    SelectedEntry,
     Sealed,
+    SelectedEntry,
     Span,
     TaskEnvelope,
 )
@@ -31,9 +31,9 @@ from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.commands import RetrievalIn
-from ledger.usecases.ports import ChunkState, PolicyState
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import ChunkScrubbed, Invalid, SubjectErased, UnknownChunk
+from ledger.usecases.ports import ChunkState, PolicyState
 
 
 def _expiry(
@@ -173,7 +173,6 @@ def record_retrieval(
                 f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant"
             )
     policy = ctx.lookups.live_policy(tenant)
-    sealer = ctx.sealer
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)

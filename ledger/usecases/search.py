@@ -54,7 +54,7 @@ from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid
-from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, PolicyState
+from ledger.usecases.ports import ChunkState, IndexedChunk, PolicyState
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
 
 log = logging.getLogger("citeledger.search")
@@ -132,8 +132,14 @@ def context_hash_of(status: str, hits: Sequence[SearchHit], filters: Sequence[tu
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-def _empty(status: SearchStatus, position: int, gaps: Sequence[str] = (), denied_rule: str | None = None,
-           files: int = 0, filters: Sequence[tuple[str, str, str]] = ()) -> SearchRun:
+def _empty(
+    status: SearchStatus,
+    position: int,
+    gaps: Sequence[str] = (),
+    denied_rule: str | None = None,
+    files: int = 0,
+    filters: Sequence[tuple[str, str, str]] = (),
+) -> SearchRun:
     return SearchRun(
         status=status,
         position=position,
@@ -255,11 +261,11 @@ def rank(
             if query_term.cover:
                 missing.append(term)
             continue
-        hit = np.zeros(size, dtype=bool)
-        hit[rows] = True
-        hit[field_rows] = True
+        matches = np.zeros(size, dtype=bool)
+        matches[rows] = True
+        matches[field_rows] = True
         if query_term.cover:
-            matched_idf[hit] += idf
+            matched_idf[matches] += idf
         if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
@@ -289,7 +295,12 @@ def rank(
             continue
         candidates.append(row)
     if not candidates:
-        return _empty("no_hit", position, _gaps(wanted, missing, bool(len(touched)), roots), files=files_scanned)
+        return _empty(
+            "no_hit",
+            position,
+            _gaps([t.text for t in wanted], missing, bool(len(touched)), roots),
+            files=files_scanned,
+        )
     rows_array = np.array(candidates, dtype=np.int64)
     position_bonus = POSITION_WEIGHT / (1 + view.ordinals[rows_array])
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
@@ -323,9 +334,17 @@ def rank(
                 first_deny = rule_id
     if not allowed:
         if first_deny is not None:
-            return _empty("denied", position, [f"every match was withheld by policy rule {first_deny}"],
-                          denied_rule=first_deny, files=files_scanned, filters=filters)
-        return _empty("no_hit", position, _gaps(wanted, missing, True, roots), files=files_scanned)
+            return _empty(
+                "denied",
+                position,
+                [f"every match was withheld by policy rule {first_deny}"],
+                denied_rule=first_deny,
+                files=files_scanned,
+                filters=filters,
+            )
+        return _empty(
+            "no_hit", position, _gaps([t.text for t in wanted], missing, True, roots), files=files_scanned
+        )
     term_sets = {t.text for t in wanted if t.score}
     hits: list[SearchHit] = []
     per_file: dict[str, list[SearchHit]] = {}
@@ -389,8 +408,13 @@ def rank(
         same_file.append(hit)
         hits.append(hit)
     if not hits:
-        return _empty("no_hit", position, _gaps(wanted, missing, True, roots), files=files_scanned,
-                      filters=filters)
+        return _empty(
+            "no_hit",
+            position,
+            _gaps([t.text for t in wanted], missing, True, roots),
+            files=files_scanned,
+            filters=filters,
+        )
     # Merged per file: a file's hits stay together, files in order of their best hit.
     order = {path: i for i, path in enumerate(dict.fromkeys(h.path for h in hits))}
     merged = tuple(sorted(hits, key=lambda h: order[h.path]))
@@ -478,15 +502,20 @@ def search(
         ),
         corpus_position=position,
     )
-    budget = body.deadline_ms / 1000 - (time.monotonic() - started) if body.deadline_ms else None
+    limit_s = body.deadline_ms / 1000 if body.deadline_ms else None
+    budget = limit_s - (time.monotonic() - started) if limit_s is not None else None
     if _outside_roots(task.target_roots):
-        run = _empty("denied", position, ["target_roots must name sources or folders inside them"],
-                     denied_rule="outside_allowlist")
+        run = _empty(
+            "denied",
+            position,
+            ["target_roots must name sources or folders inside them"],
+            denied_rule="outside_allowlist",
+        )
     elif budget is not None and budget <= 0:
         run = _empty("timeout", position)
     else:
         run = rank(ctx, tenant, task.query, request, policy, scopes, budget)
-        if budget is not None and run.status != "timeout" and time.monotonic() - started > body.deadline_ms / 1000:  # type: ignore[operator]
+        if limit_s is not None and run.status != "timeout" and time.monotonic() - started > limit_s:
             run = _empty("timeout", position, files=run.files_scanned)
     return _record(ctx, caller, body, request, policy_state, run, started, idempotency)
 
@@ -554,8 +583,12 @@ def _record(
         run.status,
         run.position,
         [
-            {"path": h.path, "lines": [h.start_line, h.end_line], "snippet_sha256":
-             hashlib.sha256(h.snippet.encode()).hexdigest()[:16], "snippet_chars": len(h.snippet)}
+            {
+                "path": h.path,
+                "lines": [h.start_line, h.end_line],
+                "snippet_sha256": hashlib.sha256(h.snippet.encode()).hexdigest()[:16],
+                "snippet_chars": len(h.snippet),
+            }
             for h in run.hits
         ],
     )
@@ -563,11 +596,21 @@ def _record(
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
         errors = []
         if run.status == "denied":
-            errors.append({"code": f"denied.{run.denied_rule}", "retryable": False,
-                           "message": f"refused by rule {run.denied_rule}"})
+            errors.append(
+                {
+                    "code": f"denied.{run.denied_rule}",
+                    "retryable": False,
+                    "message": f"refused by rule {run.denied_rule}",
+                }
+            )
         if run.status == "timeout":
-            errors.append({"code": "timeout", "retryable": True,
-                           "message": f"the search passed its deadline of {body.deadline_ms} ms"})
+            errors.append(
+                {
+                    "code": "timeout",
+                    "retryable": True,
+                    "message": f"the search passed its deadline of {body.deadline_ms} ms",
+                }
+            )
         return {
             "trace_id": body.trace_id or caller.trace_id,
             "task_id": body.task_id,
