@@ -343,8 +343,11 @@ class _TenantIndex:
         self.live_to = np.zeros(0, np.int64)
         self.length = np.zeros(0, np.int64)
         self.ordinal = np.zeros(0, np.int64)
+        self.document_number = np.zeros(0, np.int64)
+        self.document_numbers: dict[str, int] = {}
         self.chunks: list[IndexedChunk] = []
         self.row_of: dict[tuple[int, int], int] = {}
+        self.settled: tuple[int, int, npt.NDArray[np.bool_]] | None = None
         self.body = _Postings("u4")
         self.fields = _Postings("u1")
 
@@ -359,6 +362,10 @@ class _TenantIndex:
         ).astype(np.int64)
         self.length = np.concatenate([self.length, [int(r["length"]) for r in rows]]).astype(np.int64)
         self.ordinal = np.concatenate([self.ordinal, [int(r["ordinal"]) for r in rows]]).astype(np.int64)
+        numbers = self.document_numbers
+        self.document_number = np.concatenate(
+            [self.document_number, [numbers.setdefault(r["document_id"], len(numbers)) for r in rows]]
+        ).astype(np.int64)
         for offset, row in enumerate(rows):
             index = first + offset
             chunk = IndexedChunk(
@@ -387,6 +394,7 @@ class AsOfView:
     live: npt.NDArray[np.bool_]
     lengths: npt.NDArray[np.int64]
     ordinals: npt.NDArray[np.int64]
+    document_numbers: npt.NDArray[np.int64]
     live_count: int
     total_length: int
     _index: _TenantIndex
@@ -440,13 +448,26 @@ class SearchIndex:
     def view(self, tenant_id: str, position: int) -> AsOfView:
         with self._lock:
             index = self._load(tenant_id, position)
-            live = (index.live_from <= position) & (position < index.live_to)
+            # Past the last position that opened or closed a chunk version the mask stops
+            # changing: live searches (one receipt further each time) reuse it.
+            settled = index.settled
+            if settled is not None and position >= settled[0] and settled[1] == len(index.chunks):
+                live = settled[2]
+            else:
+                live = (index.live_from <= position) & (position < index.live_to)
+                last_change = max(
+                    int(index.live_from.max(initial=0)),
+                    int(index.live_to[index.live_to != OPEN].max(initial=0)),
+                )
+                if position >= last_change:
+                    index.settled = (last_change, len(index.chunks), live)
             lengths = index.length
             return AsOfView(
                 position=position,
                 live=live,
                 lengths=lengths,
                 ordinals=index.ordinal,
+                document_numbers=index.document_number,
                 live_count=int(live.sum()),
                 total_length=int(lengths[live].sum()),
                 _index=index,
@@ -561,6 +582,7 @@ class SearchIndex:
                 if at is not None:
                     live_to[at] = int(row["live_to_position"])
             index.live_to = live_to
+            index.settled = None
         index.position = tracked
         index.erased_through = max(index.erased_through, int(erased))
         self._tenants[tenant_id] = index

@@ -137,6 +137,11 @@ class CorpusView(Protocol):
     def ordinals(self) -> Any: ...
 
     @property
+    def document_numbers(self) -> Any:
+        """numpy int64 array: a number per document (to count files)."""
+        ...
+
+    @property
     def live_count(self) -> int: ...
 
     @property

@@ -54,7 +54,7 @@ from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid
-from ledger.usecases.ports import ChunkState, IndexedChunk, PolicyState
+from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, PolicyState
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
 
 log = logging.getLogger("citeledger.search")
@@ -248,7 +248,6 @@ def rank(
     per_term: list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
     total_idf = 0.0
     missing: list[str] = []
-    norm = K1 * (1 - B + B * view.lengths / avgdl)
     for query_term in wanted:
         term = query_term.text
         rows, tf = view.body_postings(term)
@@ -269,7 +268,7 @@ def rank(
         if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
-        contribution = idf * tf64 / (tf64 + norm[rows])
+        contribution = idf * tf64 / (tf64 + K1 * (1 - B + B * view.lengths[rows] / avgdl))
         bm25[rows] += contribution
         per_term.append((term, rows, contribution))
         title[field_rows[(codes & 1) > 0]] += TITLE_WEIGHT * idf
@@ -278,22 +277,23 @@ def rank(
     if late():
         return _empty("timeout", position)
     touched = np.nonzero(matched_idf > 0)[0]
-    files_scanned = len({view.chunk(int(r)).document_id for r in touched})
+    seen = np.zeros(int(view.document_numbers.max(initial=0)) + 1, dtype=bool)
+    seen[view.document_numbers[touched]] = True
+    files_scanned = int(seen.sum())
     scored = (bm25 + title + heading + filename)[touched] > 0
     qualified = touched[(matched_idf[touched] >= MIN_COVERAGE * total_idf - 1e-12) & scored]
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
-    candidates: list[int] = []
-    for row in qualified.tolist():
-        chunk = view.chunk(row)
-        if roots and not _in_roots(chunk.path, roots):
-            continue
-        if prefixes and not any(chunk.path.startswith(p) for p in prefixes):
-            continue
-        if sensitivities and chunk.sensitivity not in sensitivities:
-            continue
-        candidates.append(row)
+    candidates: list[int] = qualified.tolist()
+    if roots or prefixes or sensitivities:
+        candidates = [
+            row
+            for row in candidates
+            if _in_roots(view.chunk(row).path, roots)
+            and (not prefixes or any(view.chunk(row).path.startswith(p) for p in prefixes))
+            and (not sensitivities or view.chunk(row).sensitivity in sensitivities)
+        ]
     if not candidates:
         return _empty(
             "no_hit",
@@ -304,19 +304,11 @@ def rank(
     rows_array = np.array(candidates, dtype=np.int64)
     position_bonus = POSITION_WEIGHT / (1 + view.ordinals[rows_array])
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
-    ranked: list[tuple[str, str, int, int, Verdict, float]] = []
-    verdicts = _verdict_cache(policy, auth_scope)
     slot_of = {row: i for i, row in enumerate(candidates)}
-    for i, row in enumerate(candidates):
-        chunk = view.chunk(row)
-        verdict = _judge(policy, auth_scope, verdicts, chunk)
-        final = float(base[i]) * float(verdict.factor) if verdict.factor != 1 else float(base[i])
-        ranked.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, float(base[i])))
-    # Highest score first (compared as decimals), then path, then place in the file.
-    ranked.sort(key=lambda item: (-decimal.Decimal(item[0]), item[1], item[2]))
+    top_k = min(request.top_k, policy.max_top_k)
+    ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
     if late():
         return _empty("timeout", position, files=files_scanned)
-    top_k = min(request.top_k, policy.max_top_k)
     window = ranked[: top_k * FILTER_WINDOW]
     allowed = [item for item in ranked if not item[4].denied][: top_k * FILTER_WINDOW]
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
@@ -427,6 +419,46 @@ def rank(
         context_hash=context_hash_of("ok", merged, filters),
         files_scanned=files_scanned,
     )
+
+
+Ranked = tuple[str, str, int, int, Verdict, float]  # (score, path, ordinal, row, verdict, base score)
+
+
+def _top_ranked(
+    view: CorpusView,
+    policy: PolicyRules,
+    scopes: frozenset[str],
+    candidates: list[int],
+    base: np.ndarray[Any, Any],
+    window: int,
+) -> list[Ranked]:
+    """The best candidates in final order (score, then path, then place in the file), enough
+    of them to hold `window` of all and `window` of the allowed ones: judged in order of their
+    score before policy, stopping once no unjudged one could still climb past (its base score
+    times the largest boost is below the window's last score). Cost follows the window, not
+    the number of matches."""
+    ceiling = math.prod((float(r.factor) for r in policy.rules if r.action == "boost"), start=1.0)
+    verdicts = _verdict_cache(policy, scopes)
+    order = np.argsort(-base, kind="stable")
+    judged: list[Ranked] = []
+    take = min(len(order), max(window * 4, 64))
+    done = 0
+    while True:
+        for i in order[done:take].tolist():
+            row = candidates[i]
+            chunk = view.chunk(row)
+            verdict = _judge(policy, scopes, verdicts, chunk)
+            final = float(base[i]) * float(verdict.factor) if verdict.factor != 1 else float(base[i])
+            judged.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, float(base[i])))
+        done = take
+        judged.sort(key=lambda item: (-decimal.Decimal(item[0]), item[1], item[2]))
+        if done >= len(order):
+            return judged
+        bound = decimal.Decimal(_fixed(float(base[order[done]]) * ceiling))
+        safe = [item for item in judged if decimal.Decimal(item[0]) > bound]
+        if len(safe) >= window and sum(not item[4].denied for item in safe) >= window:
+            return judged
+        take = min(len(order), take * 4)
 
 
 def _sorted_postings(
