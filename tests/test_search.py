@@ -22,7 +22,7 @@ from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import publish_policy
 from ledger.usecases.retention import erase
-from ledger.usecases.search import K1, B, SearchRun, rank, rules_of, search
+from ledger.usecases.search import K1, B, SearchRun, rank, rules_from_snapshot, rules_of, search
 from projections.digest import projection_digest
 from projections.lookups import ledger_context
 from projections.search_index import SEARCH_CHUNKS_TABLE
@@ -307,14 +307,14 @@ def test_policy_deny_redact_boost_are_recorded(ledger: Ledger) -> None:
     outside = _search(ctx, ACME, "salary", input={"target_roots": ["../etc"]})
     assert outside["status"] == "denied" and outside["errors"][0]["code"] == "denied.outside_allowlist"
     # Replaying under the frozen snapshot gives the same context hash.
-    rules = rules_of(ctx.lookups.live_policy("acme"))
+    assert rules_of(ctx.lookups.live_policy("acme")) == rules_from_snapshot(BUNDLE)
     again = rank(
         ctx,
         "acme",
         "salary",
         SearchRequest.model_validate(receipt["search"]),
-        rules,
-        frozenset({"retrieval.write"}),
+        rules_from_snapshot(receipt["policy_snapshot"]["bundle_yaml"]),
+        frozenset(receipt["task"]["auth_scope"]),
         None,
     )
     assert again.context_hash == receipt["context_hash"]

@@ -507,6 +507,18 @@ def rules_of(policy: PolicyState | None) -> PolicyRules:
     return rules
 
 
+def rules_from_snapshot(bundle_yaml: str | None) -> PolicyRules:
+    """The rules of a receipt's frozen `policy_snapshot` (no bundle: no rules), for replay."""
+    from ledger.usecases.policy import parse_bundle
+
+    return rules_from_bundle(parse_bundle(bundle_yaml)) if bundle_yaml else PolicyRules()
+
+
+def _scopes(caller: Caller, body: SearchIn) -> frozenset[str]:
+    """Least privilege: the envelope's `auth_scope` narrows the token's scopes, never widens them."""
+    return caller.scopes & frozenset(body.auth_scope) if body.auth_scope else caller.scopes
+
+
 def _outside_roots(roots: Sequence[str]) -> bool:
     return any(root.startswith("/") or ".." in root.split("/") or "\\" in root for root in roots)
 
@@ -519,7 +531,7 @@ def search(
     started = time.monotonic()
     tenant = caller.tenant_id
     task = body.input
-    scopes = caller.scopes & frozenset(body.auth_scope) if body.auth_scope else caller.scopes
+    scopes = _scopes(caller, body)
     index = ctx.search_index
     if index is None:
         raise Invalid("this process runs no search index", code="search_unavailable")
@@ -598,7 +610,9 @@ def _record(
             trace_id=body.trace_id or caller.trace_id,
             task_id=body.task_id,
             deadline_ms=body.deadline_ms,
-            auth_scope=list(body.auth_scope) if body.auth_scope else sorted(caller.scopes),
+            # The scopes the search ran with (the envelope's, narrowed to the token's): what a
+            # replay passes to `rank` as `auth_scope`.
+            auth_scope=sorted(_scopes(caller, body)),
         ),
         engine=ENGINE,
         mode="live",
