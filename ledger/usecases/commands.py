@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
 from ledger.events import (
     MAX_AUTH_SCOPES,
@@ -26,6 +35,7 @@ from ledger.events import (
     SourcePath,
     Timestamp,
 )
+from ledger.idempotency import KEY_PATTERN
 
 MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024
@@ -92,6 +102,49 @@ class RetrievalIn(RequestModel):
     selected_entries: Annotated[list[SelectedEntryIn], Field(max_length=MAX_SELECTED_ENTRIES)] = []
     filters_applied: Annotated[list[FilterAppliedIn], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64 | None = None
+
+
+MAX_BATCH_ITEMS = 1_000
+IdempotencyKeyText = Annotated[str, StringConstraints(pattern=KEY_PATTERN.pattern)]
+
+
+class RetrievalBatchItemIn(RequestModel):
+    """One retrieval of a batch, with its own Idempotency-Key and (optionally) the
+    correlation ids of the request it was first made in."""
+
+    idempotency_key: IdempotencyKeyText
+    retrieval: RetrievalIn
+    run_id: Identifier | None = None
+    trace_id: Identifier | None = None
+    _problem: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def refuse_alone(cls, data: object, handler: ValidatorFunctionWrapHandler) -> RetrievalBatchItemIn:
+        """A malformed item is kept with its problem instead of failing the whole batch:
+        it is refused on its own (by index) while the others are recorded."""
+        try:
+            item: RetrievalBatchItemIn = handler(data)
+            return item
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_input=False)
+            first = errors[0] if errors else {"loc": (), "msg": "invalid item"}
+            where = ".".join(str(part) for part in first["loc"]) or "item"
+            refused = cls.model_construct(idempotency_key="", retrieval=None)
+            refused._problem = f"{where}: {first['msg']}"[:300]
+            return refused
+
+    @property
+    def problem(self) -> str | None:
+        """Why the item is malformed (never echoes a value), or None."""
+        return self._problem
+
+
+class RetrievalBatchIn(RequestModel):
+    """Up to `MAX_BATCH_ITEMS` retrievals, each recorded or refused on its own, all
+    accepted ones in one transaction."""
+
+    items: Annotated[list[RetrievalBatchItemIn], Field(min_length=1, max_length=MAX_BATCH_ITEMS)]
 
 
 class PolicyBundleIn(RequestModel):
