@@ -21,9 +21,7 @@ def _events(api: Api, event_type: str) -> list[dict[str, Any]]:
 
 
 def _batch(api: Api, items: list[Any], who: str = "writer", **headers: str) -> Any:
-    return api.client.post(
-        "/v1/retrievals/batch", json={"items": items}, headers=api.headers(who, **headers)
-    )
+    return api.client.post("/v1/retrievals/batch", json={"items": items}, headers=api.headers(who, **headers))
 
 
 def test_bad_items_are_refused_by_index_while_the_others_are_recorded(api: Api) -> None:
