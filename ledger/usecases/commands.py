@@ -130,7 +130,8 @@ class RetrievalBatchItemIn(RequestModel):
             errors = exc.errors(include_url=False, include_input=False)
             first = errors[0] if errors else {"loc": (), "msg": "invalid item"}
             where = ".".join(str(part) for part in first["loc"]) or "item"
-            refused = cls.model_construct(idempotency_key="", retrieval=RetrievalIn.model_construct())
+            nothing: dict[str, object] = {}  # a refused item holds no fields; only its problem is read
+            refused = cls.model_construct(**nothing)
             refused._problem = f"{where}: {first['msg']}"[:300]
             return refused
 
