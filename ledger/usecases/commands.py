@@ -3,7 +3,7 @@ are plain text here; the use cases seal them before anything reaches the log."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -130,7 +130,7 @@ class RetrievalBatchItemIn(RequestModel):
             errors = exc.errors(include_url=False, include_input=False)
             first = errors[0] if errors else {"loc": (), "msg": "invalid item"}
             where = ".".join(str(part) for part in first["loc"]) or "item"
-            nothing: dict[str, object] = {}  # a refused item holds no fields; only its problem is read
+            nothing: dict[str, Any] = {}  # a refused item holds no fields; only its problem is read
             refused = cls.model_construct(**nothing)
             refused._problem = f"{where}: {first['msg']}"[:300]
             return refused
