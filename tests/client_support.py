@@ -104,7 +104,7 @@ class ScriptedPeer:
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client gave up reading (too large, timeout)
 
-            do_GET = do_POST = _handle  # noqa: N815
+            do_GET = do_POST = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
