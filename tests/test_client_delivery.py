@@ -162,7 +162,7 @@ def test_load_from_two_processes_is_delivered_exactly_once(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-            )  # fmt: skip
+            )
             for p in range(2)
         ]
         acknowledged: Counter[str] = Counter()
