@@ -204,9 +204,22 @@ def verify(
 @app.command()
 def export(
     out: Annotated[Path, typer.Option("--out", help="JSONL file to write")],
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="Only this tenant's entries, with proofs (what GET /v1/export serves)"),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Write the log and its checkpoints as JSONL for offline `verify --export`."""
+    """Write the log and its checkpoints as JSONL for offline `verify --export` (or one tenant's part)."""
+    if tenant is not None:
+        from ledger.application import Ledger
+        from ledger.tenant_export import iter_tenant_export
+
+        with Ledger(_config(data_dir)) as ledger, out.open("wb") as handle:
+            for line in iter_tenant_export(ledger, tenant):
+                handle.write(line)
+        console.print(f"exported tenant {tenant!r} to {out}")
+        return
     from ledger.audit import write_export
     from ledger.signing import KeyDirectory
     from ledger.store import Store

@@ -66,7 +66,7 @@ def test_readme_examples_run_against_a_real_server(tmp_path: Path) -> None:
     work.mkdir()
     script = [
         "set -euo pipefail",
-        f"citeledger() {{ {shlex.quote(sys.executable)} -m {CLI_MODULE} \"$@\"; }}",
+        f'citeledger() {{ {shlex.quote(sys.executable)} -m {CLI_MODULE} "$@"; }}',
         f"export DATA_DIR={shlex.quote(str(data_dir))}",
     ]
     for number, code in enumerate(examples, start=1):
