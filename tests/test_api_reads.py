@@ -154,13 +154,13 @@ def test_policy_bundle_versions_the_responses_and_snapshots_receipts(api: Api) -
     doc = api.document()
     published = api.client.post(
         "/v1/policy-bundles",
-        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n"},
+        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n    action: allow\n"},
         headers=api.headers(),
     )
     assert published.status_code == 201 and published.json()["policy_version"] == "pol-2025-09"
     same = api.client.post(
         "/v1/policy-bundles",
-        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n"},
+        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n    action: allow\n"},
         headers=api.headers(),
     )
     assert same.status_code == 200 and same.json()["dedup"] is True
