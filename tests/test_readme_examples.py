@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from ledger.config import LedgerConfig
 from tests.server_process import CLI_MODULE, ROOT, ServerProcess, server_env
@@ -94,3 +95,39 @@ def test_readme_examples_run_against_a_real_server(tmp_path: Path) -> None:
     assert out.count("OK: no problem found") == 2  # the tenant export and the whole log
     for name in ("document.json", "receipt.json", "bundle.json", "tenant-export.jsonl", "whole-log.jsonl"):
         assert (work / name).stat().st_size > 0, name
+
+
+def _command_names() -> list[str]:
+    import typer
+
+    from cli.main import app
+
+    names: list[str] = []
+    group: Any = typer.main.get_command(app)  # a click-style group (typer may bundle its own click)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            names += [f"{name} {sub}" for sub in command.commands]
+        else:
+            names.append(name)
+    return names
+
+
+def test_readme_names_every_command_and_setting() -> None:
+    text = README.read_text(encoding="utf-8")
+    commands = _command_names()
+    assert {"verify", "lag", "verify-projections", "projection-checkpoint", "tokens create"} <= set(commands)
+    missing = [name for name in commands if f"`citeledger {name}" not in text]
+    assert not missing, f"commands missing from the README's table: {missing}"
+    sources = [
+        path
+        for folder in ("api", "cli", "ledger", "projections", "scripts", "tests")
+        for path in (ROOT / folder).rglob("*.py")
+    ]
+    settings = {
+        name
+        for path in sources
+        for name in re.findall(r"CITELEDGER_[A-Z0-9_]+", path.read_text(encoding="utf-8"))
+    }
+    assert {"CITELEDGER_TEST_PG_DSN", "CITELEDGER_RATE_LIMIT_RPS", "CITELEDGER_REDIS_URL"} <= settings
+    missing = sorted(name for name in settings if f"`{name}`" not in text)
+    assert not missing, f"settings missing from the README: {missing}"
