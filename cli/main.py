@@ -190,7 +190,11 @@ def verify(
             progress.update(task, completed=done)
 
         if export_file is not None:
-            report = verify_export(export_file, trusted, deep=deep, progress=tick, held=held)
+            try:
+                report = verify_export(export_file, trusted, deep=deep, progress=tick, held=held)
+            except (OSError, ValueError) as exc:  # not an export at all: say so, no traceback
+                typer.echo(f"FAILED: {exc}", err=True)  # one line, never wrapped
+                raise typer.Exit(1) from None
         else:
             store = Store(config)
             try:

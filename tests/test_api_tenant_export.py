@@ -311,6 +311,11 @@ def test_cli_verify_says_what_a_partial_export_proves(api: Api, tmp_path: Path) 
     assert broken.returncode == 1
     assert broken.stdout.splitlines()[0].startswith("FAILED: position ")
     assert "entry changed" in broken.stdout.splitlines()[0]
+    # Not an export at all: exit 1 with one line, no traceback.
+    path.write_text('{"format": "something-else"}\n')
+    alien = _cli("verify", "--export", str(path), "--public-key", str(public_key), data_dir=tmp_path / "none")
+    assert alien.returncode == 1 and "not a citeledger-export/1 file" in alien.stderr
+    assert "Traceback" not in alien.stderr
 
 
 def test_tokens_create_operator(tmp_path: Path) -> None:
