@@ -143,8 +143,13 @@ class AsyncClient(Shared):
         call = self.document_call(document, idempotency_key or new_key(), trace_id)
         return DocumentRecorded.model_validate(await self._send(call))
 
-    async def replay(self, receipt_id: str, *, idempotency_key: str | None = None) -> dict[str, Any]:
-        return await self._send(self.replay_call(receipt_id, idempotency_key))
+    async def replay(
+        self, receipt_id: str, *, at_position: int | None = None, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """POST /v1/receipts/{id}/replay: re-run a receipt under its frozen policy; the answer
+        (integrity, diff, the replay receipt's id) as the server gives it. Keyed: a retry is
+        answered, not replayed twice."""
+        return await self._send(self.replay_call(receipt_id, idempotency_key, at_position))
 
     async def search(self, query: str, **options: Any) -> dict[str, Any]:
         return await self._send(self.search_call(query, **options))

@@ -119,9 +119,14 @@ class Shared:
         return make_call("GET", f"/v1/citations/{citation_id}", "read")
 
     @staticmethod
-    def replay_call(receipt_id: str, key: str | None) -> Call:
+    def replay_call(receipt_id: str, key: str | None, at_position: int | None = None) -> Call:
+        params = {"at_position": at_position} if at_position is not None else None
         return make_call(
-            "POST", f"/v1/receipts/{receipt_id}/replay", "write", json={}, idempotency_key=key or new_key()
+            "POST",
+            f"/v1/receipts/{receipt_id}/replay",
+            "write",
+            params=params,
+            idempotency_key=key or new_key(),
         )
 
     @staticmethod

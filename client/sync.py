@@ -154,9 +154,13 @@ class Client(Shared):
         call = self.document_call(document, idempotency_key or new_key(), trace_id)
         return DocumentRecorded.model_validate(self._send(call))
 
-    def replay(self, receipt_id: str, *, idempotency_key: str | None = None) -> dict[str, Any]:
-        """POST /v1/receipts/{id}/replay: re-run a recorded retrieval (its answer as returned)."""
-        return self._send(self.replay_call(receipt_id, idempotency_key))
+    def replay(
+        self, receipt_id: str, *, at_position: int | None = None, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """POST /v1/receipts/{id}/replay: re-run a receipt under its frozen policy; the answer
+        (integrity, diff, the replay receipt's id) as the server gives it. Keyed: a retry is
+        answered, not replayed twice."""
+        return self._send(self.replay_call(receipt_id, idempotency_key, at_position))
 
     # -- reads -------------------------------------------------------------------------------
     def search(self, query: str, **options: Any) -> dict[str, Any]:
