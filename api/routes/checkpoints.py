@@ -11,6 +11,8 @@ from litestar.response import Stream
 
 from api.auth import requires
 from api.contract import ApiError, not_found
+from api.openapi import contract
+from api.responses import CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
 from ledger.audit import iter_export
@@ -26,8 +28,8 @@ def _latest(services: Services) -> dict[str, Any]:
     return {"checkpoint": record.to_json(), "origin": services.ledger.origin}
 
 
-@get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint")
-async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+@get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint", **contract(404))
+async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[CheckpointOut]:
     return ok(request, services, await services.blocking(_latest, services))
 
 
@@ -54,13 +56,18 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
     }
 
 
-@get("/consistency", guards=[requires("audit.read")], summary="Consistency proof between two tree sizes")
+@get(
+    "/consistency",
+    guards=[requires("audit.read")],
+    summary="Consistency proof between two tree sizes",
+    **contract(404),
+)
 async def consistency(
     request: AnyRequest,
     services: ServicesDep,
     old: Annotated[int, QueryParameter(name="from", ge=1, le=2**53 - 1)],
     new: Annotated[int | None, QueryParameter(name="to", ge=1, le=2**53 - 1, required=False)] = None,
-) -> Response[Any]:
+) -> Response[ConsistencyOut]:
     return ok(request, services, await services.blocking(_consistency, services, old, new))
 
 
@@ -98,8 +105,9 @@ def _keys(services: Services) -> dict[str, Any]:
     guards=[requires("audit.read")],
     summary="Every signing public key with its validity",
     tags=["tamper evidence"],
+    **contract(),
 )
-async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[KeysOut]:
     return ok(request, services, await services.blocking(_keys, services))
 
 
@@ -108,6 +116,9 @@ async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[An
     guards=[requires("admin")],
     summary="The whole log as JSONL for offline `citeledger verify`",
     tags=["tamper evidence"],
+    media_type="application/x-ndjson",
+    response_description="One JSON object per line (`application/x-ndjson`)",
+    **contract(),
 )
 async def export(request: AnyRequest, services: ServicesDep) -> Stream:
     ledger = services.ledger

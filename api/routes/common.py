@@ -15,13 +15,22 @@ from litestar.params import HeaderParameter
 from api.auth import principal_of
 from api.contract import ApiError, correlation
 from api.services import Services
-from ledger.idempotency import IdempotencyKey, lookup
+from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
 IdempotencyKeyHeader = Annotated[
-    str | None, HeaderParameter(name="Idempotency-Key", required=False, max_length=255)
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        required=False,
+        min_length=1,
+        max_length=255,
+        pattern=KEY_PATTERN.pattern,
+        description="At most one write per (tenant, key): a repeat with the same body gets the first "
+        "answer (200, `dedup: true`); another body is 409",
+    ),
 ]
 
 

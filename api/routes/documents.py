@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from api.auth import requires
 from api.contract import ApiError
+from api.openapi import contract
+from api.responses import DocumentOut, DocumentRemovedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from api.services import Services
 from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
@@ -35,14 +37,20 @@ async def _record(
     )
 
 
-@post("/", guards=[requires("ingest.write")], status_code=201, summary="Record a markdown document (JSON)")
+@post(
+    "/",
+    guards=[requires("ingest.write")],
+    status_code=201,
+    summary="Record a markdown document (JSON)",
+    **contract(409, 413, 422, dedup=DocumentOut),
+)
 async def post_document(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
     data: DocumentIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[DocumentOut]:
     return await _record(request, services, caller, data, idempotency_key)
 
 
@@ -62,6 +70,7 @@ class DocumentUpload:
     guards=[requires("ingest.write")],
     status_code=201,
     summary="Record a markdown document (multipart)",
+    **contract(409, 413, 422, dedup=DocumentOut),
 )
 async def upload_document(
     request: AnyRequest,
@@ -69,7 +78,7 @@ async def upload_document(
     caller: CallerDep,
     data: Annotated[DocumentUpload, Body(media_type=RequestEncodingType.MULTI_PART)],
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[DocumentOut]:
     raw = await data.file.read(MAX_DOCUMENT_CHARS * 4 + 1)
     if len(raw) > MAX_DOCUMENT_CHARS * 4:
         raise ApiError(413, "payload_too_large", "uploaded file exceeds the document size limit")
@@ -96,7 +105,11 @@ async def upload_document(
 
 
 @delete(
-    "/{document_id:str}", guards=[requires("ingest.write")], status_code=200, summary="Record DocumentRemoved"
+    "/{document_id:str}",
+    guards=[requires("ingest.write")],
+    status_code=200,
+    summary="Record DocumentRemoved",
+    **contract(404, 409, 422),
 )
 async def delete_document(
     request: AnyRequest,
@@ -107,7 +120,7 @@ async def delete_document(
         str, QueryParameter(name="reason", pattern="^(source_deleted|withdrawn)$")
     ] = "withdrawn",
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[DocumentRemovedOut]:
     return await write(
         request,
         services,

@@ -10,8 +10,10 @@ from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
 from api.contract import ApiError
+from api.openapi import contract
+from api.responses import BundleOut, ReceiptOut, ReceiptPage
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from api.routes.events import ID_PATTERN, Cursor, parse_time
+from api.routes.events import ID_PATTERN, Cursor, Since, Until, time_bound
 from api.services import Services
 from ledger.entries import RecordedEvent
 from ledger.usecases.errors import NotFound
@@ -55,10 +57,10 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt")
+@get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt", **contract(404))
 async def get_receipt(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
-) -> Response[Any]:
+) -> Response[ReceiptOut]:
     # A receipt is an immutable signed entry: a recent one is served from memory, without a
     # thread hop or a database read.
     event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
@@ -76,10 +78,15 @@ def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
         return find_receipt(services.context, tenant_id, receipt_id)
 
 
-@get("/{receipt_id:str}/bundle", guards=[requires("audit.read")], summary="Portable receipt bundle")
+@get(
+    "/{receipt_id:str}/bundle",
+    guards=[requires("audit.read")],
+    summary="Portable receipt bundle",
+    **contract(404),
+)
 async def get_bundle(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
-) -> Response[Any]:
+) -> Response[BundleOut]:
     bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
     return ok(request, services, {"bundle": bundle})
 
@@ -116,7 +123,12 @@ def receipts_page(
     return {"receipts": [_summary(view) for view in page.items], "next_cursor": page.next_cursor}
 
 
-@get("/", guards=[requires("audit.read")], summary="List receipts (filters, cursor pagination)")
+@get(
+    "/",
+    guards=[requires("audit.read")],
+    summary="List receipts (filters, cursor pagination)",
+    **contract(),
+)
 async def list_receipts(
     request: AnyRequest,
     services: ServicesDep,
@@ -139,8 +151,8 @@ async def list_receipts(
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Annotated[str | None, QueryParameter(name="since", max_length=40, required=False)] = None,
-    until: Annotated[str | None, QueryParameter(name="until", max_length=40, required=False)] = None,
+    since: Since = None,
+    until: Until = None,
     from_position: Annotated[
         int | None, QueryParameter(name="from_position", ge=1, le=2**53 - 1, required=False)
     ] = None,
@@ -149,10 +161,8 @@ async def list_receipts(
     ] = None,
     cursor: Cursor = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
-) -> Response[Any]:
+) -> Response[ReceiptPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    parse_time(since, "since")
-    parse_time(until, "until")
     flt = ReceiptFilter(
         mode=mode,
         status=status,
@@ -163,8 +173,8 @@ async def list_receipts(
         parent_receipt_id=parent_receipt_id,
         from_position=from_position,
         to_position=to_position,
-        recorded_from=since,
-        recorded_to=until,
+        recorded_from=time_bound(since, "since"),
+        recorded_to=time_bound(until, "until"),
     )
     body = await services.blocking(receipts_page, services, caller.tenant_id, flt, cursor, limit)
     return ok(request, services, body)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Response, Router, post
 
 from api.auth import requires
+from api.openapi import contract
+from api.responses import ReceiptRecordedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from ledger.usecases.commands import RetrievalIn
 from ledger.usecases.retrievals import record_retrieval
 
 
 @post(
-    "/", guards=[requires("retrieval.write")], status_code=201, summary="Record an external retrieval receipt"
+    "/",
+    guards=[requires("retrieval.write")],
+    status_code=201,
+    summary="Record an external retrieval receipt",
+    **contract(404, 409, 413, 422, dedup=ReceiptRecordedOut),
 )
 async def post_retrieval(
     request: AnyRequest,
@@ -21,7 +25,7 @@ async def post_retrieval(
     caller: CallerDep,
     data: RetrievalIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[ReceiptRecordedOut]:
     return await write(
         request,
         services,
