@@ -15,7 +15,7 @@ from api.contract import ContractApp, exception_handler
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
 from api.routes import checkpoints, citations, documents, events, ops, policy, receipts, retention, retrievals
-from api.routes.common import DEPENDENCIES
+from api.routes.common import DEPENDENCIES, strict_query_integers
 from api.services import Services
 
 log = logging.getLogger("citeledger.api")
@@ -50,6 +50,7 @@ def create_app(config: ApiConfig) -> ContractApp:
     app = ContractApp(
         route_handlers=ROUTES,
         dependencies=DEPENDENCIES,
+        before_request=strict_query_integers,
         # Strict request bodies: "5" is no integer, true is no number of days.
         plugins=[PydanticPlugin(validate_strict=True)],
         on_startup=[startup],

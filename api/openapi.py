@@ -42,6 +42,7 @@ from litestar.static_files import create_static_files_router
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.contract import CODES, RETRYABLE_STATUSES
+from ledger.usecases.commands import MAX_DOCUMENT_CHARS
 
 BEARER: list[dict[str, list[str]]] = [{"BearerToken": []}]
 SCHEMA_PATH = "/schema"
@@ -149,6 +150,76 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
 }
 
 
+# --- links: how one answer leads to the next request (Swagger UI shows them; schemathesis'
+# stateful phase follows them, so receipts, citations, bundles and erasures get real answers) ----
+_DOCUMENT_ID = "$response.body#/document_id"
+_RECEIPT_ID = {"path.receipt_id": "$response.body#/receipt_id"}
+_CITATION_ID = {"path.citation_id": "$response.body#/citation_ids/0"}
+_POSITION = {"path.position": "$response.body#/position"}
+_CITE_FIRST_CHUNK = {
+    "query": "what does the document say?",
+    "engine": "external:linked",
+    "selected_entries": [
+        {
+            "document_id": _DOCUMENT_ID,
+            "chunk_id": "$response.body#/chunks/0/chunk_id",
+            "score": "1.5",
+            # A one-chunk document is its chunk: the whole text occurs in it.
+            "snippet": "$request.body#/text",
+        }
+    ],
+}
+Link = tuple[str, str, dict[str, Any], dict[str, Any] | None]  # name, target, parameters, body
+_FROM_DOCUMENT: list[Link] = [
+    ("RemoveDocument", "DELETE /v1/documents/{document_id}", {"path.document_id": _DOCUMENT_ID}, None),
+    ("EraseDocument", "POST /v1/erasures", {}, {"document_id": _DOCUMENT_ID}),
+    ("HoldDocument", "POST /v1/legal-holds", {}, {"document_ids": [_DOCUMENT_ID], "legal_basis": "audit"}),
+]
+_FROM_RECEIPT: list[Link] = [
+    ("ReadReceipt", "GET /v1/receipts/{receipt_id}", _RECEIPT_ID, None),
+    ("DownloadBundle", "GET /v1/receipts/{receipt_id}/bundle", _RECEIPT_ID, None),
+    ("ReadCitation", "GET /v1/citations/{citation_id}", _CITATION_ID, None),
+    ("ReadChunkMcp", "GET /v1/mcp/chunks/{citation_id}", _CITATION_ID, None),
+    ("ReadEvent", "GET /v1/events/{position}", _POSITION, None),
+    ("ProveInclusion", "GET /v1/events/{position}/inclusion-proof", _POSITION, None),
+]
+LINKS: dict[str, list[Link]] = {
+    "POST /v1/documents": [
+        ("RecordRetrieval", "POST /v1/retrievals", {}, _CITE_FIRST_CHUNK),
+        *_FROM_DOCUMENT,
+    ],
+    "POST /v1/documents/upload": _FROM_DOCUMENT,
+    "POST /v1/retrievals": _FROM_RECEIPT,
+    "POST /v1/legal-holds": [
+        ("ReleaseHold", "DELETE /v1/legal-holds/{hold_id}", {"path.hold_id": "$response.body#/hold_id"}, None)
+    ],
+}
+
+
+def _add_links(document: dict[str, Any]) -> None:
+    operations = {
+        f"{method.upper()} {path}": operation
+        for path, item in document.get("paths", {}).items()
+        for method, operation in item.items()
+        if isinstance(operation, dict) and "responses" in operation
+    }
+    for source, links in LINKS.items():
+        if source not in operations:
+            continue
+        for status, response in operations[source]["responses"].items():
+            if not status.startswith("2"):
+                continue
+            response["links"] = {
+                name: {
+                    "operationId": operations[target]["operationId"],
+                    **({"parameters": parameters} if parameters else {}),
+                    **({"requestBody": body} if body is not None else {}),
+                }
+                for name, target, parameters, body in links
+                if target in operations
+            }
+
+
 # --- the document ------------------------------------------------------------------------------
 def _models_of(routes: list[Any]) -> dict[str, type[BaseModel]]:
     """Every pydantic model a route takes or answers, by the component name Litestar gives it."""
@@ -193,6 +264,7 @@ def finish_document(document: dict[str, Any], routes: list[Any]) -> dict[str, An
         if name in schemas:
             schemas[name]["examples"] = [example]
     _form_fields_like(schemas, form="DocumentUpload", model="DocumentIn")
+    _add_links(document)
     for operation in _walk_operations(document):
         operation.setdefault("security", [])
         for parameter in operation.get("parameters", []):
@@ -230,6 +302,14 @@ def _form_fields_like(schemas: dict[str, Any], *, form: str, model: str) -> None
         if name in rules:
             field.clear()
             field.update(_without_null(rules[name]))
+    # The upload is markdown text, read as UTF-8 (not any binary file).
+    schemas[form]["properties"]["file"] = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_DOCUMENT_CHARS,
+        "contentMediaType": "text/markdown",
+        "description": "The markdown document, UTF-8",
+    }
 
 
 class _Finished:

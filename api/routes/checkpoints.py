@@ -41,8 +41,10 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
             raise not_found("checkpoint")
         new = checkpoints[-1].tree_size
     head = ledger.sync()
-    if not 1 <= old <= new <= head:
-        raise ApiError(400, "bad_request", f"need 1 <= from <= to <= {head} (the log size)")
+    if new > head:
+        raise not_found(f"tree of size {new} (the log has {head} entries)")
+    if old > new:
+        raise ApiError(422, "invalid_range", "from must not exceed to", retryable=False)
     hashes = ledger.consistency_proof(old, new)
     by_size = {c.tree_size: c.to_json() for c in checkpoints}
     return {
@@ -60,7 +62,7 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
     "/consistency",
     guards=[requires("audit.read")],
     summary="Consistency proof between two tree sizes",
-    **contract(404),
+    **contract(404, 422),
 )
 async def consistency(
     request: AnyRequest,

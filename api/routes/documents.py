@@ -56,7 +56,8 @@ async def post_document(
 
 @dataclass
 class DocumentUpload:
-    file: UploadFile
+    # A file part, or a plain form field holding the text (msgspec takes no UploadFile | str).
+    file: Any
     path: str | None = None
     title: str | None = None
     source: str = "upload"
@@ -79,7 +80,12 @@ async def upload_document(
     data: Annotated[DocumentUpload, Body(media_type=RequestEncodingType.MULTI_PART)],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[DocumentOut]:
-    raw = await data.file.read(MAX_DOCUMENT_CHARS * 4 + 1)
+    if isinstance(data.file, str):
+        raw, filename = data.file.encode("utf-8", "surrogatepass"), None
+    elif isinstance(data.file, UploadFile):
+        raw, filename = await data.file.read(MAX_DOCUMENT_CHARS * 4 + 1), data.file.filename
+    else:
+        raise ApiError(400, "bad_request", "invalid request: file: one markdown file or text field")
     if len(raw) > MAX_DOCUMENT_CHARS * 4:
         raise ApiError(413, "payload_too_large", "uploaded file exceeds the document size limit")
     try:
@@ -88,7 +94,7 @@ async def upload_document(
         raise ApiError(400, "bad_request", "uploaded file is not UTF-8 text") from None
     try:
         doc = DocumentIn(
-            path=data.path or data.file.filename or "upload.md",
+            path=data.path or filename or "upload.md",
             text=text,
             title=data.title,
             source=data.source,

@@ -50,6 +50,11 @@ def parse_time(value: str | None, name: str) -> dt.datetime | None:
         ) from None
 
 
+def invalid_cursor() -> ApiError:
+    """A cursor of the right shape that this API never returned (or for another filter)."""
+    return ApiError(422, "invalid_cursor", "cursor is not one this API returned for these filters")
+
+
 def time_bound(value: str | None, name: str) -> str | None:
     """A `since`/`until` bound in the ledger's written form (text order is time order)."""
     moment = parse_time(value, name)
@@ -95,7 +100,7 @@ def history_page(
     try:
         page = services.read_models.events(tenant, flt, cursor=cursor, limit=limit)
     except InvalidCursor:
-        raise ApiError(400, "bad_request", "cursor is not one this API returned") from None
+        raise invalid_cursor() from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
     events = []
@@ -106,7 +111,9 @@ def history_page(
     return {"events": events, "next_cursor": page.next_cursor}
 
 
-@get("/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)", **contract())
+@get(
+    "/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)", **contract(422)
+)
 async def list_events(
     request: AnyRequest,
     services: ServicesDep,
@@ -177,8 +184,10 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
     else:
         size = tree_size
         head = ledger.sync()
-        if size < position or size > head:
-            raise ApiError(400, "bad_request", f"tree_size must be between {position} and {head}")
+        if size > head:
+            raise not_found(f"tree of size {size} (the log has {head} entries)")
+        if size < position:
+            raise ApiError(422, "invalid_range", f"tree_size must be at least the position ({position})")
         checkpoint_json = next((c.to_json() for c in ledger.checkpoints() if c.tree_size == size), None)
     hashes = ledger.inclusion_proof(position, size)
     return {
@@ -195,7 +204,7 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
     "/{position:int}/inclusion-proof",
     guards=[requires("audit.read")],
     summary="Inclusion proof of one event",
-    **contract(404),
+    **contract(404, 422),
 )
 async def inclusion_proof(
     request: AnyRequest,

@@ -13,7 +13,7 @@ from api.contract import ApiError
 from api.openapi import contract
 from api.responses import BundleOut, ReceiptOut, ReceiptPage
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from api.routes.events import ID_PATTERN, Cursor, Since, Until, time_bound
+from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, time_bound
 from api.services import Services
 from ledger.entries import RecordedEvent
 from ledger.usecases.errors import NotFound
@@ -117,7 +117,7 @@ def receipts_page(
     try:
         page = services.read_models.receipts(tenant, flt, cursor=cursor, limit=limit)
     except InvalidCursor:
-        raise ApiError(400, "bad_request", "cursor is not one this API returned") from None
+        raise invalid_cursor() from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
     return {"receipts": [_summary(view) for view in page.items], "next_cursor": page.next_cursor}
@@ -127,7 +127,7 @@ def receipts_page(
     "/",
     guards=[requires("audit.read")],
     summary="List receipts (filters, cursor pagination)",
-    **contract(),
+    **contract(422),
 )
 async def list_receipts(
     request: AnyRequest,
