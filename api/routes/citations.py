@@ -51,7 +51,7 @@ async def get_citation(
 )
 async def get_mcp_chunk(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, citation_id: str
-) -> Response[Any]:
+) -> Response[CitationOut]:
     if request.headers.get("mcp-session-id") is not None:
         raise ApiError(400, "bad_request", "MCP session state is not supported in v1")
     return await _respond(request, services, caller, citation_id.lstrip("/"))
