@@ -180,6 +180,7 @@ _FROM_RECEIPT: list[Link] = [
     ("DownloadBundle", "GET /v1/receipts/{receipt_id}/bundle", _RECEIPT_ID, None),
     ("ReadCitation", "GET /v1/citations/{citation_id}", _CITATION_ID, None),
     ("ReadChunkMcp", "GET /v1/mcp/chunks/{citation_id}", _CITATION_ID, None),
+    ("ReplayReceipt", "POST /v1/receipts/{receipt_id}/replay", _RECEIPT_ID, None),
     ("ReadEvent", "GET /v1/events/{position}", _POSITION, None),
     ("ProveInclusion", "GET /v1/events/{position}/inclusion-proof", _POSITION, None),
 ]

@@ -161,6 +161,17 @@ class BundleOut(Answer):
     bundle: dict[str, Any]
 
 
+class ReplayOut(Answer):
+    """A replay under the receipt's frozen policy: integrity, data drift, policy drift (201); 200
+    with `replay_receipt_id: null` when recording the replay failed (the diff is still the answer)."""
+
+    original_receipt_id: Id
+    replay_receipt_id: Id | None
+    integrity: str
+    diff: dict[str, Any]
+    dedup: bool = False
+
+
 class ReceiptSummary(BaseModel):
     model_config = ConfigDict(extra="allow")
     receipt_id: Id

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Response, Router, get
+from litestar import Response, Router, get, post
 from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
 from api.contract import ApiError
 from api.openapi import contract
-from api.responses import BundleOut, ReceiptOut, ReceiptPage
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
+from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
 from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, time_bound
 from api.services import Services
 from ledger.entries import RecordedEvent
 from ledger.usecases.errors import NotFound
-from ledger.usecases.receipts import find_receipt, receipt_bundle
+from ledger.usecases.receipts import find_receipt, receipt_bundle, replay_chain
+from ledger.usecases.replay import replay
 from projections.queries import InvalidCursor, ReceiptFilter, ReceiptView
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
@@ -66,7 +67,8 @@ async def get_receipt(
     event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
     if event is None:
         event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
-    return ok(request, services, receipt_body(event.envelope))
+    chain = await services.blocking(replay_chain, services.context, caller.tenant_id, event)
+    return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
 
 
 def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
@@ -89,6 +91,36 @@ async def get_bundle(
 ) -> Response[BundleOut]:
     bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
     return ok(request, services, {"bundle": bundle})
+
+
+@post(
+    "/{receipt_id:str}/replay",
+    guards=[requires("replay.run")],
+    status_code=201,
+    summary="Replay a receipt under its frozen policy: integrity, data drift, policy drift",
+    **contract(404, 409, 422, dedup=ReplayOut),
+)
+async def post_replay(
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    receipt_id: ReceiptId,
+    at_position: Annotated[
+        int | None, QueryParameter(name="at_position", ge=1, le=2**53 - 1, required=False)
+    ] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response[ReplayOut]:
+    """201 with the replay receipt's id; 200 with `replay_receipt_id: null` when recording the
+    replay failed (the diff is still the answer)."""
+    return await write(
+        request,
+        services,
+        caller,
+        idempotency_key,
+        "POST /v1/receipts/{id}/replay",
+        {"receipt_id": receipt_id, "at_position": at_position},
+        lambda idem: replay(services.context, caller, receipt_id, at_position, idem),
+    )
 
 
 def _summary(view: ReceiptView) -> dict[str, Any]:
@@ -181,5 +213,7 @@ async def list_receipts(
 
 
 router = Router(
-    path="/v1/receipts", route_handlers=[get_receipt, get_bundle, list_receipts], tags=["receipts"]
+    path="/v1/receipts",
+    route_handlers=[get_receipt, get_bundle, post_replay, list_receipts],
+    tags=["receipts"],
 )
