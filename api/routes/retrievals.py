@@ -10,6 +10,8 @@ from litestar import Response, Router, post
 
 from api.auth import requires
 from api.contract import describe
+from api.openapi import contract
+from api.responses import ReceiptRecordedOut, RetrievalBatchOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, fingerprint, ok, write
 from ledger.idempotency import IdempotencyKey
 from ledger.usecases.commands import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
@@ -26,7 +28,11 @@ def _key(caller: Caller, key: str, body: RetrievalIn) -> IdempotencyKey:
 
 
 @post(
-    "/", guards=[requires("retrieval.write")], status_code=201, summary="Record an external retrieval receipt"
+    "/",
+    guards=[requires("retrieval.write")],
+    status_code=201,
+    summary="Record an external retrieval receipt",
+    **contract(404, 409, 413, 422, dedup=ReceiptRecordedOut),
 )
 async def post_retrieval(
     request: AnyRequest,
@@ -34,7 +40,7 @@ async def post_retrieval(
     caller: CallerDep,
     data: RetrievalIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[ReceiptRecordedOut]:
     return await write(
         request,
         services,
@@ -85,10 +91,11 @@ def _results(outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
     guards=[requires("retrieval.write")],
     status_code=200,
     summary="Record up to 1,000 retrievals, each with its own Idempotency-Key and its own result",
+    **contract(413, 422),
 )
 async def post_retrieval_batch(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, data: RetrievalBatchIn
-) -> Response[Any]:
+) -> Response[RetrievalBatchOut]:
     """Per-item results: a bad item is refused by its index and reason while the others are
     recorded (all in one transaction); 200 whenever the batch itself was well-formed."""
     items = [_item(caller, item) for item in data.items]

@@ -7,12 +7,14 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
     StringConstraints,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -41,6 +43,17 @@ MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024
 MAX_SNIPPET_CHARS = MAX_SEALED_TEXT_BYTES
 
+
+def _whole(value: object) -> object:
+    # JSON has one number type: 5.0 is the integer 5, as JSON Schema's `integer` says; 5.5, "5"
+    # and true stay refused by the strict model.
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+Days = Annotated[RetentionDays, BeforeValidator(_whole)]
+Milliseconds = Annotated[DeadlineMs, BeforeValidator(_whole)]
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
 
 
@@ -57,14 +70,14 @@ class DocumentIn(RequestModel):
     title: Annotated[str, Field(max_length=256)] | None = None
     source: Identifier = "api"
     sensitivity: Sensitivity = "internal"
-    retention_days: RetentionDays | None = None
+    retention_days: Days | None = None
     document_id: Identifier | None = None
     subject_id: Identifier | None = None
 
 
 class TaskIn(RequestModel):
     task_id: Identifier | None = None
-    deadline_ms: DeadlineMs | None = None
+    deadline_ms: Milliseconds | None = None
     auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] | None = None
 
 
@@ -141,11 +154,24 @@ class RetrievalBatchItemIn(RequestModel):
         return self._problem
 
 
+_BATCH_ITEM_SCHEMA: dict[str, Any] = {
+    "description": (
+        "{idempotency_key, retrieval: RetrievalIn, run_id?, trace_id?}; a malformed item is "
+        "refused in its own result (http_status 422, naming the field) while the others are recorded"
+    )
+}
+
+
 class RetrievalBatchIn(RequestModel):
     """Up to `MAX_BATCH_ITEMS` retrievals, each recorded or refused on its own, all
     accepted ones in one transaction."""
 
-    items: Annotated[list[RetrievalBatchItemIn], Field(min_length=1, max_length=MAX_BATCH_ITEMS)]
+    # Documented as any JSON value: an item that is not a valid `RetrievalBatchItemIn` is
+    # refused in its own result (by index), never by failing the batch.
+    items: Annotated[
+        list[Annotated[RetrievalBatchItemIn, WithJsonSchema(_BATCH_ITEM_SCHEMA)]],
+        Field(min_length=1, max_length=MAX_BATCH_ITEMS),
+    ]
 
 
 class PolicyBundleIn(RequestModel):
@@ -166,6 +192,22 @@ MAX_LEGAL_BASIS_CHARS = 4_000
 class ErasureIn(RequestModel):
     """Erase a document (its text and every snapshot of it) or a data subject."""
 
+    # The rule of `one_target`, for the schema: exactly one of the two is a string.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["document_id"],
+                    "properties": {"document_id": {"type": "string"}, "subject_id": {"type": "null"}},
+                },
+                {
+                    "required": ["subject_id"],
+                    "properties": {"subject_id": {"type": "string"}, "document_id": {"type": "null"}},
+                },
+            ]
+        }
+    )
+
     document_id: Identifier | None = None
     subject_id: Identifier | None = None
 
@@ -177,6 +219,16 @@ class ErasureIn(RequestModel):
 
 
 class LegalHoldIn(RequestModel):
+    # The rule of `some_target`, for the schema: at least one target.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["document_ids"], "properties": {"document_ids": {"minItems": 1}}},
+                {"required": ["subject_ids"], "properties": {"subject_ids": {"minItems": 1}}},
+            ]
+        }
+    )
+
     document_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
     subject_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
     legal_basis: Annotated[str, Field(min_length=1, max_length=MAX_LEGAL_BASIS_CHARS)]
