@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Response, Router, post
 
 from api.auth import requires
+from api.openapi import contract
+from api.responses import SearchOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.search import search
@@ -18,6 +18,7 @@ from ledger.usecases.search import search
     guards=[requires("retrieval.write")],
     status_code=200,
     summary="Search the tenant's documents; every search is recorded as a signed receipt",
+    **contract(409, 422),
 )
 async def post_search(
     request: AnyRequest,
@@ -25,7 +26,7 @@ async def post_search(
     caller: CallerDep,
     data: SearchIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[SearchOut]:
     return await write(
         request,
         services,
