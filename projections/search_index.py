@@ -446,6 +446,13 @@ class SearchIndex:
         return int(rows[0]["position"]) if rows else 0
 
     def view(self, tenant_id: str, position: int) -> AsOfView:
+        try:
+            return self._view(tenant_id, position)
+        except StaleIndex:
+            self._catch_up()  # behind the log (entries of another process): apply them once
+            return self._view(tenant_id, position)
+
+    def _view(self, tenant_id: str, position: int) -> AsOfView:
         with self._lock:
             index = self._load(tenant_id, position)
             # Past the last position that opened or closed a chunk version the mask stops

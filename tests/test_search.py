@@ -467,3 +467,21 @@ def test_two_ledgers_rank_the_same_corpus_the_same(backend: str, tmp_path: Any) 
                 ledger.close()
     assert results[0] == results[1]
     assert sum(len(hits) for hits in results[0]) >= 10
+
+
+def test_replay_of_a_ledger_run_search_reproduces_its_context_hash(ledger: Ledger) -> None:
+    """The replay use case (h/replay) re-runs `rank` as of the receipt's position under its
+    frozen policy: integrity ok, and the data drift after an edit shows up as a change."""
+    from ledger.usecases.replay import replay
+
+    ctx = ledger_context(ledger)
+    publish_policy(ctx, ACME, PolicyBundleIn(bundle_yaml=BUNDLE))
+    _ingest(ctx, ACME, "handbook/salary.md", "# Salary\n\nSalary is paid on the 25th; bands are public.")
+    _ingest(ctx, ACME, "hr/salaries.md", "# Salaries\n\nSalary bands for engineers are reviewed yearly.")
+    body = _search(ctx, ACME, "salary bands")
+    assert body["status"] == "ok"
+    _ingest(ctx, ACME, "handbook/salary.md", "# Salary\n\nSalary is paid on the 28th now; bands are public.")
+    answer = replay(ctx, ACME, body["receipt_id"]).body
+    assert answer["integrity"] == "ok", answer
+    assert answer["diff"]["as_of_original"]["context_hash"]["changed"] is False
+    assert answer["diff"]["data_drift"]["context_hash"]["changed"] is True

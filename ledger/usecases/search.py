@@ -53,7 +53,7 @@ from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
-from ledger.usecases.errors import Invalid
+from ledger.usecases.errors import Busy, Invalid
 from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, PolicyState
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
 
@@ -234,7 +234,12 @@ def rank(
     wanted = query_terms(query)
     if not wanted:
         return _empty("no_hit", position, ["the query has no searchable words; ask with content words"])
-    view = index.view(tenant_id, position)
+    try:
+        view = index.view(tenant_id, position)
+    except LookupError:
+        raise Busy(
+            f"the search index has not reached position {position} yet; retry", code="index_behind"
+        ) from None
     if late():
         return _empty("timeout", position)
     n = view.live_count
