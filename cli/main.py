@@ -15,6 +15,7 @@ from rich.console import Console
 
 from cli.projections import register as register_projections
 from cli.server import register as register_server
+from cli.sources import register as register_sources
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
@@ -252,6 +253,7 @@ def demo(
 
 register_server(app)
 register_projections(app)
+register_sources(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()
