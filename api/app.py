@@ -15,7 +15,18 @@ from litestar.types import ControllerRouterHandler
 from api.config import ApiConfig, server_version
 from api.contract import ContractApp, exception_handler
 from api.metrics import Metrics
-from api.routes import checkpoints, citations, documents, events, ops, policy, receipts, retention, retrievals
+from api.routes import (
+    checkpoints,
+    citations,
+    documents,
+    events,
+    ops,
+    policy,
+    receipts,
+    retention,
+    retrievals,
+    sources,
+)
 from api.routes.common import DEPENDENCIES
 from api.services import Services
 
@@ -33,6 +44,7 @@ ROUTES: list[ControllerRouterHandler] = [
     ops.router,
     citations.router,
     retention.router,
+    sources.router,
 ]
 
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ledger.config import SettingError
+
 OUTSIDE_ALLOWLIST = "outside_allowlist"
 DENYLISTED = "denylisted"
 SYMLINK_ESCAPE = "symlink_escape"
@@ -62,10 +64,6 @@ BUILTIN_DENYLIST: tuple[str, ...] = (
     "/private",
     "/Volumes/Recovery",
 )
-
-
-class SettingError(ValueError):
-    """A setting outside its rule; the message names the setting and the rule."""
 
 
 class PathRefused(Exception):
