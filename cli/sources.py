@@ -29,7 +29,8 @@ def _data_dir(data_dir: Path | None) -> Path:
 
 
 def _limits() -> SourceLimits:
-    from ledger.sources import SettingError, SourceLimits
+    from ledger.config import SettingError
+    from ledger.sources import SourceLimits
 
     try:
         return SourceLimits.from_env()
