@@ -132,7 +132,10 @@ def _absolute_entries(raw: str) -> list[str]:
 
 # -- rules -----------------------------------------------------------------------------
 def _under(path: Path, prefix: Path) -> bool:
-    return path == prefix or prefix in path.parents
+    """`path` is `prefix` or below it (both absolute and normalised); string work, as this
+    runs for every entry of a scan."""
+    inner, outer = str(path), str(prefix)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 def denied_by(path: Path, denylist: tuple[Path, ...]) -> Path | None:

@@ -224,3 +224,33 @@ def test_the_cli_syncs_with_a_report_per_file(tmp_path: Path, root: Path) -> Non
     assert removed.exit_code == 0
     gone = runner.invoke(app, ["sources", "sync", "notes", "--data-dir", data_dir])
     assert gone.exit_code == 1
+
+
+def test_batch_claims_are_all_or_nothing_across_writers(ledger: Ledger) -> None:
+    from ledger.claims import ClaimBusy
+
+    mine, theirs = DocumentClaims(ledger.store), DocumentClaims(ledger.store)  # two processes' worth
+    with theirs.hold(TENANT, "doc-b"):
+        with pytest.raises(ClaimBusy), mine.hold_many(TENANT, ["doc-a", "doc-b", "doc-c"], wait_s=0.2):
+            pass
+        with mine.hold_many(TENANT, ["doc-a", "doc-c"], wait_s=0.2):  # what it took was given back
+            with pytest.raises(ClaimBusy), theirs.hold(TENANT, "doc-c", wait_s=0.1):
+                pass
+    with mine.hold_many(TENANT, ["doc-a", "doc-b", "doc-c"], wait_s=0.2):
+        pass
+
+
+def test_new_documents_keys_are_created_together_and_a_shredded_one_stays_shredded(
+    syncer: Syncer, root: Path
+) -> None:
+    from ledger.sealing import document_key_ref
+
+    keys = syncer.ledger.sealer.keys
+    index_id = default_document_id(TENANT, "notes", "index.md")
+    keys.destroy(document_key_ref(TENANT, index_id), TENANT, "erasure_request")
+    report = syncer.sync()
+    rows = {row["path"]: row for row in report["files"]}
+    assert rows["index.md"]["status"] == "skipped" and rows["index.md"]["reason"] == "document_scrubbed"
+    assert rows["guides/guide.md"]["status"] == "ingested"
+    guide_key = document_key_ref(TENANT, default_document_id(TENANT, "notes", "guides/guide.md"))
+    assert keys.known(guide_key)

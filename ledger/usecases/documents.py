@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -151,6 +151,17 @@ def _version_answer(payload: DocumentIngested, event: RecordedEvent) -> dict[str
     }
 
 
+@contextmanager
+def _claimed_many(claims: DocumentClaims, tenant_id: str, document_ids: list[str]) -> Iterator[None]:
+    try:
+        with claims.hold_many(tenant_id, document_ids):
+            yield
+    except ClaimBusy:
+        raise Busy(
+            "another request is recording one of these documents right now; retry", code="document_busy"
+        ) from None
+
+
 def ingest_document(
     ctx: UseCaseContext,
     claims: DocumentClaims,
@@ -202,25 +213,38 @@ def ingest_batch(
     outcomes: dict[int, BatchOutcome] = {}
     planned: list[tuple[int, DocumentIngested | DocumentRemoved]] = []
     targets = [doc.document_id or default_document_id(tenant, doc.source, doc.path) for doc in docs]
-    with ExitStack() as held:
-        for document_id in sorted(set(targets) | set(removals)):  # one order: no deadlock between batches
-            held.enter_context(_claimed(claims, tenant, document_id))
-        ctx.lookups.refresh()
-        for index, (doc, document_id) in enumerate(zip(docs, targets, strict=True)):
+    hashes = [hashlib.sha256(doc.text.encode("utf-8")).hexdigest() for doc in docs]
+
+    def unchanged(index: int) -> bool:
+        current = ctx.lookups.document(tenant, targets[index])
+        if current is None or not _unchanged(current, hashes[index]):
+            return False
+        outcomes[index] = BatchOutcome(
+            targets[index],
+            "unchanged",
+            version=current.version,
+            position=current.position,
+            content_sha256=hashes[index],
+        )
+        return True
+
+    ctx.lookups.refresh()
+    # Answering "unchanged" writes nothing, so it needs no claim; the rest are checked again
+    # under their claims (another writer may have recorded them in between).
+    pending = [index for index in range(len(docs)) if not unchanged(index)]
+    claimed = sorted({targets[index] for index in pending} | set(removals))  # one order: no deadlock
+    with _claimed_many(claims, tenant, claimed):
+        if claimed:
+            ctx.lookups.refresh()
+            # New documents' keys in one transaction rather than one each.
+            ctx.sealer.keys.ensure([document_key_ref(tenant, targets[index]) for index in pending], tenant)
+        for index in pending:
+            doc, document_id = docs[index], targets[index]
+            if unchanged(index):
+                continue
             try:
-                content_sha256 = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
-                pieces = _pieces(doc)
                 current = ctx.lookups.document(tenant, document_id)
-                if current is not None and _unchanged(current, content_sha256):
-                    outcomes[index] = BatchOutcome(
-                        document_id,
-                        "unchanged",
-                        version=current.version,
-                        position=current.position,
-                        content_sha256=content_sha256,
-                    )
-                    continue
-                payload = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
+                payload = _new_version(ctx, tenant, doc, document_id, hashes[index], _pieces(doc), current)
                 prepare(draft(caller, payload))  # refused here (too large), not in the shared write
                 planned.append((index, payload))
             except (UseCaseError, EventRejected) as exc:
