@@ -41,6 +41,7 @@ ROUTES: list[ControllerRouterHandler] = [
     checkpoints.checkpoints_router,
     checkpoints.public_keys,
     checkpoints.export,
+    checkpoints.whole_log_export_route,
     ops.router,
     citations.router,
     retention.router,

@@ -1,4 +1,8 @@
-"""Bearer tokens: each bound to one tenant and a set of scopes.
+"""Bearer tokens: each bound to one tenant and a set of scopes, or an operator's.
+
+An operator token is bound to no tenant and holds no scope: its only power is
+the whole-log export (`requires_operator`); every tenant route refuses it (403),
+and a tenant token, whatever its scopes, never gets the whole log.
 
 Secrets are stored only as SHA-256 digests (a token secret is 32 random
 bytes, so a slow hash adds nothing) and compared in constant time. Tokens
@@ -32,14 +36,17 @@ from ledger.timestamps import utc_now
 from ledger.usecases.scopes import KNOWN_SCOPES, SCOPES
 
 BOOTSTRAP_TOKEN_ID = "bootstrap"  # noqa: S105 - an id, not a secret
+OPERATOR_KIND = "operator"
+TENANT_KIND = "tenant"
 _RELOAD_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
 class Principal:
     token_id: str
-    tenant: str
+    tenant: str  # "" for an operator token
     scopes: frozenset[str]
+    operator: bool = False
 
     @property
     def actor(self) -> str:
@@ -53,10 +60,12 @@ class TokenRecord:
     scopes: tuple[str, ...]
     secret_sha256: str
     created_at: str
+    kind: str = TENANT_KIND
 
     def to_json(self) -> dict[str, Any]:
         return {
             "token_id": self.token_id,
+            "kind": self.kind,
             "tenant": self.tenant,
             "scopes": list(self.scopes),
             "secret_sha256": self.secret_sha256,
@@ -69,12 +78,21 @@ class TokenRecord:
         unknown = set(scopes) - KNOWN_SCOPES
         if unknown:
             raise ValueError(f"token {value.get('token_id')}: unknown scopes {sorted(unknown)}")
+        kind = str(value.get("kind", TENANT_KIND))
+        tenant = str(value.get("tenant") or "")
+        if kind == OPERATOR_KIND and (tenant or scopes):
+            raise ValueError(f"token {value.get('token_id')}: an operator token has no tenant and no scopes")
+        if kind not in (OPERATOR_KIND, TENANT_KIND) or (kind == TENANT_KIND and not tenant):
+            raise ValueError(
+                f"token {value.get('token_id')}: a token is bound to a tenant or is an operator's"
+            )
         return cls(
             token_id=str(value["token_id"]),
-            tenant=str(value["tenant"]),
+            tenant=tenant,
             scopes=scopes,
             secret_sha256=str(value["secret_sha256"]).lower(),
             created_at=str(value.get("created_at", "")),
+            kind=kind,
         )
 
 
@@ -110,10 +128,23 @@ def create_token(
         raise ValueError("at least one scope is required")
     token_id = token_id or secrets.token_hex(6)
     bearer = secret if secret is not None else f"clt_{token_id}_{secrets.token_urlsafe(32)}"
-    records = [r for r in read_token_file(path) if r.token_id != token_id]
-    records.append(TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), utc_now(timespec="seconds")))
-    _write_token_file(path, records)
+    _add(path, TokenRecord(token_id, tenant, tuple(scopes), digest(bearer), utc_now(timespec="seconds")))
     return bearer
+
+
+def create_operator_token(path: Path, *, secret: str | None = None, token_id: str | None = None) -> str:
+    """Add an operator token (no tenant, no scope: whole-log export only); returns the bearer value."""
+    token_id = token_id or secrets.token_hex(6)
+    bearer = secret if secret is not None else f"clt_{token_id}_{secrets.token_urlsafe(32)}"
+    record = TokenRecord(token_id, "", (), digest(bearer), utc_now(timespec="seconds"), kind=OPERATOR_KIND)
+    _add(path, record)
+    return bearer
+
+
+def _add(path: Path, record: TokenRecord) -> None:
+    records = [r for r in read_token_file(path) if r.token_id != record.token_id]
+    records.append(record)
+    _write_token_file(path, records)
 
 
 def ensure_bootstrap_token(path: Path, bootstrap_secret: str | None) -> str | None:
@@ -167,7 +198,9 @@ class TokenStore:
                 found = record
         if found is None:
             return None
-        return Principal(found.token_id, found.tenant, frozenset(found.scopes))
+        return Principal(
+            found.token_id, found.tenant, frozenset(found.scopes), operator=found.kind == OPERATOR_KIND
+        )
 
 
 def bearer_of(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
@@ -187,22 +220,44 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     return principal
 
 
+async def _authenticated(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    """A valid token (401), within its rate limit (429)."""
+    services = connection.app.state.services
+    bearer = bearer_of(connection)
+    principal: Principal | None = services.tokens.authenticate(bearer) if bearer else None
+    if principal is None:
+        raise NotAuthorizedException()
+    set_principal(connection.scope, principal)
+    await services.rate_limiter.check(principal.token_id)
+    return principal
+
+
 def requires(*scopes: str) -> Any:
-    """Guard: a valid token (401), within its rate limit (429), holding every scope (403)."""
+    """Guard: a valid tenant token (401), within its rate limit (429), holding every scope (403).
+    An operator token is bound to no tenant, so no tenant route serves it (403)."""
     for scope in scopes:
         assert scope in SCOPES, scope
 
     async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        services = connection.app.state.services
-        bearer = bearer_of(connection)
-        principal = services.tokens.authenticate(bearer) if bearer else None
-        if principal is None:
-            raise NotAuthorizedException()
-        set_principal(connection.scope, principal)
-        await services.rate_limiter.check(principal.token_id)
+        principal = await _authenticated(connection)
+        if principal.operator:
+            raise PermissionDeniedException(
+                detail="an operator token is bound to no tenant; it only exports the whole log"
+            )
         missing = [s for s in scopes if s not in principal.scopes]
         if missing:
             raise PermissionDeniedException(detail=f"token lacks scope {', '.join(missing)}")
 
     guard.__name__ = "requires_" + "_".join(s.replace(".", "_") for s in scopes)
     return guard
+
+
+async def requires_operator(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Guard: an operator token (`citeledger tokens create --operator`); a tenant's token,
+    even with `admin`, is refused (403), since the whole log holds every tenant's entries."""
+    principal = await _authenticated(connection)
+    if not principal.operator:
+        raise PermissionDeniedException(
+            detail="the whole-log export needs an operator token (citeledger tokens create --operator); "
+            "a tenant token exports its own tenant at GET /v1/export"
+        )

@@ -19,6 +19,7 @@ from cli.sources import register as register_sources
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
+    from ledger.tenant_export import TenantExportReport
     from ledger.verify import VerifyReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -88,6 +89,52 @@ def _print_report(report: VerifyReport, *, as_json: bool) -> None:
     typer.echo(f"signed checkpoints: {report.checkpoints}; latest covers {latest.tree_size if latest else 0}")
 
 
+def _print_tenant_report(report: TenantExportReport, *, as_json: bool) -> None:
+    """What a partial (tenant) export proves, and what it cannot."""
+    record = report.checkpoint
+    proves = (
+        "each listed entry is signed by the ledger key in force at its position (key chain checked "
+        "from the root public key) and is included in the log the checkpoint signed"
+    )
+    cannot = (
+        "that the tenant has no other entries (a partial export cannot show absence); anything about "
+        "other tenants; that the checkpoint is the newest (compare it with one you hold)"
+    )
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": report.ok,
+                    "scope": "tenant",
+                    "partial": True,
+                    "tenant_id": report.tenant_id,
+                    "entries": report.entries,
+                    "signatures_checked": report.entries,
+                    "inclusion_proofs_checked": report.entries,
+                    "key_entries": report.key_entries,
+                    "checkpoint_seq": record.seq if record else None,
+                    "checkpoint_size": record.tree_size if record else 0,
+                    "first_bad_position": report.first_bad.position if report.first_bad else None,
+                    "problem": report.first_bad.problem if report.first_bad else None,
+                    "proves": proves,
+                    "does_not_prove": cannot,
+                }
+            )
+        )
+        return
+    typer.echo("OK: no problem found" if report.ok else f"FAILED: {report.first_bad}")
+    typer.echo(f"export: partial, tenant {report.tenant_id!r} only (not the whole log)")
+    span = f" (positions {report.first_position}..{report.last_position})" if report.entries else ""
+    typer.echo(f"tenant entries read: {report.entries}{span}")
+    typer.echo(f"entry signatures checked: {report.entries} of {report.entries}")
+    typer.echo(f"inclusion proofs checked: {report.entries} of {report.entries}")
+    typer.echo(f"key chain entries checked from the root public key: {report.key_entries}")
+    if record is not None:
+        typer.echo(f"signed checkpoint #{record.seq} covers {record.tree_size} entries of the whole log")
+    typer.echo(f"proves: {proves}")
+    typer.echo(f"does not prove: {cannot}")
+
+
 @app.command()
 def verify(
     data_dir: DataDir = None,
@@ -111,14 +158,25 @@ def verify(
 
     from ledger.audit import verify_export, verify_store
     from ledger.store import Store
+    from ledger.tenant_export import is_tenant_export, verify_tenant_export
 
     config = _config(data_dir)
     trusted = _trusted_key(config, public_key)
     try:
         held = [path.read_text(encoding="utf-8") for path in held_checkpoint or []]
+        partial = export_file is not None and is_tenant_export(export_file)
     except OSError as exc:
-        console.print(f"[red]cannot read held checkpoint: {exc}")
+        console.print(f"[red]cannot read: {exc}")
         raise typer.Exit(2) from None
+    if partial and export_file is not None:
+        if held:
+            console.print(
+                "[red]--held-checkpoint needs a whole-log export (a tenant export holds one checkpoint)"
+            )
+            raise typer.Exit(2)
+        tenant_report = verify_tenant_export(export_file, trusted)
+        _print_tenant_report(tenant_report, as_json=as_json)
+        raise typer.Exit(0 if tenant_report.ok else 1)
     with Progress(
         TextColumn("verifying"),
         BarColumn(),
@@ -133,7 +191,11 @@ def verify(
             progress.update(task, completed=done)
 
         if export_file is not None:
-            report = verify_export(export_file, trusted, deep=deep, progress=tick, held=held)
+            try:
+                report = verify_export(export_file, trusted, deep=deep, progress=tick, held=held)
+            except (OSError, ValueError) as exc:  # not an export at all: say so, no traceback
+                typer.echo(f"FAILED: {exc}", err=True)  # one line, never wrapped
+                raise typer.Exit(1) from None
         else:
             store = Store(config)
             try:
@@ -147,9 +209,22 @@ def verify(
 @app.command()
 def export(
     out: Annotated[Path, typer.Option("--out", help="JSONL file to write")],
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="Only this tenant's entries, with proofs (what GET /v1/export serves)"),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Write the log and its checkpoints as JSONL for offline `verify --export`."""
+    """Write the log and its checkpoints as JSONL for offline `verify --export` (or one tenant's part)."""
+    if tenant is not None:
+        from ledger.application import Ledger
+        from ledger.tenant_export import iter_tenant_export
+
+        with Ledger(_config(data_dir)) as ledger, out.open("wb") as handle:
+            for line in iter_tenant_export(ledger, tenant):
+                handle.write(line)
+        console.print(f"exported tenant {tenant!r} to {out}")
+        return
     from ledger.audit import write_export
     from ledger.signing import KeyDirectory
     from ledger.store import Store

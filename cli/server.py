@@ -88,15 +88,34 @@ tokens_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manag
 
 @tokens_app.command("create")
 def tokens_create(
-    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the token is bound to")],
-    scopes: Annotated[str, typer.Option("--scopes", help=f"Comma-separated, of: {', '.join(SCOPES)}")],
+    tenant: Annotated[str | None, typer.Option("--tenant", help="Tenant the token is bound to")] = None,
+    scopes: Annotated[
+        str | None, typer.Option("--scopes", help=f"Comma-separated, of: {', '.join(SCOPES)}")
+    ] = None,
+    operator: Annotated[
+        bool,
+        typer.Option(
+            "--operator",
+            help="An operator token: bound to no tenant, no scopes; its only power is the whole-log "
+            "export (GET /v1/operator/export)",
+        ),
+    ] = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a token; prints the bearer value once (only its hash is stored)."""
     import re
 
-    from api.auth import create_token
+    from api.auth import create_operator_token, create_token
 
+    if operator:
+        if tenant is not None or scopes is not None:
+            typer.echo("--operator takes neither --tenant nor --scopes (bound to no tenant)", err=True)
+            raise typer.Exit(2)
+        typer.echo(create_operator_token(_prepare(data_dir).token_path))
+        return
+    if tenant is None or scopes is None:
+        typer.echo("--tenant and --scopes are required (or --operator)", err=True)
+        raise typer.Exit(2)
     if not re.match(r"^[a-z0-9][a-z0-9_-]{0,62}$", tenant):
         typer.echo("tenant must match [a-z0-9][a-z0-9_-]{0,62}", err=True)
         raise typer.Exit(2)

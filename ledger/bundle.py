@@ -55,23 +55,33 @@ def build_bundle(ledger: Any, position: int, *, extra: dict[str, Any] | None = N
     return bundle
 
 
-def _check_inclusion(item: dict[str, Any], root: bytes, size: int, what: str) -> dict[str, Any]:
-    entry = item.get("entry")
-    proof = item.get("inclusion_proof") or {}
-    if not isinstance(entry, dict):
-        raise BundleError(f"{what}: entry missing")
+def check_inclusion(entry: bytes, position: Any, proof: Any, root: bytes, size: int, what: str) -> None:
+    """Raise BundleError unless `proof` puts these exact bytes at `position` of the tree
+    (`size`, `root`). The one inclusion check of bundles and tenant exports."""
     try:
-        leaf = leaf_hash(canonical_json(entry))
         hashes = [bytes.fromhex(h) for h in proof["hashes"][: MAX_PROOF_HASHES + 1]]
         if len(hashes) > MAX_PROOF_HASHES:
             raise BundleError(f"{what}: inclusion proof too long")
-        if proof["tree_size"] != size or proof["leaf_index"] != entry.get("position", 0) - 1:
+        if proof["tree_size"] != size or proof["leaf_index"] != position - 1:
             raise BundleError(f"{what}: proof is for another position or tree size")
-        verify_inclusion(leaf, int(proof["leaf_index"]), size, hashes, root)
+        verify_inclusion(leaf_hash(entry), int(proof["leaf_index"]), size, hashes, root)
     except (ProofError, KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, BundleError):
             raise
         raise BundleError(f"{what}: inclusion proof does not verify ({exc})") from None
+
+
+def _check_inclusion(item: dict[str, Any], root: bytes, size: int, what: str) -> dict[str, Any]:
+    entry = item.get("entry")
+    if not isinstance(entry, dict):
+        raise BundleError(f"{what}: entry missing")
+    try:
+        entry_bytes = canonical_json(entry)
+    except (TypeError, ValueError):
+        raise BundleError(f"{what}: entry is not canonical JSON") from None
+    check_inclusion(
+        entry_bytes, entry.get("position", 0), item.get("inclusion_proof") or {}, root, size, what
+    )
     return entry
 
 

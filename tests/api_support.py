@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
-from api.auth import SCOPES, create_token
+from api.auth import SCOPES, create_operator_token, create_token
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
 
@@ -75,6 +75,8 @@ def make_tokens(config: ApiConfig) -> dict[str, str]:
         "reader": create_token(path, "acme", ["audit.read"]),
         "writer": create_token(path, "acme", ["retrieval.write", "ingest.write"]),
         "other": create_token(path, "globex", list(SCOPES)),
+        "other-reader": create_token(path, "globex", ["audit.read"]),
+        "operator": create_operator_token(path),  # bound to no tenant: whole-log export only
     }
 
 

@@ -62,7 +62,7 @@ def test_export_streams_a_log_that_verifies_offline(api: Api, tmp_path: Path) ->
     for _ in range(3):
         api.retrieval(doc)
     api.services.ledger.issue_checkpoint()
-    response = api.client.get("/v1/export", headers=api.headers())
+    response = api.client.get("/v1/operator/export", headers=api.headers("operator"))  # the whole log
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/x-ndjson")
     assert response.headers["x-run-id"]
@@ -154,13 +154,13 @@ def test_policy_bundle_versions_the_responses_and_snapshots_receipts(api: Api) -
     doc = api.document()
     published = api.client.post(
         "/v1/policy-bundles",
-        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n"},
+        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n    action: allow\n"},
         headers=api.headers(),
     )
     assert published.status_code == 201 and published.json()["policy_version"] == "pol-2025-09"
     same = api.client.post(
         "/v1/policy-bundles",
-        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n"},
+        json={"bundle_yaml": "version: pol-2025-09\nrules:\n  - id: r1\n    action: allow\n"},
         headers=api.headers(),
     )
     assert same.status_code == 200 and same.json()["dedup"] is True

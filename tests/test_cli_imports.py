@@ -61,6 +61,7 @@ def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
     public_key = str(tmp_path / "data" / "keys" / "root.pub")
     export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
+    tenant_export = str(tmp_path / "tenant.jsonl")
     # The auditor's three commands first, each in a fresh interpreter on a store made
     # by the same command line.
     assert _probe([["demo", "--events", "5", "--data-dir", data]])[0]["exit"] == 0
@@ -68,6 +69,8 @@ def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
         ["export", "--out", export, "--data-dir", data],
         ["verify", "--data-dir", data],
         ["verify", "--export", export, "--public-key", public_key, "--deep"],
+        ["export", "--tenant", "default", "--out", tenant_export, "--data-dir", data],
+        ["verify", "--export", tenant_export, "--public-key", public_key],
         ["bundle", "3", "--out", bundle, "--data-dir", data],
         ["verify-bundle", bundle, "--public-key", public_key],
     ]

@@ -167,16 +167,17 @@ def _flipped_proofs(proof: list[bytes], every_bit: bool) -> Iterator[tuple[str, 
     for j, element in enumerate(proof):
         for byte in range(32):
             for bit in range(8) if every_bit else (byte % 8,):
-                yield f"proof[{j}] byte {byte} bit {bit}", [
-                    *proof[:j],
-                    _flip(element, byte, bit),
-                    *proof[j + 1 :],
-                ]
+                yield (
+                    f"proof[{j}] byte {byte} bit {bit}",
+                    [
+                        *proof[:j],
+                        _flip(element, byte, bit),
+                        *proof[j + 1 :],
+                    ],
+                )
 
 
-def _restructured_proofs(
-    proof: list[bytes], extras: Sequence[bytes]
-) -> Iterator[tuple[str, list[bytes]]]:
+def _restructured_proofs(proof: list[bytes], extras: Sequence[bytes]) -> Iterator[tuple[str, list[bytes]]]:
     if proof:
         yield "last element dropped", proof[:-1]
         yield "first element dropped", proof[1:]

@@ -9,12 +9,12 @@ from litestar import Response, Router, get
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
 
-from api.auth import requires
+from api.auth import requires, requires_operator
 from api.contract import ApiError, not_found
-from api.routes.common import AnyRequest, ServicesDep, ok
+from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
-from ledger.audit import iter_export
 from ledger.signing import b64
+from ledger.usecases.export import tenant_export, whole_log_export
 
 Size = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
 
@@ -103,32 +103,33 @@ async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[An
     return ok(request, services, await services.blocking(_keys, services))
 
 
-@get(
-    "/v1/export",
-    guards=[requires("admin")],
-    summary="The whole log as JSONL for offline `citeledger verify`",
-    tags=["tamper evidence"],
-)
-async def export(request: AnyRequest, services: ServicesDep) -> Stream:
-    ledger = services.ledger
-
-    def lines() -> Iterator[bytes]:
-        buffer: list[bytes] = []
-        size = 0
-        for line in iter_export(ledger.store, ledger.root_public_key):
-            buffer.append(line)
-            size += len(line)
-            if size >= 256 * 1024:
-                yield b"".join(buffer)
-                buffer, size = [], 0
-        if buffer:
-            yield b"".join(buffer)
-
+def _ndjson(body: Iterator[bytes], services: Services, filename: str) -> Stream:
     return Stream(
-        lines(),
+        body,
         media_type="application/x-ndjson",
         headers={
-            "Content-Disposition": 'attachment; filename="citeledger-export.jsonl"',
+            "Content-Disposition": f'attachment; filename="{filename}"',
             "X-Server-Version": services.server_version,
         },
     )
+
+
+@get(
+    "/v1/export",
+    guards=[requires("audit.read")],
+    summary="The caller's tenant's entries with inclusion proofs, as NDJSON for offline "
+    "`citeledger verify --export`",
+    tags=["tamper evidence"],
+)
+async def export(request: AnyRequest, services: ServicesDep, caller: CallerDep) -> Stream:
+    return _ndjson(tenant_export(services.context, caller), services, "citeledger-tenant-export.jsonl")
+
+
+@get(
+    "/v1/operator/export",
+    guards=[requires_operator],
+    summary="The whole log (every tenant) as NDJSON; operator token only",
+    tags=["tamper evidence"],
+)
+async def whole_log_export_route(request: AnyRequest, services: ServicesDep) -> Stream:
+    return _ndjson(whole_log_export(services.context), services, "citeledger-export.jsonl")

@@ -10,6 +10,7 @@ import yaml
 
 from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
 from ledger.idempotency import IdempotencyKey
+from ledger.policy_rules import PolicyRuleError, rules_from_bundle
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge
@@ -41,6 +42,10 @@ def parse_bundle(text: str) -> dict[str, Any]:
         raise Invalid(
             f"bundle_yaml nests deeper than {MAX_BUNDLE_DEPTH} levels", code="invalid_policy_bundle"
         )
+    try:
+        rules_from_bundle(document)  # a bundle whose rules a search could not apply is refused now
+    except PolicyRuleError as exc:
+        raise Invalid(f"bundle_yaml {exc}", code="invalid_policy_bundle") from None
     return document
 
 

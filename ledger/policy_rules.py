@@ -1,0 +1,217 @@
+"""Policy bundle rules: what a bundle's YAML says about which chunks a search may
+return, and how it ranks them. Pure functions over plain values, so a search and
+its replay (under a receipt's frozen `policy_snapshot`) decide the same way.
+
+A bundle is a YAML mapping; its `rules` are checked in order against each
+candidate chunk:
+
+    version: pol-2026-11
+    limits: {max_top_k: 10}
+    rules:
+      - id: hr-private            # access rules: the first matching deny/allow wins
+        action: deny
+        match: {paths: ["hr/**"], sensitivity: [restricted]}
+      - id: restricted-scope      # deny unless the task carries the scope
+        action: deny
+        match: {sensitivity: [restricted]}
+        unless_scope: knowledge.restricted.read
+      - id: handbook-first        # ranking rules: factors multiply
+        action: boost
+        factor: "1.5"
+        match: {paths: ["handbook/**"]}
+      - id: drafts-last
+        action: downrank
+        factor: "0.5"
+        match: {paths: ["**/drafts/**"]}
+      - id: no-salary-snippets    # the chunk may rank, its snippet is withheld
+        action: redact
+        match: {paths: ["finance/**"]}
+
+Within `match`, every given condition must hold; a list matches when any of its
+items does. Paths are glob patterns (`*` within a segment, `**` across
+segments) against the document's path. A rule without `match` matches every
+chunk. Factors are decimal strings, never floats, so the same bundle gives the
+same scores on every machine.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from wcmatch import glob
+
+from ledger.events import IDENTIFIER_PATTERN, MAX_TOP_K
+
+RuleAction = Literal["deny", "allow", "boost", "downrank", "redact"]
+_ACTIONS: frozenset[str] = frozenset({"deny", "allow", "boost", "downrank", "redact"})
+_SENSITIVITIES = frozenset({"public", "internal", "restricted"})
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+_FACTOR = re.compile(r"^\d{1,6}(\.\d{1,6})?$")
+MAX_RULES = 500
+MAX_PATTERNS_PER_RULE = 64
+MAX_PATTERN_CHARS = 512
+_GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB
+
+
+class PolicyRuleError(ValueError):
+    """A bundle's rules do not follow the format; the message names the rule and field."""
+
+
+@dataclass(frozen=True)
+class ChunkFacts:
+    """What a rule may look at: metadata only, never the chunk's text."""
+
+    chunk_id: str
+    document_id: str
+    path: str
+    sensitivity: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    rule_id: str
+    action: RuleAction
+    paths: tuple[str, ...] = ()
+    sensitivity: frozenset[str] = frozenset()
+    unless_scope: str | None = None
+    factor: decimal.Decimal = decimal.Decimal(1)
+
+    def matches(self, chunk: ChunkFacts, scopes: frozenset[str]) -> bool:
+        if self.unless_scope is not None and self.unless_scope in scopes:
+            return False
+        if self.sensitivity and chunk.sensitivity not in self.sensitivity:
+            return False
+        return not self.paths or any(_path_matches(chunk.path, pattern) for pattern in self.paths)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A policy's decision on one chunk, and the rules that took effect (in rule order)."""
+
+    denied: bool = False
+    redacted: bool = False
+    factor: decimal.Decimal = decimal.Decimal(1)
+    applied: tuple[tuple[str, RuleAction], ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyRules:
+    rules: tuple[Rule, ...] = ()
+    max_top_k: int = MAX_TOP_K
+    sha256: str | None = field(default=None, compare=False)
+
+    def judge(self, chunk: ChunkFacts, scopes: frozenset[str]) -> Verdict:
+        access_decided = denied = redacted = False
+        factor = decimal.Decimal(1)
+        applied: list[tuple[str, RuleAction]] = []
+        for rule in self.rules:
+            if not rule.matches(chunk, scopes):
+                continue
+            if rule.action in ("deny", "allow"):
+                if access_decided:
+                    continue
+                access_decided = True
+                denied = rule.action == "deny"
+            elif rule.action == "redact":
+                redacted = True
+            else:
+                factor *= rule.factor
+            applied.append((rule.rule_id, rule.action))
+        return Verdict(denied=denied, redacted=redacted, factor=factor, applied=tuple(applied))
+
+
+NO_POLICY = PolicyRules()
+
+
+def rules_from_bundle(bundle: Mapping[str, Any]) -> PolicyRules:
+    """The rules of a parsed bundle (see `ledger.usecases.policy.parse_bundle`)."""
+    raw_rules = bundle.get("rules", [])
+    if raw_rules is None:
+        raw_rules = []
+    if not isinstance(raw_rules, list):
+        raise PolicyRuleError("rules: must be a list")
+    if len(raw_rules) > MAX_RULES:
+        raise PolicyRuleError(f"rules: at most {MAX_RULES} rules")
+    rules = tuple(_rule(index, raw) for index, raw in enumerate(raw_rules))
+    ids = [rule.rule_id for rule in rules]
+    if len(set(ids)) != len(ids):
+        raise PolicyRuleError("rules: rule ids must be unique")
+    return PolicyRules(rules=rules, max_top_k=_max_top_k(bundle.get("limits")))
+
+
+def _max_top_k(limits: Any) -> int:
+    if limits is None:
+        return MAX_TOP_K
+    if not isinstance(limits, dict) or set(limits) - {"max_top_k"}:
+        raise PolicyRuleError("limits: only max_top_k is supported")
+    value = limits.get("max_top_k", MAX_TOP_K)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOP_K:
+        raise PolicyRuleError(f"limits.max_top_k: an integer from 1 to {MAX_TOP_K}")
+    return value
+
+
+def _rule(index: int, raw: Any) -> Rule:
+    where = f"rules[{index}]"
+    if not isinstance(raw, dict):
+        raise PolicyRuleError(f"{where}: must be a mapping")
+    unknown = set(raw) - {"id", "action", "match", "unless_scope", "factor", "description"}
+    if unknown:
+        raise PolicyRuleError(f"{where}: unknown field {sorted(map(str, unknown))[0]!r}")
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not _IDENTIFIER.match(rule_id):
+        raise PolicyRuleError(f"{where}.id: an identifier ({IDENTIFIER_PATTERN})")
+    action = raw.get("action")
+    if action not in _ACTIONS:
+        raise PolicyRuleError(f"{where}.action: one of {', '.join(sorted(_ACTIONS))}")
+    match = raw.get("match") or {}
+    if not isinstance(match, dict) or set(match) - {"paths", "sensitivity"}:
+        raise PolicyRuleError(f"{where}.match: a mapping of paths and/or sensitivity")
+    paths = _strings(match.get("paths", []), f"{where}.match.paths")
+    for pattern in paths:
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise PolicyRuleError(f"{where}.match.paths: a pattern longer than {MAX_PATTERN_CHARS}")
+    sensitivity = _strings(match.get("sensitivity", []), f"{where}.match.sensitivity")
+    if set(sensitivity) - _SENSITIVITIES:
+        raise PolicyRuleError(f"{where}.match.sensitivity: each one of public, internal, restricted")
+    unless_scope = raw.get("unless_scope")
+    if unless_scope is not None and (
+        not isinstance(unless_scope, str) or not _IDENTIFIER.match(unless_scope)
+    ):
+        raise PolicyRuleError(f"{where}.unless_scope: a scope name")
+    factor = decimal.Decimal(1)
+    if action in ("boost", "downrank"):
+        text = raw.get("factor")
+        if not isinstance(text, str) or not _FACTOR.match(text):
+            raise PolicyRuleError(f'{where}.factor: a decimal string such as "1.5"')
+        factor = decimal.Decimal(text)
+        if (action == "boost" and factor < 1) or (action == "downrank" and not 0 <= factor <= 1):
+            raise PolicyRuleError(f"{where}.factor: a boost is >= 1, a downrank between 0 and 1")
+    elif "factor" in raw:
+        raise PolicyRuleError(f"{where}.factor: only boost and downrank take a factor")
+    return Rule(
+        rule_id=rule_id,
+        action=action,
+        paths=tuple(paths),
+        sensitivity=frozenset(sensitivity),
+        unless_scope=unless_scope,
+        factor=factor,
+    )
+
+
+def _strings(value: Any, where: str) -> Sequence[str]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise PolicyRuleError(f"{where}: a list of non-empty strings")
+    if len(value) > MAX_PATTERNS_PER_RULE:
+        raise PolicyRuleError(f"{where}: at most {MAX_PATTERNS_PER_RULE} items")
+    return value
+
+
+def _path_matches(path: str, pattern: str) -> bool:
+    """`**` spans path segments, `*` and `?` stay within one (wcmatch's GLOBSTAR globs)."""
+    return bool(glob.globmatch(path, pattern, flags=_GLOB_FLAGS))
