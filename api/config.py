@@ -64,7 +64,7 @@ class ApiConfig:
     retention: RetentionRules = field(default_factory=RetentionRules)
     tenant_retention_days: dict[str, int] = field(default_factory=dict)  # overrides retention.default_days
     retention_interval_s: float = 3600.0  # how often `serve` sweeps expired text; 0 disables
-    source_limits: SourceLimits = field(default_factory=SourceLimits)  # `CITELEDGER_SOURCES_*`
+    source_limits: SourceLimits = field(default_factory=SourceLimits)  # see SourceLimits.from_env
 
     def retention_for(self, tenant: str) -> RetentionRules:
         days = self.tenant_retention_days.get(tenant)

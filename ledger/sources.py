@@ -77,7 +77,7 @@ class PathRefused(Exception):
 
 @dataclass(frozen=True)
 class SourceLimits:
-    """What one scan may cost. Every value has a default and a `CITELEDGER_SOURCES_*` setting."""
+    """What one scan may cost. Every value has a default and a setting (`from_env`)."""
 
     max_file_bytes: int = 512 * 1024  # a larger file is skipped (`too_large`); its entry must fit 1 MiB
     max_files: int = 20_000  # markdown files per scan; beyond it the scan stops (`truncated`)
