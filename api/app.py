@@ -7,14 +7,13 @@ import logging
 from typing import Any
 
 from litestar.exceptions import HTTPException
-from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
 from api.config import ApiConfig, server_version
 from api.contract import ContractApp, exception_handler
 from api.metrics import Metrics
+from api.openapi import assets_router, openapi_config
 from api.routes import (
     checkpoints,
     citations,
@@ -27,7 +26,7 @@ from api.routes import (
     retrievals,
     sources,
 )
-from api.routes.common import DEPENDENCIES
+from api.routes.common import DEPENDENCIES, strict_query_integers
 from api.services import Services
 
 log = logging.getLogger("citeledger.api")
@@ -46,6 +45,7 @@ ROUTES: list[ControllerRouterHandler] = [
     citations.router,
     retention.router,
     sources.router,
+    assets_router(),
 ]
 
 
@@ -63,6 +63,7 @@ def create_app(config: ApiConfig) -> ContractApp:
     app = ContractApp(
         route_handlers=ROUTES,
         dependencies=DEPENDENCIES,
+        before_request=strict_query_integers,
         # Strict request bodies: "5" is no integer, true is no number of days.
         plugins=[PydanticPlugin(validate_strict=True)],
         on_startup=[startup],
@@ -72,16 +73,7 @@ def create_app(config: ApiConfig) -> ContractApp:
         multipart_form_part_limit=20,
         debug=False,
         logging_config=None,
-        openapi_config=OpenAPIConfig(
-            title="citeledger",
-            version=server_version(),
-            path="/schema",
-            description="Signed, event-sourced audit ledger for AI retrievals — HTTP API v1.",
-            components=Components(
-                security_schemes={"BearerToken": SecurityScheme(type="http", scheme="bearer")}
-            ),
-            security=[{"BearerToken": []}],
-        ),
+        openapi_config=openapi_config(server_version()),
     )
     app.deadline_s = config.request_deadline_s
     app.max_query_string_bytes = config.limits.max_query_string_bytes

@@ -76,6 +76,7 @@ class Services:
             self.context = UseCaseContext(
                 ledger=self.ledger,
                 write=self.committer.write,
+                write_all=self.committer.write_all,
                 lookups=self.lookups,
                 retention_for=config.retention_for,
                 clock=lambda: dt.datetime.now(dt.UTC),

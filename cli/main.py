@@ -1,4 +1,4 @@
-"""`citeledger` command line: demo, verify, export, bundles, checkpoints, keys."""
+"""`citeledger` command line: demo, verify, export, bundles, checkpoints, keys, replay."""
 
 # Each command imports what it needs inside its body: an auditor's `verify-bundle` loads the
 # bundle checker, not the store, the projections or (ever) the web package.
@@ -14,8 +14,10 @@ import typer
 from rich.console import Console
 
 from cli.projections import register as register_projections
+from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
+from cli.spool import register as register_spool
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
@@ -329,6 +331,8 @@ def demo(
 register_server(app)
 register_projections(app)
 register_sources(app)
+register_spool(app)
+register_replay(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -20,7 +20,9 @@ from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import EventRejected
 from ledger.idempotency import IdempotentWrite
 
-_Request = tuple[Write, "Future[WriteOutcome]"]
+# One caller's writes (one for a single request, many for a batch): committed in the same
+# transaction, answered together.
+_Request = tuple[list[Write], "Future[list[WriteOutcome]]"]
 
 
 class GroupCommitter:
@@ -48,12 +50,22 @@ class GroupCommitter:
             raise EventRejected("events", f"at most {self.max_batch_events} events per request")
         if not drafts and idempotent is None:
             return WriteOutcome([], None)
-        future: Future[WriteOutcome] = Future()
-        self._queue.put((Write(prepare_all(drafts, tenant_id=tenant_id), idempotent), future))
-        outcome = future.result(timeout=self.timeout_s)
+        outcome = self.write_all([Write(prepare_all(drafts, tenant_id=tenant_id), idempotent)])[0]
         if outcome.error is not None:
             raise outcome.error
         return outcome
+
+    def write_all(self, writes: Sequence[Write]) -> list[WriteOutcome]:
+        """Commit several callers' writes (a batch request) in ONE transaction, each with
+        its own outcome; never split, so at most `MAX_BATCH_EVENTS` events in all."""
+        total = sum(len(write.prepared) for write in writes)
+        if total > MAX_BATCH_EVENTS:
+            raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
+        if not writes:
+            return []
+        future: Future[list[WriteOutcome]] = Future()
+        self._queue.put((list(writes), future))
+        return future.result(timeout=self.timeout_s)
 
     def _run(self) -> None:
         while True:
@@ -61,7 +73,7 @@ class GroupCommitter:
             if first is None:
                 return
             batch = [first]
-            events = len(first[0].prepared)
+            events = _events(first)
             while events < self.max_batch_events:
                 try:
                     item = self._queue.get_nowait()
@@ -70,26 +82,32 @@ class GroupCommitter:
                 if item is None:
                     self._queue.put(None)  # finish this batch, then stop
                     break
-                if events + len(item[0].prepared) > self.max_batch_events:
+                if events + _events(item) > self.max_batch_events:
                     self._commit(batch)
                     batch, events = [], 0
                 batch.append(item)
-                events += len(item[0].prepared)
+                events += _events(item)
             self._commit(batch)
 
     def _commit(self, batch: list[_Request]) -> None:
         if not batch:
             return
         try:
-            outcomes = self.ledger.commit_writes([write for write, _ in batch])
+            outcomes = self.ledger.commit_writes([write for writes, _ in batch for write in writes])
         except Exception as exc:  # noqa: BLE001 - forwarded to every caller of the batch
             for _, future in batch:
                 future.set_exception(exc)
             return
         self.batches += 1
-        for (_, future), outcome in zip(batch, outcomes, strict=True):
-            future.set_result(outcome)
+        start = 0
+        for writes, future in batch:
+            future.set_result(outcomes[start : start + len(writes)])
+            start += len(writes)
 
     def close(self) -> None:
         self._queue.put(None)
         self._writer.join(timeout=self.timeout_s)
+
+
+def _events(request: _Request) -> int:
+    return sum(len(write.prepared) for write in request[0])

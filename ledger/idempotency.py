@@ -85,6 +85,13 @@ def lookup(store: Store, tenant_id: str, key: str) -> StoredAnswer | None:
     return None if row is None else _row_answer(row)
 
 
+def lookup_many(store: Store, tenant_id: str, keys: Sequence[str]) -> dict[str, StoredAnswer]:
+    """Stored answers of many keys of one tenant, in one read-only transaction (a batch's fast path)."""
+    with store.transaction(commit=False) as cursor:
+        found = find(cursor, store, [(tenant_id, key) for key in keys])
+    return {key: answer for (_, key), answer in found.items()}
+
+
 def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> None:
     """Record answers inside the transaction that inserts their entries."""
     now = time.time()

@@ -43,7 +43,10 @@ def parse_timestamp(value: str) -> datetime:
     Raises ValueError for text that is not a timestamp or names an impossible
     moment (`2026-02-30`, hour 24).
     """
-    return _utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    try:
+        return _utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except OverflowError:  # a valid moment whose UTC form leaves years 1-9999
+        raise ValueError(f"timestamp out of range: {value[:40]}") from None
 
 
 def utc_day(moment: datetime) -> str:

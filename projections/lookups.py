@@ -25,8 +25,9 @@ from ledger.entries import EventDraft, RecordedEvent
 from ledger.idempotency import IdempotentWrite
 from ledger.store import Store
 from ledger.usecases.context import UseCaseContext, Writer
-from ledger.usecases.ports import ChunkState, DocumentState, PolicyState
+from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
 from projections.corpus import CORPUS_TABLE
+from projections.history import HISTORY_TABLE
 from projections.receipts import RECEIPTS_TABLE
 from projections.runner import ProjectionRunner
 from projections.writeside import DOCUMENTS_TABLE, HOLDS_TABLE, POLICIES_TABLE
@@ -279,6 +280,70 @@ class ProjectedLookups:
         self._remember_entry(tenant_id, receipt_id, event)
         return event
 
+    # -- replay -----------------------------------------------------------------------
+    def receipt_record(self, tenant_id: str, receipt_id: str) -> ReceiptRecord | None:
+        rows = self.store.rows(
+            f"SELECT {_RECORD_COLUMNS} FROM {self.store.table(RECEIPTS_TABLE)} "
+            "WHERE tenant_id=? AND receipt_id=?",
+            (tenant_id, receipt_id),
+        )
+        return _record(rows[0]) if rows else None
+
+    def replays_of(self, tenant_id: str, receipt_id: str) -> list[ReceiptRecord]:
+        rows = self.store.rows(
+            f"SELECT {_RECORD_COLUMNS} FROM {self.store.table(RECEIPTS_TABLE)} "
+            "WHERE tenant_id=? AND parent_receipt_id=? ORDER BY position LIMIT ?",
+            (tenant_id, receipt_id, _MAX_REPLAYS_LISTED),
+        )
+        return [_record(row) for row in rows]
+
+    def policy_as_of(self, tenant_id: str, position: int) -> PolicyState | None:
+        rows = self.store.rows(
+            f"SELECT position FROM {self.store.table(HISTORY_TABLE)} WHERE tenant_id=? "
+            "AND type='PolicyBundlePublished' AND position<=? ORDER BY position DESC LIMIT 1",
+            (tenant_id, position),
+        )
+        event = self.read_entry(int(rows[0]["position"])) if rows else None
+        if event is None:
+            return None
+        payload = event.payload
+        return PolicyState(
+            payload["policy_version"], payload["bundle_sha256"], payload["bundle_yaml"], event.position
+        )
+
+    def document_chunks(self, tenant_id: str, document_id: str, position: int) -> list[ChunkVersion]:
+        rows = self.store.rows(
+            "SELECT document_id, version_id, version, chunk_id, ordinal, path, sensitivity, text, "
+            "live_from_position, live_to_position, removed_reason, scrubbed_position, scrub_reason "
+            f"FROM {self.store.table(CORPUS_TABLE)} WHERE tenant_id=? AND document_id=? "
+            "AND live_from_position<=? ORDER BY live_from_position, ordinal LIMIT ?",
+            (tenant_id, document_id, position, _MAX_DOCUMENT_CHUNKS),
+        )
+        versions = []
+        for row in rows:
+            live_to = row["live_to_position"]
+            closed = live_to is not None and live_to <= position
+            scrubbed = row["scrubbed_position"]
+            scrubbed_then = scrubbed is not None and scrubbed <= position
+            versions.append(
+                ChunkVersion(
+                    document_id=row["document_id"],
+                    version_id=row["version_id"],
+                    version=int(row["version"]),
+                    chunk_id=row["chunk_id"],
+                    ordinal=int(row["ordinal"]),
+                    path=row["path"],
+                    sensitivity=row["sensitivity"],
+                    text=orjson.loads(row["text"]) if row["text"] else None,
+                    live_from=int(row["live_from_position"]),
+                    live_to=int(live_to) if closed else None,
+                    removed_reason=row["removed_reason"] if closed else None,
+                    scrubbed_position=int(scrubbed) if scrubbed_then else None,
+                    scrub_reason=row["scrub_reason"] if scrubbed_then else None,
+                )
+            )
+        return versions
+
     def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
         # Keep the bytes only, not the parsed envelope: thousands of cached dicts would make
         # every full garbage collection walk them (a latency spike on every request).
@@ -287,6 +352,36 @@ class ProjectedLookups:
             if len(self._receipt_entries) > _ENTRY_CACHE_MAX:
                 self._receipt_entries.clear()
             self._receipt_entries[(tenant_id, receipt_id)] = event
+
+
+_RECORD_COLUMNS = "tenant_id, receipt_id, position, engine, mode, policy_snapshot"
+_MAX_REPLAYS_LISTED = 100
+_MAX_DOCUMENT_CHUNKS = 50_000  # every version's chunks: versions x chunks per version, bounded
+
+
+def _record(row: Any) -> ReceiptRecord:
+    snapshot = row["policy_snapshot"]
+    return ReceiptRecord(
+        tenant_id=row["tenant_id"],
+        receipt_id=row["receipt_id"],
+        position=int(row["position"]),
+        engine=row["engine"],
+        mode=row["mode"],
+        has_policy_snapshot=snapshot is not None,
+        policy_snapshot=_snapshot_json(snapshot),
+    )
+
+
+def _snapshot_json(text: str | None) -> dict[str, Any] | None:
+    """The column as JSON; a value that is not a JSON object (a damaged row) reads as an empty
+    object, which replay then refuses as an invalid snapshot."""
+    if text is None:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def direct_writer(ledger: Ledger) -> Writer:

@@ -98,10 +98,11 @@ class ServerProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> ServerProcess:
-        """Start on a fresh free port and wait until /v1/healthz answers 200."""
+    def start(self, timeout: float = 60, *, port: int | None = None) -> ServerProcess:
+        """Start on `port` (a restart at the same address) or a fresh free port, and wait
+        until /v1/healthz answers 200."""
         assert self.process is None or self.process.poll() is not None, "server already running"
-        self.port = free_port()
+        self.port = port or free_port()
         log: Any = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(

@@ -11,6 +11,8 @@ from litestar.response import Stream
 
 from api.auth import requires, requires_operator
 from api.contract import ApiError, not_found
+from api.openapi import contract
+from api.responses import CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
 from ledger.signing import b64
@@ -26,8 +28,8 @@ def _latest(services: Services) -> dict[str, Any]:
     return {"checkpoint": record.to_json(), "origin": services.ledger.origin}
 
 
-@get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint")
-async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+@get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint", **contract(404))
+async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[CheckpointOut]:
     return ok(request, services, await services.blocking(_latest, services))
 
 
@@ -39,8 +41,10 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
             raise not_found("checkpoint")
         new = checkpoints[-1].tree_size
     head = ledger.sync()
-    if not 1 <= old <= new <= head:
-        raise ApiError(400, "bad_request", f"need 1 <= from <= to <= {head} (the log size)")
+    if new > head:
+        raise not_found(f"tree of size {new} (the log has {head} entries)")
+    if old > new:
+        raise ApiError(422, "invalid_range", "from must not exceed to", retryable=False)
     hashes = ledger.consistency_proof(old, new)
     by_size = {c.tree_size: c.to_json() for c in checkpoints}
     return {
@@ -54,13 +58,18 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
     }
 
 
-@get("/consistency", guards=[requires("audit.read")], summary="Consistency proof between two tree sizes")
+@get(
+    "/consistency",
+    guards=[requires("audit.read")],
+    summary="Consistency proof between two tree sizes",
+    **contract(404, 422),
+)
 async def consistency(
     request: AnyRequest,
     services: ServicesDep,
     old: Annotated[int, QueryParameter(name="from", ge=1, le=2**53 - 1)],
     new: Annotated[int | None, QueryParameter(name="to", ge=1, le=2**53 - 1, required=False)] = None,
-) -> Response[Any]:
+) -> Response[ConsistencyOut]:
     return ok(request, services, await services.blocking(_consistency, services, old, new))
 
 
@@ -98,8 +107,9 @@ def _keys(services: Services) -> dict[str, Any]:
     guards=[requires("audit.read")],
     summary="Every signing public key with its validity",
     tags=["tamper evidence"],
+    **contract(),
 )
-async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[KeysOut]:
     return ok(request, services, await services.blocking(_keys, services))
 
 
@@ -120,6 +130,9 @@ def _ndjson(body: Iterator[bytes], services: Services, filename: str) -> Stream:
     summary="The caller's tenant's entries with inclusion proofs, as NDJSON for offline "
     "`citeledger verify --export`",
     tags=["tamper evidence"],
+    media_type="application/x-ndjson",
+    response_description="One JSON object per line (`application/x-ndjson`)",
+    **contract(),
 )
 async def export(request: AnyRequest, services: ServicesDep, caller: CallerDep) -> Stream:
     return _ndjson(tenant_export(services.context, caller), services, "citeledger-tenant-export.jsonl")
@@ -130,6 +143,9 @@ async def export(request: AnyRequest, services: ServicesDep, caller: CallerDep) 
     guards=[requires_operator],
     summary="The whole log (every tenant) as NDJSON; operator token only",
     tags=["tamper evidence"],
+    media_type="application/x-ndjson",
+    response_description="One JSON object per line (`application/x-ndjson`)",
+    **contract(),
 )
 async def whole_log_export_route(request: AnyRequest, services: ServicesDep) -> Stream:
     return _ndjson(whole_log_export(services.context), services, "citeledger-export.jsonl")

@@ -14,6 +14,8 @@ from litestar import Response, Router, get
 
 from api.auth import requires
 from api.contract import ApiError
+from api.openapi import contract
+from api.responses import CitationOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
 from ledger.usecases.citations import read_citation
@@ -29,17 +31,27 @@ async def _respond(
 
 # `path` rather than `str`: an id with slashes in it (`..%2F..`) must reach the handler and
 # get the same 404 as any other unknown id, not the router's.
-@get("/v1/citations/{citation_id:path}", guards=[requires()], summary="Read a cited chunk back")
+@get(
+    "/v1/citations/{citation_id:path}",
+    guards=[requires()],
+    summary="Read a cited chunk back",
+    **contract(404),
+)
 async def get_citation(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, citation_id: str
-) -> Response[Any]:
+) -> Response[CitationOut]:
     return await _respond(request, services, caller, citation_id.lstrip("/"))
 
 
-@get("/v1/mcp/chunks/{citation_id:path}", guards=[requires()], summary="MCP getDocumentChunk (stateless)")
+@get(
+    "/v1/mcp/chunks/{citation_id:path}",
+    guards=[requires()],
+    summary="MCP getDocumentChunk (stateless)",
+    **contract(404),
+)
 async def get_mcp_chunk(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, citation_id: str
-) -> Response[Any]:
+) -> Response[CitationOut]:
     if request.headers.get("mcp-session-id") is not None:
         raise ApiError(400, "bad_request", "MCP session state is not supported in v1")
     return await _respond(request, services, caller, citation_id.lstrip("/"))

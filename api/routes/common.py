@@ -4,25 +4,63 @@ running a use case with `Idempotency-Key`."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import orjson
 from litestar import Request, Response
 from litestar.di import NamedDependency, Provide
-from litestar.params import HeaderParameter
+from litestar.params import HeaderParameter, ParameterKwarg
 
 from api.auth import principal_of
 from api.contract import ApiError, correlation
 from api.services import Services
-from ledger.idempotency import IdempotencyKey, lookup
+from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
 IdempotencyKeyHeader = Annotated[
-    str | None, HeaderParameter(name="Idempotency-Key", required=False, max_length=255)
+    str | None,
+    HeaderParameter(
+        name="Idempotency-Key",
+        required=False,
+        min_length=1,
+        max_length=255,
+        pattern=KEY_PATTERN.pattern,
+        description="At most one write per (tenant, key): a repeat with the same body gets the first "
+        "answer (200, `dedup: true`); another body is 409",
+    ),
 ]
+
+
+_DIGITS = re.compile(r"^[0-9]{1,16}$")
+
+
+def _integer_query_names(handler: Any) -> list[str]:
+    """The parameters of a handler typed as integers (query or path), by their name in the URL."""
+    names = []
+    for name, field in handler.parsed_fn_signature.parameters.items():
+        kwarg = field.kwarg_definition
+        if isinstance(kwarg, ParameterKwarg) and (kwarg.header or kwarg.cookie):
+            continue
+        if int in (field.annotation, *get_args(field.annotation)):
+            names.append(kwarg.query if isinstance(kwarg, ParameterKwarg) and kwarg.query else name)
+    return names
+
+
+async def strict_query_integers(request: AnyRequest) -> None:
+    """Before every handler: an integer query parameter is digits, given once. Litestar alone
+    would read `null` as no value and keep the last of repeated ones — both silently."""
+    for name in _integer_query_names(request.route_handler):
+        if name in request.path_params:
+            continue
+        values = request.query_params.getall(name, [])
+        if len(values) > 1:
+            raise ApiError(400, "bad_request", f"invalid request: {name}: give it at most once")
+        if values and not _DIGITS.match(values[0]):
+            raise ApiError(400, "bad_request", f"invalid request: {name}: must be a whole number")
 
 
 def _services(request: AnyRequest) -> Services:

@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from api.auth import requires
 from api.contract import ApiError
+from api.openapi import contract
+from api.responses import DocumentOut, DocumentRemovedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from api.services import Services
 from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
@@ -35,20 +37,27 @@ async def _record(
     )
 
 
-@post("/", guards=[requires("ingest.write")], status_code=201, summary="Record a markdown document (JSON)")
+@post(
+    "/",
+    guards=[requires("ingest.write")],
+    status_code=201,
+    summary="Record a markdown document (JSON)",
+    **contract(409, 413, 422, dedup=DocumentOut),
+)
 async def post_document(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
     data: DocumentIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[DocumentOut]:
     return await _record(request, services, caller, data, idempotency_key)
 
 
 @dataclass
 class DocumentUpload:
-    file: UploadFile
+    # A file part, or a plain form field holding the text (msgspec takes no UploadFile | str).
+    file: Any
     path: str | None = None
     title: str | None = None
     source: str = "upload"
@@ -62,6 +71,7 @@ class DocumentUpload:
     guards=[requires("ingest.write")],
     status_code=201,
     summary="Record a markdown document (multipart)",
+    **contract(409, 413, 422, dedup=DocumentOut),
 )
 async def upload_document(
     request: AnyRequest,
@@ -69,8 +79,13 @@ async def upload_document(
     caller: CallerDep,
     data: Annotated[DocumentUpload, Body(media_type=RequestEncodingType.MULTI_PART)],
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
-    raw = await data.file.read(MAX_DOCUMENT_CHARS * 4 + 1)
+) -> Response[DocumentOut]:
+    if isinstance(data.file, str):
+        raw, filename = data.file.encode("utf-8", "surrogatepass"), None
+    elif isinstance(data.file, UploadFile):
+        raw, filename = await data.file.read(MAX_DOCUMENT_CHARS * 4 + 1), data.file.filename
+    else:
+        raise ApiError(400, "bad_request", "invalid request: file: one markdown file or text field")
     if len(raw) > MAX_DOCUMENT_CHARS * 4:
         raise ApiError(413, "payload_too_large", "uploaded file exceeds the document size limit")
     try:
@@ -79,7 +94,7 @@ async def upload_document(
         raise ApiError(400, "bad_request", "uploaded file is not UTF-8 text") from None
     try:
         doc = DocumentIn(
-            path=data.path or data.file.filename or "upload.md",
+            path=data.path or filename or "upload.md",
             text=text,
             title=data.title,
             source=data.source,
@@ -96,7 +111,11 @@ async def upload_document(
 
 
 @delete(
-    "/{document_id:str}", guards=[requires("ingest.write")], status_code=200, summary="Record DocumentRemoved"
+    "/{document_id:str}",
+    guards=[requires("ingest.write")],
+    status_code=200,
+    summary="Record DocumentRemoved",
+    **contract(404, 409, 422),
 )
 async def delete_document(
     request: AnyRequest,
@@ -107,7 +126,7 @@ async def delete_document(
         str, QueryParameter(name="reason", pattern="^(source_deleted|withdrawn)$")
     ] = "withdrawn",
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[DocumentRemovedOut]:
     return await write(
         request,
         services,

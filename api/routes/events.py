@@ -4,19 +4,23 @@ cursor pagination, and inclusion proofs."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any
 
 from litestar import Response, Router, get
+from litestar.openapi.spec.enums import OpenAPIFormat
 from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
 from api.contract import ApiError, not_found
+from api.openapi import contract
+from api.responses import EventOut, EventPage, InclusionProofOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
 from ledger.bundle import proof_json
 from ledger.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.events import IDENTIFIER_PATTERN, EventType
-from ledger.timestamps import parse_timestamp
+from ledger.timestamps import format_timestamp, parse_timestamp
 from projections.queries import HistoryFilter, InvalidCursor
 
 ID_PATTERN = IDENTIFIER_PATTERN
@@ -28,13 +32,33 @@ def visible(event: RecordedEvent, tenant: str) -> bool:
     return event.tenant_id in (tenant, SYSTEM_TENANT)
 
 
+# RFC 3339 date-time (ISO 8601 profile), as the schema documents it: the rule the server checks.
+TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+_TIME = re.compile(TIME_PATTERN)
+
+
 def parse_time(value: str | None, name: str) -> dt.datetime | None:
     if value is None:
         return None
     try:
-        return parse_timestamp(value)
+        if not _TIME.match(value):
+            raise ValueError(value)
+        return parse_timestamp(value[:10] + "T" + value[11:].upper())
     except ValueError:
-        raise ApiError(400, "bad_request", f"{name} must be an ISO 8601 timestamp") from None
+        raise ApiError(
+            400, "bad_request", f"{name} must be an RFC 3339 timestamp, e.g. 2026-05-23T09:30:00Z"
+        ) from None
+
+
+def invalid_cursor() -> ApiError:
+    """A cursor of the right shape that this API never returned (or for another filter)."""
+    return ApiError(422, "invalid_cursor", "cursor is not one this API returned for these filters")
+
+
+def time_bound(value: str | None, name: str) -> str | None:
+    """A `since`/`until` bound in the ledger's written form (text order is time order)."""
+    moment = parse_time(value, name)
+    return None if moment is None else format_timestamp(moment)
 
 
 def event_body(event: RecordedEvent) -> dict[str, Any]:
@@ -44,7 +68,30 @@ def event_body(event: RecordedEvent) -> dict[str, Any]:
 Cursor = Annotated[
     str | None, QueryParameter(name="cursor", max_length=64, pattern=r"^[A-Za-z0-9_-]+$", required=False)
 ]
-TimeParam = Annotated[str | None, Parameter(max_length=40, required=False)]
+
+
+Since = Annotated[
+    str | None,
+    QueryParameter(
+        name="since",
+        max_length=40,
+        pattern=TIME_PATTERN,
+        format=OpenAPIFormat.DATE_TIME,
+        required=False,
+        description="Inclusive lower bound on recorded_at (RFC 3339)",
+    ),
+]
+Until = Annotated[
+    str | None,
+    QueryParameter(
+        name="until",
+        max_length=40,
+        pattern=TIME_PATTERN,
+        format=OpenAPIFormat.DATE_TIME,
+        required=False,
+        description="Exclusive upper bound on recorded_at (RFC 3339)",
+    ),
+]
 
 
 def history_page(
@@ -53,7 +100,7 @@ def history_page(
     try:
         page = services.read_models.events(tenant, flt, cursor=cursor, limit=limit)
     except InvalidCursor:
-        raise ApiError(400, "bad_request", "cursor is not one this API returned") from None
+        raise invalid_cursor() from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
     events = []
@@ -64,7 +111,9 @@ def history_page(
     return {"events": events, "next_cursor": page.next_cursor}
 
 
-@get("/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)")
+@get(
+    "/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)", **contract(422)
+)
 async def list_events(
     request: AnyRequest,
     services: ServicesDep,
@@ -78,8 +127,8 @@ async def list_events(
     receipt_id: Annotated[
         str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Annotated[str | None, QueryParameter(name="since", max_length=40, required=False)] = None,
-    until: Annotated[str | None, QueryParameter(name="until", max_length=40, required=False)] = None,
+    since: Since = None,
+    until: Until = None,
     from_position: Annotated[
         int | None, QueryParameter(name="from_position", ge=1, le=2**53 - 1, required=False)
     ] = None,
@@ -88,10 +137,8 @@ async def list_events(
     ] = None,
     cursor: Cursor = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
-) -> Response[Any]:
+) -> Response[EventPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    parse_time(since, "since")
-    parse_time(until, "until")
     flt = HistoryFilter(
         types=list(event_type) if event_type else None,
         actor=actor,
@@ -100,8 +147,8 @@ async def list_events(
         receipt_id=receipt_id,
         from_position=from_position,
         to_position=to_position,
-        recorded_from=since,
-        recorded_to=until,
+        recorded_from=time_bound(since, "since"),
+        recorded_to=time_bound(until, "until"),
     )
     body = await services.blocking(history_page, services, caller.tenant_id, flt, cursor, limit)
     return ok(request, services, body)
@@ -114,10 +161,15 @@ def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
     return event
 
 
-@get("/{position:int}", guards=[requires("audit.read")], summary="One event with its signature")
+@get(
+    "/{position:int}",
+    guards=[requires("audit.read")],
+    summary="One event with its signature",
+    **contract(404),
+)
 async def get_event(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, position: Position
-) -> Response[Any]:
+) -> Response[EventOut]:
     event = await services.blocking(_event, services, caller.tenant_id, position)
     return ok(request, services, event_body(event))
 
@@ -132,8 +184,10 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
     else:
         size = tree_size
         head = ledger.sync()
-        if size < position or size > head:
-            raise ApiError(400, "bad_request", f"tree_size must be between {position} and {head}")
+        if size > head:
+            raise not_found(f"tree of size {size} (the log has {head} entries)")
+        if size < position:
+            raise ApiError(422, "invalid_range", f"tree_size must be at least the position ({position})")
         checkpoint_json = next((c.to_json() for c in ledger.checkpoints() if c.tree_size == size), None)
     hashes = ledger.inclusion_proof(position, size)
     return {
@@ -147,7 +201,10 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
 
 
 @get(
-    "/{position:int}/inclusion-proof", guards=[requires("audit.read")], summary="Inclusion proof of one event"
+    "/{position:int}/inclusion-proof",
+    guards=[requires("audit.read")],
+    summary="Inclusion proof of one event",
+    **contract(404, 422),
 )
 async def inclusion_proof(
     request: AnyRequest,
@@ -157,7 +214,7 @@ async def inclusion_proof(
     tree_size: Annotated[
         int | None, QueryParameter(name="tree_size", ge=1, le=2**53 - 1, required=False)
     ] = None,
-) -> Response[Any]:
+) -> Response[InclusionProofOut]:
     body = await services.blocking(_inclusion, services, caller.tenant_id, position, tree_size)
     return ok(request, services, body)
 

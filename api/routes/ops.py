@@ -8,6 +8,8 @@ from typing import Any
 from litestar import Response, Router, get
 
 from api.contract import correlation, error_body
+from api.openapi import contract
+from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
 
@@ -30,8 +32,8 @@ def _health(services: Services) -> dict[str, Any]:
     }
 
 
-@get("/healthz", summary="Liveness and readiness")
-async def healthz(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+@get("/healthz", summary="Liveness and readiness", **contract(public=True))
+async def healthz(request: AnyRequest, services: ServicesDep) -> Response[HealthOut]:
     health = await services.blocking(_health, services)
     if not health["store_ok"]:
         body = {
@@ -40,16 +42,21 @@ async def healthz(request: AnyRequest, services: ServicesDep) -> Response[Any]:
             ),
             **health,
         }
-        return Response(content=body, status_code=503, media_type="application/json")
+        return Response(content=body, status_code=503, media_type="application/json")  # type: ignore[arg-type]
     return ok(request, services, health)
 
 
-@get("/version", summary="Server and policy versions")
-async def version(request: AnyRequest, services: ServicesDep) -> Response[Any]:
+@get("/version", summary="Server and policy versions", **contract(public=True))
+async def version(request: AnyRequest, services: ServicesDep) -> Response[VersionOut]:
     return ok(request, services, {"api": "v1", "origin": services.ledger.origin})
 
 
-@get("/metrics", summary="Prometheus metrics", media_type="text/plain; version=0.0.4")
+@get(
+    "/metrics",
+    summary="Prometheus metrics",
+    media_type="text/plain; version=0.0.4",
+    **contract(public=True),
+)
 async def metrics(request: AnyRequest, services: ServicesDep) -> Response[bytes]:
     return Response(content=services.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Response, Router, post
 
 from api.auth import requires
+from api.openapi import contract
+from api.responses import PolicyOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.policy import publish_policy
 
 
-@post("/", guards=[requires("admin")], status_code=201, summary="Publish a policy bundle (YAML)")
+@post(
+    "/",
+    guards=[requires("admin")],
+    status_code=201,
+    summary="Publish a policy bundle (YAML)",
+    **contract(409, 413, 422, dedup=PolicyOut),
+)
 async def post_policy_bundle(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
     data: PolicyBundleIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[PolicyOut]:
     return await write(
         request,
         services,

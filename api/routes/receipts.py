@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Response, Router, get
+from litestar import Response, Router, get, post
 from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
 from api.contract import ApiError
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from api.routes.events import ID_PATTERN, Cursor, parse_time
+from api.openapi import contract
+from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
+from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
+from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, time_bound
 from api.services import Services
 from ledger.entries import RecordedEvent
 from ledger.usecases.errors import NotFound
-from ledger.usecases.receipts import find_receipt, receipt_bundle
+from ledger.usecases.receipts import find_receipt, receipt_bundle, replay_chain
+from ledger.usecases.replay import replay
 from projections.queries import InvalidCursor, ReceiptFilter, ReceiptView
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
@@ -55,16 +58,17 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt")
+@get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt", **contract(404))
 async def get_receipt(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
-) -> Response[Any]:
+) -> Response[ReceiptOut]:
     # A receipt is an immutable signed entry: a recent one is served from memory, without a
     # thread hop or a database read.
     event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
     if event is None:
         event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
-    return ok(request, services, receipt_body(event.envelope))
+    chain = await services.blocking(replay_chain, services.context, caller.tenant_id, event)
+    return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
 
 
 def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
@@ -76,12 +80,47 @@ def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
         return find_receipt(services.context, tenant_id, receipt_id)
 
 
-@get("/{receipt_id:str}/bundle", guards=[requires("audit.read")], summary="Portable receipt bundle")
+@get(
+    "/{receipt_id:str}/bundle",
+    guards=[requires("audit.read")],
+    summary="Portable receipt bundle",
+    **contract(404),
+)
 async def get_bundle(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
-) -> Response[Any]:
+) -> Response[BundleOut]:
     bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
     return ok(request, services, {"bundle": bundle})
+
+
+@post(
+    "/{receipt_id:str}/replay",
+    guards=[requires("replay.run")],
+    status_code=201,
+    summary="Replay a receipt under its frozen policy: integrity, data drift, policy drift",
+    **contract(404, 409, 422, dedup=ReplayOut),
+)
+async def post_replay(
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    receipt_id: ReceiptId,
+    at_position: Annotated[
+        int | None, QueryParameter(name="at_position", ge=1, le=2**53 - 1, required=False)
+    ] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Response[ReplayOut]:
+    """201 with the replay receipt's id; 200 with `replay_receipt_id: null` when recording the
+    replay failed (the diff is still the answer)."""
+    return await write(
+        request,
+        services,
+        caller,
+        idempotency_key,
+        "POST /v1/receipts/{id}/replay",
+        {"receipt_id": receipt_id, "at_position": at_position},
+        lambda idem: replay(services.context, caller, receipt_id, at_position, idem),
+    )
 
 
 def _summary(view: ReceiptView) -> dict[str, Any]:
@@ -110,13 +149,18 @@ def receipts_page(
     try:
         page = services.read_models.receipts(tenant, flt, cursor=cursor, limit=limit)
     except InvalidCursor:
-        raise ApiError(400, "bad_request", "cursor is not one this API returned") from None
+        raise invalid_cursor() from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
     return {"receipts": [_summary(view) for view in page.items], "next_cursor": page.next_cursor}
 
 
-@get("/", guards=[requires("audit.read")], summary="List receipts (filters, cursor pagination)")
+@get(
+    "/",
+    guards=[requires("audit.read")],
+    summary="List receipts (filters, cursor pagination)",
+    **contract(422),
+)
 async def list_receipts(
     request: AnyRequest,
     services: ServicesDep,
@@ -139,8 +183,8 @@ async def list_receipts(
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Annotated[str | None, QueryParameter(name="since", max_length=40, required=False)] = None,
-    until: Annotated[str | None, QueryParameter(name="until", max_length=40, required=False)] = None,
+    since: Since = None,
+    until: Until = None,
     from_position: Annotated[
         int | None, QueryParameter(name="from_position", ge=1, le=2**53 - 1, required=False)
     ] = None,
@@ -149,10 +193,8 @@ async def list_receipts(
     ] = None,
     cursor: Cursor = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
-) -> Response[Any]:
+) -> Response[ReceiptPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    parse_time(since, "since")
-    parse_time(until, "until")
     flt = ReceiptFilter(
         mode=mode,
         status=status,
@@ -163,13 +205,15 @@ async def list_receipts(
         parent_receipt_id=parent_receipt_id,
         from_position=from_position,
         to_position=to_position,
-        recorded_from=since,
-        recorded_to=until,
+        recorded_from=time_bound(since, "since"),
+        recorded_to=time_bound(until, "until"),
     )
     body = await services.blocking(receipts_page, services, caller.tenant_id, flt, cursor, limit)
     return ok(request, services, body)
 
 
 router = Router(
-    path="/v1/receipts", route_handlers=[get_receipt, get_bundle, list_receipts], tags=["receipts"]
+    path="/v1/receipts",
+    route_handlers=[get_receipt, get_bundle, post_replay, list_receipts],
+    tags=["receipts"],
 )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Response, Router, delete, post
 from litestar.params import JSONBody, Parameter
 
 from api.auth import requires
+from api.openapi import contract
+from api.responses import ErasureOut, HoldOut, HoldReleasedOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.usecases.commands import ErasureIn, LegalHoldIn
@@ -16,26 +18,42 @@ from ledger.usecases.retention import erase, place_hold, release_hold
 HoldId = Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)]
 
 
-@post("/v1/erasures", guards=[requires("admin")], status_code=200, summary="Erase a document or data subject")
+@post(
+    "/v1/erasures",
+    guards=[requires("admin")],
+    status_code=200,
+    summary="Erase a document or data subject",
+    **contract(404, 409, 413, 422),
+)
 async def post_erasure(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[ErasureIn]
-) -> Response[Any]:
+) -> Response[ErasureOut]:
     return ok(request, services, await services.blocking(erase, services.context, caller, data))
 
 
-@post("/v1/legal-holds", guards=[requires("admin")], status_code=201, summary="Place a legal hold")
+@post(
+    "/v1/legal-holds",
+    guards=[requires("admin")],
+    status_code=201,
+    summary="Place a legal hold",
+    **contract(409, 413, 422),
+)
 async def post_hold(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[LegalHoldIn]
-) -> Response[Any]:
+) -> Response[HoldOut]:
     return ok(request, services, await services.blocking(place_hold, services.context, caller, data), 201)
 
 
 @delete(
-    "/v1/legal-holds/{hold_id:str}", guards=[requires("admin")], status_code=200, summary="Release a hold"
+    "/v1/legal-holds/{hold_id:str}",
+    guards=[requires("admin")],
+    status_code=200,
+    summary="Release a hold",
+    **contract(404, 409),
 )
 async def delete_hold(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, hold_id: HoldId
-) -> Response[Any]:
+) -> Response[HoldReleasedOut]:
     return ok(request, services, await services.blocking(release_hold, services.context, caller, hold_id))
 
 

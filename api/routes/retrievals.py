@@ -1,19 +1,38 @@
-"""Retrievals: a service posts a retrieval it ran itself (`ledger.usecases.retrievals`)."""
+"""Retrievals: a service posts a retrieval it ran itself, or up to 1,000 in one batch
+(`ledger.usecases.retrievals`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import Response, Router, post
 
 from api.auth import requires
-from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
-from ledger.usecases.commands import RetrievalIn
-from ledger.usecases.retrievals import record_retrieval
+from api.contract import describe
+from api.openapi import contract
+from api.responses import ReceiptRecordedOut, RetrievalBatchOut
+from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, fingerprint, ok, write
+from ledger.idempotency import IdempotencyKey
+from ledger.usecases.commands import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
+from ledger.usecases.context import Caller
+from ledger.usecases.retrievals import BatchItem, ItemOutcome, record_retrieval, record_retrievals
+
+# A batch item is "the same request" as a single POST of its retrieval with its key: a write
+# first tried alone and then delivered in a batch (a client's spool) is answered, not refused.
+ROUTE = "POST /v1/retrievals"
+
+
+def _key(caller: Caller, key: str, body: RetrievalIn) -> IdempotencyKey:
+    return IdempotencyKey(caller.tenant_id, key, fingerprint(ROUTE, body.model_dump(mode="json")))
 
 
 @post(
-    "/", guards=[requires("retrieval.write")], status_code=201, summary="Record an external retrieval receipt"
+    "/",
+    guards=[requires("retrieval.write")],
+    status_code=201,
+    summary="Record an external retrieval receipt",
+    **contract(404, 409, 413, 422, dedup=ReceiptRecordedOut),
 )
 async def post_retrieval(
     request: AnyRequest,
@@ -21,16 +40,69 @@ async def post_retrieval(
     caller: CallerDep,
     data: RetrievalIn,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> Response[Any]:
+) -> Response[ReceiptRecordedOut]:
     return await write(
         request,
         services,
         caller,
         idempotency_key,
-        "POST /v1/retrievals",
+        ROUTE,
         data.model_dump(mode="json"),
         lambda idem: record_retrieval(services.context, caller, data, idem),
     )
 
 
-router = Router(path="/v1/retrievals", route_handlers=[post_retrieval], tags=["retrievals"])
+def _item(caller: Caller, item: RetrievalBatchItemIn) -> BatchItem:
+    if item.problem is not None:
+        return BatchItem(None, None, problem=item.problem)
+    return BatchItem(
+        _key(caller, item.idempotency_key, item.retrieval), item.retrieval, item.run_id, item.trace_id
+    )
+
+
+def _results(outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
+    results: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        if outcome.result is not None:
+            status = 201 if outcome.result.created else 200
+            results.append({"index": outcome.index, "http_status": status, **outcome.result.body})
+        else:
+            assert outcome.error is not None
+            status, code, message, retryable, _, _ = describe(outcome.error)
+            results.append(
+                {
+                    "index": outcome.index,
+                    "http_status": status,
+                    "error": {"code": code, "message": message, "retryable": retryable},
+                }
+            )
+    refused = sum(1 for item in results if "error" in item)
+    repeated = sum(1 for item in results if item.get("dedup") is True)
+    return {
+        "results": results,
+        "recorded": len(results) - refused - repeated,
+        "dedup": repeated,
+        "refused": refused,
+    }
+
+
+@post(
+    "/batch",
+    guards=[requires("retrieval.write")],
+    status_code=200,
+    summary="Record up to 1,000 retrievals, each with its own Idempotency-Key and its own result",
+    **contract(413, 422),
+)
+async def post_retrieval_batch(
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, data: RetrievalBatchIn
+) -> Response[RetrievalBatchOut]:
+    """Per-item results: a bad item is refused by its index and reason while the others are
+    recorded (all in one transaction); 200 whenever the batch itself was well-formed."""
+    items = [_item(caller, item) for item in data.items]
+    outcomes = await services.blocking(record_retrievals, services.context, caller, items)
+    return ok(request, services, _results(outcomes))
+
+
+router = Router(
+    path="/v1/retrievals", route_handlers=[post_retrieval, post_retrieval_batch], tags=["retrievals"]
+)

@@ -3,9 +3,20 @@ are plain text here; the use cases seal them before anything reaches the log."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    model_validator,
+)
 
 from ledger.events import (
     MAX_AUTH_SCOPES,
@@ -26,11 +37,23 @@ from ledger.events import (
     SourcePath,
     Timestamp,
 )
+from ledger.idempotency import KEY_PATTERN
 
 MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024
 MAX_SNIPPET_CHARS = MAX_SEALED_TEXT_BYTES
 
+
+def _whole(value: object) -> object:
+    # JSON has one number type: 5.0 is the integer 5, as JSON Schema's `integer` says; 5.5, "5"
+    # and true stay refused by the strict model.
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+Days = Annotated[RetentionDays, BeforeValidator(_whole)]
+Milliseconds = Annotated[DeadlineMs, BeforeValidator(_whole)]
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
 
 
@@ -47,14 +70,14 @@ class DocumentIn(RequestModel):
     title: Annotated[str, Field(max_length=256)] | None = None
     source: Identifier = "api"
     sensitivity: Sensitivity = "internal"
-    retention_days: RetentionDays | None = None
+    retention_days: Days | None = None
     document_id: Identifier | None = None
     subject_id: Identifier | None = None
 
 
 class TaskIn(RequestModel):
     task_id: Identifier | None = None
-    deadline_ms: DeadlineMs | None = None
+    deadline_ms: Milliseconds | None = None
     auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] | None = None
 
 
@@ -94,6 +117,63 @@ class RetrievalIn(RequestModel):
     context_hash: Hex64 | None = None
 
 
+MAX_BATCH_ITEMS = 1_000
+IdempotencyKeyText = Annotated[str, StringConstraints(pattern=KEY_PATTERN.pattern)]
+
+
+class RetrievalBatchItemIn(RequestModel):
+    """One retrieval of a batch, with its own Idempotency-Key and (optionally) the
+    correlation ids of the request it was first made in."""
+
+    idempotency_key: IdempotencyKeyText
+    retrieval: RetrievalIn
+    run_id: Identifier | None = None
+    trace_id: Identifier | None = None
+    _problem: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def refuse_alone(cls, data: object, handler: ValidatorFunctionWrapHandler) -> RetrievalBatchItemIn:
+        """A malformed item is kept with its problem instead of failing the whole batch:
+        it is refused on its own (by index) while the others are recorded."""
+        try:
+            item: RetrievalBatchItemIn = handler(data)
+            return item
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_input=False)
+            first = errors[0] if errors else {"loc": (), "msg": "invalid item"}
+            where = ".".join(str(part) for part in first["loc"]) or "item"
+            nothing: dict[str, Any] = {}  # a refused item holds no fields; only its problem is read
+            refused = cls.model_construct(**nothing)
+            refused._problem = f"{where}: {first['msg']}"[:300]
+            return refused
+
+    @property
+    def problem(self) -> str | None:
+        """Why the item is malformed (never echoes a value), or None."""
+        return self._problem
+
+
+_BATCH_ITEM_SCHEMA: dict[str, Any] = {
+    "description": (
+        "{idempotency_key, retrieval: RetrievalIn, run_id?, trace_id?}; a malformed item is "
+        "refused in its own result (http_status 422, naming the field) while the others are recorded"
+    )
+}
+
+
+class RetrievalBatchIn(RequestModel):
+    """Up to `MAX_BATCH_ITEMS` retrievals, each recorded or refused on its own, all
+    accepted ones in one transaction."""
+
+    # Documented as any JSON value: an item that is not a valid `RetrievalBatchItemIn` is
+    # refused in its own result (by index), never by failing the batch.
+    items: Annotated[
+        list[Annotated[RetrievalBatchItemIn, WithJsonSchema(_BATCH_ITEM_SCHEMA)]],
+        Field(min_length=1, max_length=MAX_BATCH_ITEMS),
+    ]
+
+
 class PolicyBundleIn(RequestModel):
     """A policy bundle: verbatim YAML (a mapping), published as the tenant's live policy."""
 
@@ -118,6 +198,22 @@ MAX_LEGAL_BASIS_CHARS = 4_000
 class ErasureIn(RequestModel):
     """Erase a document (its text and every snapshot of it) or a data subject."""
 
+    # The rule of `one_target`, for the schema: exactly one of the two is a string.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["document_id"],
+                    "properties": {"document_id": {"type": "string"}, "subject_id": {"type": "null"}},
+                },
+                {
+                    "required": ["subject_id"],
+                    "properties": {"subject_id": {"type": "string"}, "document_id": {"type": "null"}},
+                },
+            ]
+        }
+    )
+
     document_id: Identifier | None = None
     subject_id: Identifier | None = None
 
@@ -129,6 +225,16 @@ class ErasureIn(RequestModel):
 
 
 class LegalHoldIn(RequestModel):
+    # The rule of `some_target`, for the schema: at least one target.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["document_ids"], "properties": {"document_ids": {"minItems": 1}}},
+                {"required": ["subject_ids"], "properties": {"subject_ids": {"minItems": 1}}},
+            ]
+        }
+    )
+
     document_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
     subject_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
     legal_basis: Annotated[str, Field(min_length=1, max_length=MAX_LEGAL_BASIS_CHARS)]

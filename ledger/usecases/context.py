@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ledger.application import Ledger, WriteOutcome
+from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import Schema
 from ledger.idempotency import IdempotencyKey, IdempotentWrite
@@ -47,6 +47,9 @@ class Writer(Protocol):
     ) -> WriteOutcome: ...
 
 
+BatchWriter = Callable[[Sequence[Write]], list[WriteOutcome]]
+
+
 def _utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -58,10 +61,16 @@ class UseCaseContext:
     lookups: WriteLookups
     retention_for: Callable[[str], RetentionRules] = field(default=lambda _tenant: RetentionRules())
     clock: Callable[[], dt.datetime] = _utc_now  # tests travel in time by replacing it
+    # Several callers' writes in one transaction (batch requests); without a group
+    # committer, the ledger's own commit.
+    write_all: BatchWriter | None = None
 
     @property
     def sealer(self) -> Sealer:
         return self.ledger.sealer
+
+    def commit_all(self, writes: Sequence[Write]) -> list[WriteOutcome]:
+        return (self.write_all or self.ledger.commit_writes)(writes)
 
 
 def draft(caller: Caller, payload: Schema) -> EventDraft:
@@ -85,17 +94,45 @@ def record(
     """Append the caller's events in the next group commit and answer from the
     committed entries. With a key, the answer is stored in the same transaction,
     so a retry after any crash gets it back (`dedup: true`) instead of a second write."""
-    drafts = [draft(caller, payload) for payload in payloads]
+    return commit(ctx, Pending(caller, payloads, answer, idempotency))
 
-    def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:
-        return 1, {**answer(events), "dedup": False}
 
-    keyed = IdempotentWrite(idempotency, stored) if idempotency is not None else None
-    outcome = ctx.write(drafts, tenant_id=caller.tenant_id, idempotent=keyed)
-    if outcome.answer is not None:
-        created, body = outcome.answer
-        return Result(body, created=bool(created))
-    return Result({**answer(outcome.events), "dedup": False})
+def commit(ctx: UseCaseContext, pending: Pending) -> Result:
+    """One pending write, committed in the next group commit."""
+    outcome = ctx.write(pending.drafts(), tenant_id=pending.caller.tenant_id, idempotent=pending.idempotent())
+    return pending.result(outcome)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A write whose events are built and checked but not yet committed: what `record`
+    commits alone and a batch commits with others (one transaction, `UseCaseContext.commit_all`)."""
+
+    caller: Caller
+    payloads: Sequence[Schema]
+    answer: Callable[[Sequence[RecordedEvent]], dict[str, Any]]
+    idempotency: IdempotencyKey | None = None
+
+    def drafts(self) -> list[EventDraft]:
+        return [draft(self.caller, payload) for payload in self.payloads]
+
+    def idempotent(self) -> IdempotentWrite | None:
+        def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:
+            return 1, {**self.answer(events), "dedup": False}
+
+        return IdempotentWrite(self.idempotency, stored) if self.idempotency is not None else None
+
+    def prepared(self) -> Write:
+        """Validated for the caller's tenant (raises `EventRejected`)."""
+        return Write(prepare_all(self.drafts(), tenant_id=self.caller.tenant_id), self.idempotent())
+
+    def result(self, outcome: WriteOutcome) -> Result:
+        if outcome.error is not None:
+            raise outcome.error
+        if outcome.answer is not None:
+            created, body = outcome.answer
+            return Result(body, created=bool(created))
+        return Result({**self.answer(outcome.events), "dedup": False})
 
 
 def entry_facts(event: RecordedEvent) -> dict[str, Any]:

@@ -85,3 +85,9 @@ class CitationUnavailable(NotFound):
     def __init__(self, reason: str) -> None:
         UseCaseError.__init__(self, self.MESSAGE)
         self.reason = reason
+
+
+class Unreplayable(Invalid):
+    """A receipt replay cannot re-run (`code` is one of the `unreplayable.*` codes)."""
+
+    code = "unreplayable"

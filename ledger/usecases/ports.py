@@ -57,6 +57,41 @@ class PolicyState:
     position: int
 
 
+@dataclass(frozen=True)
+class ReceiptRecord:
+    """A receipt as the receipts read model holds it. `policy_snapshot` is the read
+    model's own column (what replay trusts only after checking it); `has_policy_snapshot`
+    is False for legacy posts (the field was absent)."""
+
+    tenant_id: str
+    receipt_id: str
+    position: int
+    engine: str
+    mode: str
+    has_policy_snapshot: bool
+    policy_snapshot: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ChunkVersion:
+    """A chunk version of a document as of a log position (`live_to` None: still live then;
+    `scrubbed_position`/`scrub_reason` only when the scrub happened by then)."""
+
+    document_id: str
+    version_id: str
+    version: int
+    chunk_id: str
+    ordinal: int
+    path: str
+    sensitivity: str
+    text: dict[str, Any] | None  # sealed; None once scrubbed
+    live_from: int
+    live_to: int | None
+    removed_reason: str | None
+    scrubbed_position: int | None
+    scrub_reason: str | None
+
+
 class WriteLookups(Protocol):
     def refresh(self) -> None:
         """Catch up with entries other processes appended."""
@@ -91,6 +126,21 @@ class WriteLookups(Protocol):
 
     def receipt(self, tenant_id: str, receipt_id: str) -> RecordedEvent | None:
         """The receipt's signed entry, if it is this tenant's."""
+        ...
+
+    # -- replay ---------------------------------------------------------------------
+    def receipt_record(self, tenant_id: str, receipt_id: str) -> ReceiptRecord | None: ...
+
+    def replays_of(self, tenant_id: str, receipt_id: str) -> list[ReceiptRecord]:
+        """Receipts whose parent is this one (its replays), in log order."""
+        ...
+
+    def policy_as_of(self, tenant_id: str, position: int) -> PolicyState | None:
+        """The bundle the tenant had published last at or before `position`."""
+        ...
+
+    def document_chunks(self, tenant_id: str, document_id: str, position: int) -> list[ChunkVersion]:
+        """Every chunk version of the document recorded at or before `position`, as of it."""
         ...
 
 

@@ -18,6 +18,16 @@ def find_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> Record
     return event
 
 
+def replay_chain(ctx: UseCaseContext, tenant_id: str, event: RecordedEvent) -> dict[str, Any]:
+    """Where a receipt sits among replays: its parent (a replay's original) and its replays."""
+    payload = event.payload
+    replays = ctx.lookups.replays_of(tenant_id, payload["receipt_id"])
+    return {
+        "parent_receipt_id": payload.get("parent_receipt_id"),
+        "replays": [{"receipt_id": r.receipt_id, "position": r.position} for r in replays],
+    }
+
+
 def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
     """The portable bundle of a receipt, with the inclusion proof of every cited document entry."""
     event = find_receipt(ctx, tenant_id, receipt_id)

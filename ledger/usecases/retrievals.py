@@ -11,11 +11,14 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ledger.application import Write
 from ledger.canonical import canonical_json
 from ledger.entries import RecordedEvent, utc_now
 from ledger.events import (
+    EventRejected,
     FilterApplied,
     Locator,
     PolicySnapshot,
@@ -25,13 +28,20 @@ from ledger.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey
+from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, lookup_many
 from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
 from ledger.timestamps import parse_timestamp
-from ledger.usecases.commands import RetrievalIn
-from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
-from ledger.usecases.errors import ChunkScrubbed, Invalid, SubjectErased, UnknownChunk
+from ledger.usecases.commands import MAX_BATCH_ITEMS, RetrievalIn
+from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts
+from ledger.usecases.errors import (
+    ChunkScrubbed,
+    Invalid,
+    SubjectErased,
+    TooLarge,
+    UnknownChunk,
+    UseCaseError,
+)
 
 
 def _expiry(
@@ -84,6 +94,13 @@ def _snippet_span(
 def record_retrieval(
     ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
+    return commit(ctx, retrieval_write(ctx, caller, body, idempotency))
+
+
+def retrieval_write(
+    ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
+) -> Pending:
+    """The retrieval's checked, sealed entry, ready to commit alone or in a batch."""
     tenant = caller.tenant_id
     refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
     chunks = ctx.lookups.chunks(tenant, refs)
@@ -204,4 +221,67 @@ def record_retrieval(
             "status": body.status,
         }
 
-    return record(ctx, caller, [payload], answer, idempotency)
+    return Pending(caller, [payload], answer, idempotency)
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One item of a batch as plain values: its key (None when the item is malformed),
+    its retrieval, its correlation ids, or the problem that refuses it."""
+
+    idempotency: IdempotencyKey | None
+    body: RetrievalIn | None
+    run_id: str | None = None
+    trace_id: str | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class ItemOutcome:
+    """A batch item's own answer: its result, or the domain error that refused it."""
+
+    index: int
+    result: Result | None = None
+    error: Exception | None = None
+
+
+ItemRefusal = (UseCaseError, IdempotencyKeyReused, EventRejected)
+
+
+def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+    """Record up to `MAX_BATCH_ITEMS` retrievals: each is checked on its own (a bad one is
+    refused by index, the others go on), all accepted ones are committed in ONE transaction
+    with their idempotency records. A key already recorded is answered from its record
+    (`dedup: true`) without re-running the checks (the cited document may be gone by now).
+    A failure of the transaction itself is raised: nothing of the batch was written."""
+    if len(items) > MAX_BATCH_ITEMS:
+        raise TooLarge(f"items: at most {MAX_BATCH_ITEMS} per batch")
+    keys = [item.idempotency.key for item in items if item.idempotency is not None]
+    stored = lookup_many(ctx.ledger.store, caller.tenant_id, keys) if keys else {}
+    outcomes: dict[int, ItemOutcome] = {}
+    accepted: list[tuple[int, Pending, Write]] = []
+    for index, item in enumerate(items):
+        try:
+            if item.problem is not None or item.body is None or item.idempotency is None:
+                raise Invalid(item.problem or "item is malformed", code="invalid_item")
+            earlier = stored.get(item.idempotency.key)
+            if earlier is not None:
+                status, body = earlier.replay(item.idempotency)
+                outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
+                continue
+            own = replace(
+                caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
+            )
+            pending = retrieval_write(ctx, own, item.body, item.idempotency)
+            accepted.append((index, pending, pending.prepared()))
+        except ItemRefusal as exc:
+            outcomes[index] = ItemOutcome(index, error=exc)
+    committed = ctx.commit_all([write for _, _, write in accepted])
+    for (index, pending, _), outcome in zip(accepted, committed, strict=True):
+        if outcome.error is not None and not isinstance(outcome.error, ItemRefusal):
+            raise outcome.error
+        try:
+            outcomes[index] = ItemOutcome(index, pending.result(outcome))
+        except ItemRefusal as exc:
+            outcomes[index] = ItemOutcome(index, error=exc)
+    return [outcomes[index] for index in range(len(items))]

@@ -2,7 +2,7 @@
 
 `SCOPES` are the ones something checks (an HTTP route guard, or the
 read-back of restricted chunks). `RESERVED_SCOPES` are checked by nothing
-yet (no use case writes raw events or runs replays), but earlier token files
+yet (no use case writes raw events), but earlier token files
 may hold them, so they stay loadable and grant nothing.
 """
 
@@ -14,7 +14,8 @@ SCOPES = (
     "retrieval.write",
     "audit.read",
     RESTRICTED_SCOPE,
+    "replay.run",
     "admin",
 )
-RESERVED_SCOPES = ("events.write", "replay.run")
+RESERVED_SCOPES = ("events.write",)
 KNOWN_SCOPES = frozenset(SCOPES + RESERVED_SCOPES)

@@ -1,0 +1,315 @@
+"""The success bodies of the HTTP API, as pydantic models: what `/schema/openapi.json`
+promises each 2xx answer holds. Documentation only — routes still build plain dicts (the
+use cases return plain values) — and open (`extra` allowed), so an added field never breaks
+a client; `tests/test_api_schemathesis.py` checks every answer against them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ledger.events import IDENTIFIER_PATTERN
+
+Id = str
+
+
+class Answer(BaseModel):
+    """What every success body carries beside its own fields."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+    trace_id: str
+    server_version: str
+    policy_version: str = Field(description="The tenant's live policy version, or a fixed marker when none")
+
+
+class Entry(BaseModel):
+    """Where a write's entry is in the log and who signed it."""
+
+    model_config = ConfigDict(extra="allow")
+    position: int = Field(ge=1)
+    event_id: str | None = None
+    kid: str | None = None
+    signature: str | None = None
+
+
+class ChunkOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    chunk_id: Id = Field(pattern=IDENTIFIER_PATTERN)
+    ordinal: int = Field(ge=0)
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+
+
+class DocumentOut(Answer):
+    """A recorded document version (201), or the one already recorded with this text (200, `dedup`)."""
+
+    document_id: Id
+    version: int = Field(ge=1)
+    version_id: Id
+    position: int = Field(ge=1)
+    supersedes_version_id: Id | None = None
+    content_sha256: str | None = None
+    chunks: list[ChunkOut] = []
+    dedup: bool = False
+
+
+class DocumentRemovedOut(Answer):
+    document_id: Id
+    removed: bool
+    position: int | None = None
+    dedup: bool = False
+
+
+class Locator(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+
+
+class RecordedCitation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    citation_id: Id
+    document_id: Id
+    chunk_id: Id
+    path: str
+    locator: Locator
+
+
+class ReceiptRecordedOut(Answer):
+    """The receipt of a recorded retrieval, with the citation id minted for each selected entry."""
+
+    receipt_id: Id
+    citation_ids: list[Id]
+    citations: list[RecordedCitation]
+    position: int = Field(ge=1)
+    recorded_at: str
+    context_hash: str
+    status: str
+    dedup: bool = False
+
+
+class BatchItemError(BaseModel):
+    code: str
+    message: str
+    retryable: bool
+
+
+class BatchItemOut(BaseModel):
+    """One item's own answer: its receipt (201 recorded, 200 `dedup`) or its refusal."""
+
+    model_config = ConfigDict(extra="allow")
+    index: int = Field(ge=0)
+    http_status: int
+    receipt_id: Id | None = None
+    error: BatchItemError | None = None
+
+
+class RetrievalBatchOut(Answer):
+    """Per-item results of a batch; the accepted items were recorded in one transaction."""
+
+    results: list[BatchItemOut]
+    recorded: int = Field(ge=0)
+    dedup: int = Field(ge=0)
+    refused: int = Field(ge=0)
+
+
+class PolicyOut(Answer):
+    policy_version: str
+    bundle_sha256: str
+    position: int = Field(ge=1)
+    dedup: bool = False
+
+
+class ErasureTarget(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["document", "subject"]
+    id: Id
+    document_ids: list[Id]
+
+
+class ErasureOut(Answer):
+    erased: ErasureTarget
+    already_erased: bool
+    position: int | None
+
+
+class HoldOut(Answer):
+    hold_id: Id
+    position: int = Field(ge=1)
+
+
+class HoldReleasedOut(Answer):
+    hold_id: Id
+    released: bool
+    already_released: bool
+    position: int | None = None
+
+
+class ReceiptCitation(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    citation_id: Id
+    document_id: Id
+    version_id: Id | None
+    chunk_id: Id
+    path: str
+    locator: Locator
+    score: str
+    sensitivity: str
+    expires_at: str | None
+
+
+class ReceiptOut(Answer):
+    """One receipt: its facts, its citations, and the signed entry itself (`event`)."""
+
+    receipt_id: Id
+    position: int = Field(ge=1)
+    recorded_at: str
+    actor: str
+    engine: str
+    mode: str
+    status: str
+    parent_receipt_id: Id | None
+    context_hash: str
+    policy_bundle_hash: str | None
+    citations: list[ReceiptCitation]
+    kid: str
+    signature: str
+    event: dict[str, Any]
+
+
+class BundleOut(Answer):
+    """A portable bundle: the entry, its inclusion proof, the checkpoint, the key chain and the
+    cited documents' entries with their proofs — what `citeledger verify-bundle` checks offline."""
+
+    bundle: dict[str, Any]
+
+
+class ReplayOut(Answer):
+    """A replay under the receipt's frozen policy: integrity, data drift, policy drift (201); 200
+    with `replay_receipt_id: null` when recording the replay failed (the diff is still the answer)."""
+
+    original_receipt_id: Id
+    replay_receipt_id: Id | None
+    integrity: str
+    diff: dict[str, Any]
+    dedup: bool = False
+
+
+class ReceiptSummary(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    receipt_id: Id
+    position: int = Field(ge=1)
+    recorded_at: str
+    engine: str
+    mode: str
+    status: str
+    citation_count: int = Field(ge=0)
+    citation_ids: list[Id]
+
+
+class ReceiptPage(Answer):
+    receipts: list[ReceiptSummary]
+    next_cursor: str | None
+
+
+class EventPage(Answer):
+    events: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+class EventOut(Answer):
+    position: int = Field(ge=1)
+    leaf_hash: str
+    event: dict[str, Any]
+
+
+class Checkpoint(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    seq: int = Field(ge=1)
+    tree_size: int = Field(ge=1)
+    root: str
+    issued_at: str
+    kid: str
+    note: str
+
+
+class InclusionProof(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    leaf_index: int = Field(ge=0)
+    tree_size: int = Field(ge=1)
+    hashes: list[str]
+
+
+class InclusionProofOut(Answer):
+    position: int = Field(ge=1)
+    leaf_hash: str
+    tree_size: int = Field(ge=1)
+    root: str
+    inclusion_proof: InclusionProof
+    checkpoint: Checkpoint | None
+
+
+class CheckpointOut(Answer):
+    checkpoint: Checkpoint
+    origin: str
+
+
+class ConsistencyOut(Answer):
+    from_: int = Field(alias="from", ge=1)
+    to: int = Field(ge=1)
+    old_root: str
+    new_root: str
+    hashes: list[str]
+    from_checkpoint: Checkpoint | None
+    to_checkpoint: Checkpoint | None
+
+
+class PublicKey(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kid: str
+    public_key: str
+    algorithm: Literal["Ed25519"]
+    previous_kid: str | None
+    introduced_at_position: int = Field(ge=1)
+    valid_from: str
+    valid_until: str | None
+    retired_at_position: int | None
+    active: bool
+
+
+class KeysOut(Answer):
+    keys: list[PublicKey]
+    root_public_key: str = Field(description="The ledger's root public key (base64): what an auditor gets")
+    origin: str
+
+
+class HealthOut(Answer):
+    store_ok: bool
+    projections_ok: bool
+    lag: int | None
+    uptime_s: float
+    last_error: str | None
+
+
+class VersionOut(Answer):
+    api: Literal["v1"]
+    origin: str
+
+
+class CitationData(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    citation_id: Id
+    chunk_text: str = Field(description="The chunk's text as the ledger recorded it at ingest")
+    receipt_id: Id
+    document_id: Id
+    chunk_id: Id
+    path: str
+    sensitivity: str
+    expires_at: str | None
+    position: int = Field(ge=1)
+
+
+class CitationOut(Answer):
+    data: CitationData

@@ -1,0 +1,115 @@
+"""`citeledger replay RECEIPT_ID`: replay a receipt on the local ledger and print the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+err = Console(stderr=True)
+
+
+def replay_command(
+    receipt_id: Annotated[str, typer.Argument(help="The receipt to replay")],
+    at_position: Annotated[
+        int | None, typer.Option("--at-position", help="Compare with the ledger at this position, not now")
+    ] = None,
+    tenant: Annotated[
+        str, typer.Option("--tenant", help="Tenant of the receipt (default $CITELEDGER_TENANT or 'default')")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object")] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+    ] = None,
+) -> None:
+    """Re-run a receipt under its frozen policy: integrity, data drift, policy drift.
+    Appends a signed replay receipt; exit 1 on an integrity mismatch, 2 on a refusal."""
+    from ledger.application import Ledger
+    from ledger.config import LedgerConfig
+    from ledger.usecases.context import Caller
+    from ledger.usecases.errors import UseCaseError
+    from ledger.usecases.replay import replay
+    from projections.lookups import ledger_context
+
+    caller = Caller(
+        tenant_id=tenant or os.environ.get("CITELEDGER_TENANT", "default"),
+        actor="cli",
+        scopes=frozenset({"replay.run"}),
+    )
+    with Ledger(LedgerConfig.from_env(data_dir)) as ledger:
+        try:
+            result = replay(ledger_context(ledger), caller, receipt_id, at_position)
+        except UseCaseError as exc:
+            err.print(f"[red]refused ({exc.code}): {exc.message}")
+            raise typer.Exit(2) from None
+    body = result.body
+    if as_json:
+        typer.echo(json.dumps(body, indent=2, sort_keys=True))
+    else:
+        print_replay(body)
+    raise typer.Exit(1 if body.get("integrity") == "mismatch" else 0)
+
+
+def print_replay(body: dict[str, Any]) -> None:
+    out.print(
+        f"receipt [bold]{body['original_receipt_id']}[/] ({body['engine']}) replayed at position "
+        f"{body['at_position']}; replay receipt: {body['replay_receipt_id'] or '[red]not recorded[/]'}"
+    )
+    integrity = body["integrity"]
+    colour = {"ok": "green", "mismatch": "red"}.get(integrity, "yellow")
+    out.print(f"integrity: [{colour}]{integrity}[/]")
+    if "entries" in body:
+        table = Table(title="recorded entries")
+        for column in ("rank", "status", "path", "chunk", "now / rule"):
+            table.add_column(column)
+        for entry in body["entries"]:
+            table.add_row(
+                str(entry["rank"]),
+                entry["status"],
+                entry["path"],
+                entry["chunk_id"],
+                entry.get("rule_id") or entry.get("current_chunk_id") or "",
+            )
+        out.print(table)
+    for name, envelope in body["diff"].items():
+        out.print(_diff_table(name, envelope))
+
+
+def _diff_table(name: str, envelope: dict[str, Any]) -> Table:
+    hashes = envelope["context_hash"]
+    table = Table(
+        title=f"{name}: context hash {'changed' if hashes['changed'] else 'unchanged'} "
+        f"({hashes['original'][:12]} -> {hashes['replay'][:12]})"
+    )
+    for column in ("", "rank", "path", "chunk", "score"):
+        table.add_column(column)
+    entries = envelope["selected_entries"]
+    for entry in entries["added"]:
+        table.add_row("[green]+ added", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"])
+    for entry in entries["removed"]:
+        table.add_row("[red]- removed", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"])
+    for entry in entries["common_entries"]:
+        table.add_row(
+            "= common" if not entry["moved"] else "~ moved",
+            f"{entry['old_rank']} -> {entry['new_rank']}",
+            entry["path"],
+            entry["chunk_id"],
+            f"{entry['old_score']} -> {entry['new_score']}",
+        )
+    filters = envelope["filters_applied"]
+    for item in filters["added"]:
+        table.add_row("[green]+ filter", "", item["rule_id"], item["chunk_id"], item["action"])
+    for item in filters["removed"]:
+        table.add_row("[red]- filter", "", item["rule_id"], item["chunk_id"], item["action"])
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay_command)

@@ -1,0 +1,48 @@
+"""citeledger's Python client: record retrievals without ever losing an audit event.
+
+    from client import Client
+    with Client("http://127.0.0.1:8080", token, spool_dir="/var/lib/svc/ledger-spool") as ledger:
+        receipt = ledger.record_retrieval({"query": q, "engine": "external:my-rag", "selected_entries": hits})
+
+Imports httpx, pydantic and `ledger.bundle` (offline bundle checks) only — never the server.
+"""
+
+from client.async_client import AsyncClient
+from client.batching import BatchRecorder
+from client.errors import (
+    BadResponse,
+    CircuitOpen,
+    IdempotencyConflict,
+    LedgerError,
+    NotFound,
+    RateLimited,
+    Refused,
+    Unauthorized,
+    Unavailable,
+)
+from client.models import BatchItemResult, RetrievalIn, RetrievalReceipt, Spooled
+from client.spool import Spool
+from client.sync import Client
+from client.verify import BundleError, verify_bundle
+
+__all__ = [
+    "AsyncClient",
+    "BadResponse",
+    "BatchItemResult",
+    "BatchRecorder",
+    "BundleError",
+    "CircuitOpen",
+    "Client",
+    "IdempotencyConflict",
+    "LedgerError",
+    "NotFound",
+    "RateLimited",
+    "Refused",
+    "RetrievalIn",
+    "RetrievalReceipt",
+    "Spool",
+    "Spooled",
+    "Unauthorized",
+    "Unavailable",
+    "verify_bundle",
+]

@@ -1,0 +1,162 @@
+"""What the sync and async clients share: the calls each method makes, how answers
+become models, and how a batch answer becomes spool verdicts. No I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from client.errors import LedgerError
+from client.models import (
+    MAX_BATCH_ITEMS,
+    BatchAnswer,
+    BatchItemResult,
+    DocumentIn,
+    RetrievalBatchIn,
+    RetrievalBatchItemIn,
+    RetrievalIn,
+    SearchIn,
+    SearchInput,
+)
+from client.spool import ItemVerdict, Spool, SpoolRecord
+from client.transport import Call, CircuitBreaker, ClientSettings, make_call, new_key
+
+Retrieval = RetrievalIn | Mapping[str, Any]
+BatchEntry = Retrieval | tuple[str, Retrieval]  # a retrieval, or (idempotency key, retrieval)
+
+
+def as_retrieval(value: Retrieval) -> RetrievalIn:
+    return value if isinstance(value, RetrievalIn) else RetrievalIn.model_validate(value)
+
+
+def by_index(result: BatchItemResult) -> int:
+    return result.index
+
+
+def body(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+class Shared:
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown_s)
+        self.spool = Spool(settings.spool_dir) if settings.spool_dir else None
+
+    # -- calls -------------------------------------------------------------------------------
+    @staticmethod
+    def retrieval_call(retrieval: RetrievalIn, key: str, trace_id: str | None) -> Call:
+        return make_call(
+            "POST", "/v1/retrievals", "write", json=body(retrieval), idempotency_key=key, trace_id=trace_id
+        )
+
+    @staticmethod
+    def batch_items(entries: Sequence[BatchEntry], trace_id: str | None) -> list[RetrievalBatchItemIn]:
+        items = []
+        for entry in entries:
+            key, value = entry if isinstance(entry, tuple) else (new_key(), entry)
+            items.append(
+                RetrievalBatchItemIn(idempotency_key=key, retrieval=as_retrieval(value), trace_id=trace_id)
+            )
+        return items
+
+    @staticmethod
+    def batch_call(items: Sequence[RetrievalBatchItemIn], trace_id: str | None = None) -> Call:
+        if len(items) > MAX_BATCH_ITEMS:
+            raise ValueError(f"at most {MAX_BATCH_ITEMS} items per batch request")
+        return make_call(
+            "POST",
+            "/v1/retrievals/batch",
+            "write",
+            json=body(RetrievalBatchIn(items=list(items))),
+            trace_id=trace_id,
+        )
+
+    @staticmethod
+    def record_batch_call(records: Sequence[SpoolRecord]) -> Call:
+        return make_call("POST", "/v1/retrievals/batch", "write", json={"items": [r.item() for r in records]})
+
+    @staticmethod
+    def document_call(document: DocumentIn | Mapping[str, Any], key: str, trace_id: str | None) -> Call:
+        model = document if isinstance(document, DocumentIn) else DocumentIn.model_validate(document)
+        return make_call(
+            "POST", "/v1/documents", "write", json=body(model), idempotency_key=key, trace_id=trace_id
+        )
+
+    @staticmethod
+    def search_call(
+        query: str,
+        *,
+        target_roots: Sequence[str] = (),
+        top_k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+        task_id: str | None = None,
+        deadline_ms: int | None = None,
+        auth_scope: Sequence[str] | None = None,
+        idempotency_key: str | None = None,
+        trace_id: str | None = None,
+    ) -> Call:
+        key = idempotency_key or new_key()
+        call = make_call("POST", "/v1/search", "search", idempotency_key=key, trace_id=trace_id)
+        request = SearchIn(
+            trace_id=call.trace_id,
+            task_id=task_id,
+            deadline_ms=deadline_ms,
+            auth_scope=list(auth_scope) if auth_scope is not None else None,
+            idempotency_key=key,
+            input=SearchInput(
+                query=query, target_roots=list(target_roots), top_k=top_k, filters=dict(filters or {})
+            ),
+        )
+        return Call(
+            call.method, call.path, call.kind, body(request), None, key, call.trace_id, call.traceparent
+        )
+
+    @staticmethod
+    def citation_call(citation_id: str) -> Call:
+        return make_call("GET", f"/v1/citations/{citation_id}", "read")
+
+    @staticmethod
+    def replay_call(receipt_id: str, key: str | None, at_position: int | None = None) -> Call:
+        params = {"at_position": at_position} if at_position is not None else None
+        return make_call(
+            "POST",
+            f"/v1/receipts/{receipt_id}/replay",
+            "write",
+            params=params,
+            idempotency_key=key or new_key(),
+        )
+
+    @staticmethod
+    def events_call(params: dict[str, Any]) -> Call:
+        return make_call(
+            "GET", "/v1/events", "read", params={k: v for k, v in params.items() if v is not None}
+        )
+
+    # -- the spool ---------------------------------------------------------------------------
+    @staticmethod
+    def spool_record(retrieval: RetrievalIn, key: str, settings: ClientSettings, call: Call) -> SpoolRecord:
+        return SpoolRecord(
+            idempotency_key=key, retrieval=body(retrieval), run_id=settings.run_id, trace_id=call.trace_id
+        )
+
+    @staticmethod
+    def verdicts(answer: BatchAnswer, count: int) -> list[ItemVerdict]:
+        by_index = {result.index: result for result in answer.results}
+        verdicts = []
+        for index in range(count):
+            result = by_index.get(index)
+            if result is None:
+                verdicts.append(ItemVerdict(False, retryable=True, reason="missing from the answer"))
+            elif result.error is None:
+                verdicts.append(ItemVerdict(True))
+            else:
+                reason = f"{result.http_status} {result.error.code}: {result.error.message}"
+                verdicts.append(ItemVerdict(False, retryable=result.error.retryable, reason=reason))
+        return verdicts
+
+
+def describe(error: LedgerError) -> str:
+    return f"{error.code}: {error.message}"

@@ -1,0 +1,442 @@
+"""Use case: replay a receipt (`POST /v1/receipts/{id}/replay`, `citeledger replay`).
+
+Replay re-runs a past retrieval under the receipt's frozen `policy_snapshot`,
+from projected state only, and answers three questions at once:
+
+- `as_of_original`: the snapshot policy on the corpus as of the receipt's own
+  position. For a search the ledger ran (`citeledger-bm25@N`) this must
+  reproduce the receipt's `context_hash`; a difference is `integrity: mismatch`.
+- `data_drift`: the snapshot policy on the current corpus (the seed `003` replay).
+- `policy_drift`: the live policy vs the snapshot policy, both on the current corpus.
+
+"Current" is the log's size, or `at_position` when asked. Receipts of `external:`
+engines cannot be re-run: each recorded entry gets a status instead
+(`ledger.usecases.replay_entries`). The replay appends a signed receipt of its own
+(`mode: as_of_replay`, `parent_receipt_id`) and a `ReplayRecorded` in one group
+commit; when that write fails the diff still returns, with `replay_receipt_id: null`.
+Replay never changes documents, citations or other receipts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ledger.canonical import canonical_json
+from ledger.entries import RecordedEvent
+from ledger.events import (
+    FilterApplied,
+    Locator,
+    PolicySnapshot,
+    ReplayRecorded,
+    RetrievalRecorded,
+    ScoreComponent,
+    Sealed,
+    SearchRequest,
+    SelectedEntry,
+    Span,
+    TaskEnvelope,
+)
+from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused
+from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules, rules_from_bundle
+from ledger.replay_diff import Outcome, diff, filter_keys, outcome_of_receipt, summary
+from ledger.retention import expiry_key_for, format_timestamp
+from ledger.sealing import KeyDestroyed, document_key_ref
+from ledger.timestamps import parse_timestamp
+from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
+from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
+from ledger.usecases.policy import parse_bundle
+from ledger.usecases.ports import PolicyState, ReceiptRecord
+from ledger.usecases.replay_entries import STATUSES, entry_reports
+
+log = logging.getLogger("citeledger.replay")
+BM25_PREFIX = "citeledger-bm25@"
+REPLAY_RUN_DEADLINE_S = 10.0  # each of the three runs; a replay is an audit read, not a hot path
+MISSING_SNAPSHOT = "unreplayable.missing_policy_snapshot"
+NESTED_REPLAY = "unreplayable.nested_replay"
+INVALID_SNAPSHOT = "unreplayable.invalid_snapshot"
+ERASED = "unreplayable.erased"
+ENGINE_UNAVAILABLE = "unreplayable.engine_unavailable"
+
+
+class Ranker(Protocol):
+    """`ledger.usecases.search.rank`: a pure read ranking the tenant's corpus as of
+    `request.corpus_position` under `policy`."""
+
+    def __call__(
+        self,
+        ctx: UseCaseContext,
+        tenant_id: str,
+        query: str,
+        request: SearchRequest,
+        policy: PolicyRules,
+        auth_scope: frozenset[str],
+        deadline_s: float | None,
+    ) -> Any: ...
+
+
+def _ranker() -> Ranker:
+    try:
+        module = importlib.import_module("ledger.usecases.search")
+    except ModuleNotFoundError:
+        raise Unreplayable(
+            "this server has no search engine to re-run a citeledger-bm25 receipt", code=ENGINE_UNAVAILABLE
+        ) from None
+    rank: Ranker = module.rank
+    return rank
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """The receipt under replay: its read-model record and its signed entry."""
+
+    record: ReceiptRecord
+    event: RecordedEvent
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = self.event.payload
+        return payload
+
+
+# --- refusals ---------------------------------------------------------------------
+def _load(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> Receipt:
+    lookups = ctx.lookups
+    record_ = lookups.receipt_record(tenant_id, receipt_id)
+    if record_ is None:
+        lookups.refresh()  # recorded through another process a moment ago
+        record_ = lookups.receipt_record(tenant_id, receipt_id)
+    event = lookups.receipt(tenant_id, receipt_id) if record_ is not None else None
+    if record_ is None or event is None:
+        raise NotFound("receipt")
+    return Receipt(record_, event)
+
+
+def snapshot_policy(receipt: Receipt) -> PolicyRules:
+    """The receipt's frozen policy, refused unless its text parses and matches its hash
+    (the read model's copy is checked against itself and against the signed receipt)."""
+    if receipt.record.mode == "as_of_replay" or receipt.payload.get("mode") == "as_of_replay":
+        raise Unreplayable("the receipt is itself a replay; replay its parent_receipt_id", code=NESTED_REPLAY)
+    if not receipt.record.has_policy_snapshot or "policy_snapshot" not in receipt.payload:
+        raise Unreplayable(
+            "the receipt was recorded without a policy_snapshot (legacy post)", code=MISSING_SNAPSHOT
+        )
+    snapshot = receipt.record.policy_snapshot or {}
+    bundle_hash, bundle_yaml = snapshot.get("bundle_hash"), snapshot.get("bundle_yaml")
+    if snapshot != receipt.payload["policy_snapshot"]:
+        raise Unreplayable("policy_snapshot differs from the signed receipt", code=INVALID_SNAPSHOT)
+    if bundle_hash is None and bundle_yaml is None:
+        return NO_POLICY
+    if not isinstance(bundle_yaml, str) or not isinstance(bundle_hash, str):
+        raise Unreplayable(
+            "policy_snapshot has a hash without text or text without a hash", code=INVALID_SNAPSHOT
+        )
+    if hashlib.sha256(bundle_yaml.encode("utf-8")).hexdigest() != bundle_hash:
+        raise Unreplayable(
+            "policy_snapshot.bundle_yaml does not match its bundle_hash", code=INVALID_SNAPSHOT
+        )
+    try:
+        return _rules(bundle_yaml)
+    except UseCaseError as exc:
+        raise Unreplayable(f"policy_snapshot.{exc.message}", code=INVALID_SNAPSHOT) from None
+
+
+def _rules(bundle_yaml: str) -> PolicyRules:
+    try:
+        return rules_from_bundle(parse_bundle(bundle_yaml))
+    except PolicyRuleError as exc:
+        raise Invalid(f"bundle_yaml {exc}") from None
+
+
+def _query(ctx: UseCaseContext, receipt: Receipt) -> str:
+    try:
+        return ctx.sealer.unseal(receipt.payload["query"], tenant_id=receipt.record.tenant_id)
+    except KeyDestroyed:
+        raise Unreplayable("the receipt's query was erased (its key was destroyed)", code=ERASED) from None
+
+
+# --- positions and policies ---------------------------------------------------------
+def _target(ctx: UseCaseContext, earliest: int, at_position: int | None) -> tuple[int, bool]:
+    """The position replay calls "current", and whether it is the log's head."""
+    size = ctx.ledger.size
+    if at_position is None:
+        return size, True
+    if not earliest <= at_position <= size:
+        raise Invalid(
+            f"at_position: must be between the receipt's corpus position {earliest} and the log size {size}",
+            code="invalid_at_position",
+        )
+    return at_position, at_position == size
+
+
+def _live_policy(ctx: UseCaseContext, tenant_id: str, position: int) -> tuple[PolicyRules, str | None]:
+    """The tenant's policy in force at `position` (its sha256 too)."""
+    state: PolicyState | None = ctx.lookups.live_policy(tenant_id)
+    if state is not None and state.position > position:
+        state = ctx.lookups.policy_as_of(tenant_id, position)
+    if state is None:
+        return NO_POLICY, None
+    return _rules(state.bundle_yaml), state.bundle_sha256
+
+
+def _moment(ctx: UseCaseContext, position: int, is_head: bool) -> dt.datetime:
+    if is_head:
+        return ctx.clock()
+    event = ctx.ledger.get(position)
+    return parse_timestamp(event.envelope["recorded_at"]) if event is not None else ctx.clock()
+
+
+# --- ledger-run searches ---------------------------------------------------------------
+def _hit_entry(hit: Any) -> dict[str, Any]:
+    return {
+        "document_id": hit.document_id,
+        "version_id": hit.version_id,
+        "chunk_id": hit.chunk_id,
+        "path": hit.path,
+        "locator": {"start_line": hit.start_line, "end_line": hit.end_line},
+        "score": str(hit.score),
+    }
+
+
+def _outcome(run: Any) -> Outcome:
+    return Outcome(
+        context_hash=str(run.context_hash),
+        entries=tuple(_hit_entry(hit) for hit in run.hits),
+        filters=filter_keys(run.filters_applied),
+    )
+
+
+def _score_components(hit: Any) -> list[ScoreComponent]:
+    breakdown = getattr(hit, "score_breakdown", ()) or ()
+    items = breakdown.items() if isinstance(breakdown, Mapping) else breakdown
+    components = []
+    for item in items:
+        name, value = item if isinstance(item, tuple) else (item.component, item.value)
+        components.append(ScoreComponent(component=name, value=str(value)))
+    return components
+
+
+def _sealed_hits(ctx: UseCaseContext, tenant_id: str, hits: Sequence[Any]) -> list[SelectedEntry]:
+    """The replay receipt's entries: each hit's snippet sealed like a live citation's."""
+    chunks = ctx.lookups.chunks(tenant_id, [(hit.document_id, hit.chunk_id) for hit in hits])
+    rules, now = ctx.retention_for(tenant_id), ctx.clock()
+    entries = []
+    for hit in hits:
+        chunk = chunks.get((hit.document_id, hit.chunk_id))
+        expires = rules.expires_at(now, chunk.retention_days if chunk else None)
+        snapshot = ctx.sealer.seal(
+            hit.snippet or "",
+            tenant_id=tenant_id,
+            key_ref=document_key_ref(tenant_id, hit.document_id),
+            extra_key_refs=[expiry_key_for(tenant_id, expires, hit.document_id)],
+        )
+        span = getattr(hit, "snippet_span", None)
+        entries.append(
+            SelectedEntry(
+                citation_id=uuid.uuid4().hex,
+                document_id=hit.document_id,
+                version_id=hit.version_id,
+                chunk_id=hit.chunk_id,
+                path=hit.path,
+                locator=Locator(start_line=hit.start_line, end_line=hit.end_line),
+                score=str(hit.score),
+                score_breakdown=_score_components(hit),
+                snapshot=snapshot,
+                snippet_span=Span(start=span[0], end=span[1]) if isinstance(span, tuple) else span,
+                sensitivity=hit.sensitivity,
+                expires_at=format_timestamp(expires),
+            )
+        )
+    return entries
+
+
+def _bm25(
+    ctx: UseCaseContext, receipt: Receipt, rules: PolicyRules, query: str, at_position: int | None
+) -> tuple[dict[str, Any], RetrievalRecorded]:
+    tenant, payload = receipt.record.tenant_id, receipt.payload
+    if not payload.get("search"):
+        raise Unreplayable("the receipt does not record the search it ran", code=INVALID_SNAPSHOT)
+    request = SearchRequest.model_validate(payload["search"])
+    target, _ = _target(ctx, request.corpus_position, at_position)
+    live_rules, live_hash = _live_policy(ctx, tenant, target)
+    scopes = frozenset(payload["task"].get("auth_scope", []))
+    rank = _ranker()
+    now_request = request.model_copy(update={"corpus_position": target})
+    original_run = rank(ctx, tenant, query, request, rules, scopes, REPLAY_RUN_DEADLINE_S)
+    data_run = rank(ctx, tenant, query, now_request, rules, scopes, REPLAY_RUN_DEADLINE_S)
+    policy_run = rank(ctx, tenant, query, now_request, live_rules, scopes, REPLAY_RUN_DEADLINE_S)
+    recorded = outcome_of_receipt(payload)
+    data_outcome = _outcome(data_run)
+    integrity = "ok" if str(original_run.context_hash) == recorded.context_hash else "mismatch"
+    if integrity == "mismatch":
+        log.warning(
+            "replay integrity mismatch: tenant=%s receipt=%s position=%d",
+            tenant,
+            receipt.record.receipt_id,
+            receipt.record.position,
+        )
+    body = {
+        "engine": payload["engine"],
+        "integrity": integrity,
+        "corpus_position": request.corpus_position,
+        "at_position": target,
+        "live_policy_hash": live_hash,
+        "diff": {
+            "as_of_original": diff(recorded, _outcome(original_run)),
+            "data_drift": diff(recorded, data_outcome),
+            "policy_drift": diff(data_outcome, _outcome(policy_run)),
+        },
+    }
+    replay_receipt = _replay_receipt(
+        receipt,
+        entries=_sealed_hits(ctx, tenant, data_run.hits),
+        filters=data_outcome.filters,
+        context_hash=data_outcome.context_hash,
+        status=str(data_run.status),
+        search=now_request,
+    )
+    return body, replay_receipt
+
+
+# --- external receipts ------------------------------------------------------------------
+def _external(
+    ctx: UseCaseContext, receipt: Receipt, rules: PolicyRules, at_position: int | None
+) -> tuple[dict[str, Any], RetrievalRecorded]:
+    tenant, payload = receipt.record.tenant_id, receipt.payload
+    target, is_head = _target(ctx, receipt.record.position, at_position)
+    entries: list[dict[str, Any]] = list(payload["selected_entries"])
+    reports = entry_reports(
+        ctx.lookups,
+        ctx.sealer,
+        tenant_id=tenant,
+        entries=entries,
+        position=target,
+        rules=rules,
+        scopes=frozenset(payload["task"].get("auth_scope", [])),
+        moment=_moment(ctx, target, is_head),
+        keys_now=is_head,
+    )
+    # The replay receipt cites what still stands exactly as recorded: the same sealed
+    # snapshot (shredding its keys still erases it), under a new citation id.
+    kept = [
+        SelectedEntry.model_validate({**entry, "citation_id": uuid.uuid4().hex})
+        for entry, report in zip(entries, reports, strict=True)
+        if report.status == "unchanged"
+    ]
+    filters = [
+        *filter_keys(payload.get("filters_applied", [])),
+        *(
+            (report.rule_id, str(entry["chunk_id"]), "deny")
+            for entry, report in zip(entries, reports, strict=True)
+            if report.status == "filtered_by_snapshot_policy" and report.rule_id
+        ),
+    ]
+    context_hash = hashlib.sha256(
+        canonical_json([[e.document_id, e.chunk_id, e.snapshot.commitment] for e in kept])
+    ).hexdigest()
+    replay_receipt = _replay_receipt(
+        receipt,
+        entries=kept,
+        filters=tuple(dict.fromkeys(filters)),
+        context_hash=context_hash,
+        status="ok" if kept else "no_hit",
+        search=None,
+    )
+    replay_outcome = outcome_of_receipt(replay_receipt.model_dump(mode="json"))
+    counts = dict.fromkeys(STATUSES, 0)
+    for report in reports:
+        counts[report.status] += 1
+    body = {
+        "engine": payload["engine"],
+        "integrity": "not_applicable",  # a foreign engine cannot be re-run
+        "at_position": target,
+        "entries": [
+            report.view(entry, rank)
+            for rank, (entry, report) in enumerate(zip(entries, reports, strict=True), start=1)
+        ],
+        "entry_counts": counts,
+        "diff": {"data_drift": diff(outcome_of_receipt(payload), replay_outcome)},
+    }
+    return body, replay_receipt
+
+
+# --- the use case ----------------------------------------------------------------------
+def _replay_receipt(
+    receipt: Receipt,
+    *,
+    entries: list[SelectedEntry],
+    filters: Sequence[tuple[str, str, str]],
+    context_hash: str,
+    status: str,
+    search: SearchRequest | None,
+) -> RetrievalRecorded:
+    payload = receipt.payload
+    return RetrievalRecorded(
+        receipt_id=uuid.uuid4().hex,
+        # The original sealed query, byte for byte: erasing its key erases both receipts' query.
+        query=Sealed.model_validate(payload["query"]),
+        subject_id=payload.get("subject_id"),
+        task=TaskEnvelope.model_validate(payload["task"]),
+        engine=payload["engine"],
+        mode="as_of_replay",
+        parent_receipt_id=receipt.record.receipt_id,
+        policy_snapshot=PolicySnapshot.model_validate(payload["policy_snapshot"]),
+        search=search,
+        selected_entries=entries,
+        filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in filters],  # type: ignore[arg-type]
+        context_hash=context_hash,
+        status=status,  # type: ignore[arg-type]
+    )
+
+
+def replay(
+    ctx: UseCaseContext,
+    caller: Caller,
+    receipt_id: str,
+    at_position: int | None = None,
+    idempotency: IdempotencyKey | None = None,
+) -> Result:
+    tenant = caller.tenant_id
+    receipt = _load(ctx, tenant, receipt_id)
+    rules = snapshot_policy(receipt)
+    query = _query(ctx, receipt)
+    ctx.lookups.refresh()  # "current" means every entry committed before this call
+    if receipt.record.engine.startswith(BM25_PREFIX):
+        body, replay_receipt = _bm25(ctx, receipt, rules, query, at_position)
+    else:
+        body, replay_receipt = _external(ctx, receipt, rules, at_position)
+    base = {"original_receipt_id": receipt_id, **body}
+    envelope = body["diff"]["data_drift"]
+    finding = "context_hash_mismatch" if body["integrity"] == "mismatch" else None
+    link = ReplayRecorded(
+        original_receipt_id=receipt_id,
+        replay_receipt_id=replay_receipt.receipt_id,
+        summary=summary(envelope),
+        integrity_finding=finding,
+    )
+
+    def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
+        return {
+            **base,
+            "replay_receipt_id": replay_receipt.receipt_id,
+            "replay_receipt": entry_facts(events[0]),
+        }
+
+    try:
+        return record(ctx, caller, [replay_receipt, link], answer, idempotency)
+    except (IdempotencyKeyReused, UseCaseError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail-open: the audit write must not hide the answer
+        # The type only: a store error's text may quote the rows it failed to write.
+        log.error(
+            "replay receipt write failed: tenant=%s receipt=%s (%s)", tenant, receipt_id, type(exc).__name__
+        )
+        return Result(
+            {**base, "replay_receipt_id": None, "replay_receipt": None, "dedup": False}, created=False
+        )

@@ -1,0 +1,179 @@
+"""Client throughput, one run, SQLite and PostgreSQL, against a real `citeledger serve`
+(one worker) on loopback:
+
+  - one request per event (POST /v1/retrievals, 4 threads of one client);
+  - batched through the client (POST /v1/retrievals/batch, 500 per request, one thread);
+  - the ledger's own in-process batched append (100 per transaction, as bench_ledger.py);
+  - spool drain after an outage (records spooled while the ledger was unreachable, then
+    delivered through the batch endpoint).
+
+Targets: batched >= 5x one-per-request, batched >= 0.5x in-process batched.
+
+    python scripts/bench_client.py [--out docs/benchmarks/client.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from client import Client
+from ledger.application import Ledger
+from ledger.config import LedgerConfig
+from tests.api_support import DOC
+from tests.conftest import PG_DSN, pg_connect
+from tests.factories import TENANT, retrieval_draft
+from tests.server_process import ServerProcess, free_port, server_env
+
+TOKEN = "bench-client-token"
+SINGLE_EVENTS = 800
+BATCHED_EVENTS = 6000
+INPROCESS_EVENTS = 6000
+SPOOL_EVENTS = 3000
+BATCH = 500
+FAST = {"drain_interval_s": None, "backoff_base_s": 0.01}
+
+
+def body(doc: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "query": f"bench query {n}",
+        "engine": "external:bench",
+        "task": {"task_id": f"b-{n}"},
+        "selected_entries": [
+            {
+                "document_id": doc["document_id"],
+                "chunk_id": doc["chunks"][0]["chunk_id"],
+                "score": "1.5",
+                "snippet": "Audit logs are kept for 180 days.",
+            }
+        ],
+    }
+
+
+def config_for(backend: str, root: Path) -> tuple[LedgerConfig, str | None]:
+    data_dir = root / uuid.uuid4().hex[:10]
+    if backend == "sqlite":
+        return LedgerConfig(data_dir=data_dir, run_checkpointer=False), None
+    schema = "bench_" + uuid.uuid4().hex[:12]
+    with pg_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return LedgerConfig(
+        data_dir=data_dir, database_url=f"{PG_DSN}?schema={schema}", run_checkpointer=False
+    ), schema
+
+
+def drop(schema: str | None) -> None:
+    if schema:
+        with pg_connect() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds
+
+
+def through_client(backend: str, root: Path) -> dict[str, float]:
+    config, schema = config_for(backend, root)
+    server = ServerProcess(
+        config.data_dir, server_env(config, TOKEN), log_path=root / f"{backend}.log"
+    ).start()
+    try:
+        with Client(server.base_url, TOKEN, **FAST) as ledger:
+            doc = ledger.ingest_document({"path": "bench.md", "text": DOC}).model_dump()
+            for n in range(50):  # warm up connections and caches
+                ledger.record_retrieval(body(doc, -n - 1))
+            started = time.perf_counter()
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(lambda n: ledger.record_retrieval(body(doc, n)), range(SINGLE_EVENTS)))
+            single = rate(SINGLE_EVENTS, time.perf_counter() - started)
+            started = time.perf_counter()
+            for start in range(0, BATCHED_EVENTS, BATCH):
+                results = ledger.record_retrievals(
+                    [body(doc, 10**6 + n) for n in range(start, start + BATCH)]
+                )
+                assert all(getattr(r, "error", None) is None for r in results)
+            batched = rate(BATCHED_EVENTS, time.perf_counter() - started)
+        spool_dir = root / f"spool-{backend}"
+        nowhere = f"http://127.0.0.1:{free_port()}"
+        with Client(nowhere, TOKEN, spool_dir=str(spool_dir), max_attempts=1, **FAST) as offline:
+            started = time.perf_counter()
+            for start in range(0, SPOOL_EVENTS, BATCH):
+                offline.record_retrievals([body(doc, 2 * 10**6 + n) for n in range(start, start + BATCH)])
+            spooled = rate(SPOOL_EVENTS, time.perf_counter() - started)
+        with Client(server.base_url, TOKEN, spool_dir=str(spool_dir), **FAST) as back:
+            report = back.flush_spool()
+        assert report.pending == 0 and report.delivered == SPOOL_EVENTS, report
+        drain = rate(SPOOL_EVENTS, report.seconds)
+    finally:
+        server.stop()
+        drop(schema)
+    return {"single": single, "batched": batched, "spool_append": spooled, "drain": drain}
+
+
+def in_process(backend: str, root: Path) -> float:
+    config, schema = config_for(backend, root)
+    ledger = Ledger(config)
+    try:
+        drafts = [retrieval_draft(ledger, f"q{n}") for n in range(INPROCESS_EVENTS)]
+        started = time.perf_counter()
+        for start in range(0, len(drafts), 100):
+            ledger.append_batch(drafts[start : start + 100], tenant_id=TENANT)
+        return rate(INPROCESS_EVENTS, time.perf_counter() - started)
+    finally:
+        ledger.close()
+        drop(schema)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for backend in ("sqlite", "postgres"):
+            figures = through_client(backend, root)
+            figures["in_process"] = in_process(backend, root)
+            rows.append((backend, figures))
+            print(backend, {k: round(v) for k, v in figures.items()}, flush=True)
+    lines = [
+        "# Client benchmark",
+        "",
+        "`python scripts/bench_client.py` — one run, both stores, against a real `citeledger serve`",
+        "(one worker) on loopback; 2 shared cores. Events are `RetrievalRecorded` with one cited chunk.",
+        "",
+        f"- one request per event: {SINGLE_EVENTS} x POST /v1/retrievals from 4 threads of one client;",
+        f"- batched: {BATCHED_EVENTS} events through `Client.record_retrievals`, {BATCH} per request;",
+        f"- in-process: `Ledger.append_batch`, 100 per transaction ({INPROCESS_EVENTS} events, "
+        "as bench_ledger.py);",
+        f"- spool: {SPOOL_EVENTS} events spooled with the ledger unreachable, then drained (batch endpoint).",
+        "",
+        "| store | one per request | batched | in-process batched | batched / one | target | "
+        "batched / in-process | target | spool append | spool drain | drain / batched |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for backend, f in rows:
+        one = f["batched"] / f["single"]
+        inproc = f["batched"] / f["in_process"]
+        lines.append(
+            f"| {backend} | {f['single']:.0f}/s | {f['batched']:.0f}/s | {f['in_process']:.0f}/s | "
+            f"{one:.1f}x | >= 5x {'met' if one >= 5 else 'missed'} | {inproc:.2f}x | "
+            f">= 0.5x {'met' if inproc >= 0.5 else 'missed'} | {f['spool_append']:.0f}/s | "
+            f"{f['drain']:.0f}/s | {f['drain'] / f['batched']:.2f}x |"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
