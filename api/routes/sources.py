@@ -6,12 +6,14 @@ no request can point the server at a folder.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from litestar import Response, Router, get, post
 from litestar.params import Body, Parameter
 
 from api.auth import requires
+from api.openapi import contract
+from api.responses import SourcesOut, SourceSyncOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from ledger.usecases.commands import SourceSyncIn
 from ledger.usecases.sources import list_sources, sync_source
@@ -26,6 +28,7 @@ DEADLINE_SHARE = 0.8  # of the request deadline: stop in time to answer with wha
     guards=[requires("ingest.write")],
     status_code=200,
     summary="Sync a source: record new, changed and removed markdown files",
+    **contract(404, 409, 422),
 )
 async def post_sync(
     request: AnyRequest,
@@ -33,7 +36,7 @@ async def post_sync(
     caller: CallerDep,
     name: SourceName,
     data: Annotated[SourceSyncIn | None, Body()] = None,
-) -> Response[Any]:
+) -> Response[SourceSyncOut]:
     report = await services.blocking(
         lambda: sync_source(
             services.context,
@@ -49,8 +52,13 @@ async def post_sync(
     return ok(request, services, report)
 
 
-@get("/", guards=[requires("ingest.write")], summary="The caller's tenant's sources (names)")
-async def get_sources(request: AnyRequest, services: ServicesDep, caller: CallerDep) -> Response[Any]:
+@get(
+    "/",
+    guards=[requires("ingest.write")],
+    summary="The caller's tenant's sources (names)",
+    **contract(),
+)
+async def get_sources(request: AnyRequest, services: ServicesDep, caller: CallerDep) -> Response[SourcesOut]:
     listed = await services.blocking(lambda: list_sources(services.sources, caller.tenant_id))
     return ok(request, services, {"sources": [{"name": s["name"]} for s in listed]})
 
