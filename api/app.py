@@ -25,6 +25,7 @@ from api.routes import (
     retention,
     retrievals,
     search,
+    sources,
 )
 from api.routes.common import DEPENDENCIES, strict_query_integers
 from api.services import Services
@@ -45,6 +46,7 @@ ROUTES: list[ControllerRouterHandler] = [
     ops.router,
     citations.router,
     retention.router,
+    sources.router,
     assets_router(),
 ]
 

@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ledger.config import LedgerConfig
+from ledger.config import LedgerConfig, SettingError
 from ledger.events import (
     MAX_BUNDLE_YAML_CHARS,
     MAX_RETENTION_DAYS,
@@ -23,6 +23,7 @@ from ledger.events import (
     MAX_SELECTED_ENTRIES,
 )
 from ledger.retention import DEFAULT_FLOOR_DAYS, RetentionRules
+from ledger.sources import SourceLimits
 from projections.queries import MAX_PAGE
 
 
@@ -63,6 +64,7 @@ class ApiConfig:
     retention: RetentionRules = field(default_factory=RetentionRules)
     tenant_retention_days: dict[str, int] = field(default_factory=dict)  # overrides retention.default_days
     retention_interval_s: float = 3600.0  # how often `serve` sweeps expired text; 0 disables
+    source_limits: SourceLimits = field(default_factory=SourceLimits)  # see SourceLimits.from_env
 
     def retention_for(self, tenant: str) -> RetentionRules:
         days = self.tenant_retention_days.get(tenant)
@@ -108,15 +110,13 @@ class ApiConfig:
             ),
             tenant_retention_days=_tenant_days(env.get("CITELEDGER_TENANT_RETENTION_DAYS")),
             retention_interval_s=_number(env, "CITELEDGER_RETENTION_INTERVAL_S", "3600", float, 0, 10**7),
+            source_limits=SourceLimits.from_env(env),
         )
         return replace(config, **overrides)
 
 
 FLOOR_DEFAULT = str(DEFAULT_FLOOR_DAYS)
-
-
-class SettingError(ValueError):
-    """A setting with a value outside its rule; the message names both."""
+__all__ = ["ApiConfig", "Limits", "SettingError", "server_version"]
 
 
 def _number(

@@ -164,6 +164,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "policy_version": "2026-05-01",
     },
     "ErasureIn": {"subject_id": "subject-42"},
+    "SourceSyncIn": {"under": "handbook"},
     "LegalHoldIn": {
         "document_ids": ["doc-retention"],
         "legal_basis": "Litigation 2026-17, counsel's request",
@@ -259,6 +260,8 @@ def _models_of(routes: list[Any]) -> dict[str, type[BaseModel]]:
             data = signature.parameters.get("data")
             if data is not None:
                 add(data.annotation)
+                for inner in data.inner_types:  # an optional body: `Model | None`
+                    add(inner.annotation)
             returned = signature.return_type
             if returned.is_subclass_of(Response) and returned.inner_types:
                 add(returned.inner_types[0].annotation)
@@ -292,6 +295,7 @@ def finish_document(document: dict[str, Any], routes: list[Any]) -> dict[str, An
         for parameter in operation.get("parameters", []):
             parameter["schema"] = _without_null(parameter.get("schema", {}))
         for media in operation.get("requestBody", {}).get("content", {}).values():
+            media["schema"] = _without_null(media.get("schema", {}))  # an optional body is left out
             ref = media.get("schema", {}).get("$ref", "")
             name = ref.rsplit("/", 1)[-1]
             if name in REQUEST_EXAMPLES:

@@ -357,3 +357,43 @@ class SearchOut(Answer):
     corpus_position: int = Field(ge=0)
     position: int = Field(ge=1)
     dedup: bool = False
+class SourceFileOut(BaseModel):
+    """One markdown file of a sync: what became of it (never its text)."""
+
+    model_config = ConfigDict(extra="allow")
+    path: str
+    status: Literal["ingested", "unchanged", "removed", "skipped"]
+    reason: str | None = Field(default=None, description="Why a file was skipped (e.g. `not_utf8`)")
+    sha256: str | None = None
+    bytes: int | None = Field(default=None, ge=0)
+    document_id: Id | None = None
+    version: int | None = Field(default=None, ge=1)
+    position: int | None = Field(default=None, ge=1)
+
+
+class SourceTotalsOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    ingested: int = Field(ge=0)
+    unchanged: int = Field(ge=0)
+    removed: int = Field(ge=0)
+    skipped: int = Field(ge=0)
+    ignored: int = Field(ge=0, description="Entries that are not markdown")
+
+
+class SourceSyncOut(Answer):
+    """The sync report, in path order. `truncated` names the limit that cut the sync short
+    (`max_files`, `scan_timeout`, `deadline`); then nothing was removed."""
+
+    source: str
+    files: list[SourceFileOut]
+    totals: SourceTotalsOut
+    truncated: str | None
+
+
+class SourceNameOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class SourcesOut(Answer):
+    sources: list[SourceNameOut]

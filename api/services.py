@@ -27,6 +27,7 @@ from ledger import idempotency
 from ledger.application import Ledger, Notification
 from ledger.claims import DocumentClaims
 from ledger.group_commit import GroupCommitter
+from ledger.source_registry import SourceRegistry
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.retention import sweep
 from projections.lookups import ProjectedLookups, search_index_of
@@ -70,6 +71,7 @@ class Services:
             self.lookups.load_policies()
             self.ledger.on_commit(self._count)
             self.claims = DocumentClaims(store)
+            self.sources = SourceRegistry(config.ledger.data_dir)
             self.read_models = ReadModels(store)
             self.context = UseCaseContext(
                 ledger=self.ledger,

@@ -16,6 +16,7 @@ from rich.console import Console
 from cli.projections import register as register_projections
 from cli.replay import register as register_replay
 from cli.server import register as register_server
+from cli.sources import register as register_sources
 from cli.spool import register as register_spool
 
 if TYPE_CHECKING:
@@ -329,6 +330,7 @@ def demo(
 
 register_server(app)
 register_projections(app)
+register_sources(app)
 register_spool(app)
 register_replay(app)
 

@@ -1,17 +1,31 @@
-"""Markdown to chunks: one chunk per paragraph (a heading starts a new one),
-with line locators and the heading path. Fenced code blocks stay whole.
-A retrieval engine with its own chunker comes later; this keeps locators
-honest (1-based, inclusive line ranges of the uploaded text).
+"""Markdown to chunks: one chunk per heading section, with honest locators
+(1-based, inclusive line ranges of the text as given, and the heading path).
+
+A section runs from its heading line to the line before the next heading
+(headings inside fenced code blocks do not count). A section longer than
+`MAX_CHUNK_CHARS` is split at paragraph boundaries (blank lines outside
+fences), a paragraph longer than that at line boundaries, and one huge line
+is cut in pieces that keep its line number. A section that is only its
+heading carries no text of its own and makes no chunk (unless the document
+has nothing else).
+
+Chunk ids are derived from content (`stable_chunk_ids`), so a section that
+did not change keeps its id in the next version of its document.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 MAX_CHUNK_CHARS = 8_000
+MAX_HEADING_CHARS = 200
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+
+Line = tuple[int, str]  # (1-based line number, text)
 
 
 @dataclass(frozen=True)
@@ -23,73 +37,135 @@ class TextChunk:
     text: str
 
 
-def chunk_markdown(text: str) -> list[TextChunk]:
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    chunks: list[TextChunk] = []
+@dataclass
+class _Section:
+    heading_path: tuple[str, ...]
+    lines: list[Line]
+    has_heading: bool
+
+
+def _sections(lines: list[str]) -> list[_Section]:
+    sections = [_Section((), [], has_heading=False)]
     headings: list[tuple[int, str]] = []
-    current: list[tuple[int, str]] = []  # (line number, line)
     in_fence = False
-
-    def flush() -> None:
-        nonlocal current
-        while current and not current[-1][1].strip():
-            current.pop()
-        if current:
-            path = tuple(title for _, title in headings)
-            part: list[tuple[int, str]] = []
-            size = 0
-            for number, line in current:
-                if part and size + len(line) + 1 > MAX_CHUNK_CHARS:
-                    _emit(part, path)
-                    part, size = [], 0
-                if len(line) > MAX_CHUNK_CHARS:  # one huge line: cut it, keep its line number
-                    for offset in range(0, len(line), MAX_CHUNK_CHARS):
-                        _emit([(number, line[offset : offset + MAX_CHUNK_CHARS])], path)
-                    continue
-                part.append((number, line))
-                size += len(line) + 1
-            if part:
-                _emit(part, path)
-        current = []
-
-    def _emit(part: list[tuple[int, str]], path: tuple[str, ...]) -> None:
-        chunks.append(
-            TextChunk(
-                ordinal=len(chunks),
-                start_line=part[0][0],
-                end_line=part[-1][0],
-                heading_path=path,
-                text="\n".join(line for _, line in part),
-            )
-        )
-
     for number, line in enumerate(lines, start=1):
         if _FENCE.match(line):
             in_fence = not in_fence
-            current.append((number, line))
-            continue
-        if in_fence:
-            current.append((number, line))
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            flush()
+        elif not in_fence and (heading := _HEADING.match(line)):
             level = len(heading.group(1))
             headings = [(lvl, title) for lvl, title in headings if lvl < level]
-            headings.append((level, heading.group(2)[:200]))
-            current = [(number, line)]
+            headings.append((level, heading.group(2)[:MAX_HEADING_CHARS]))
+            sections.append(_Section(tuple(title for _, title in headings), [], has_heading=True))
+        sections[-1].lines.append((number, line))
+    return sections
+
+
+def _trimmed(lines: list[Line]) -> list[Line]:
+    start, end = 0, len(lines)
+    while start < end and not lines[start][1].strip():
+        start += 1
+    while end > start and not lines[end - 1][1].strip():
+        end -= 1
+    return lines[start:end]
+
+
+def _paragraph_ranges(lines: list[Line]) -> list[tuple[int, int]]:
+    """[first, last] indexes of runs of lines separated by blank lines outside fences."""
+    ranges: list[tuple[int, int]] = []
+    first: int | None = None
+    in_fence = False
+    for index, (_, line) in enumerate(lines):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        if not in_fence and not line.strip():
+            if first is not None:
+                ranges.append((first, index - 1))
+                first = None
+        elif first is None:
+            first = index
+    if first is not None:
+        ranges.append((first, len(lines) - 1))
+    return ranges
+
+
+def _size(lines: list[Line]) -> int:
+    return sum(len(text) + 1 for _, text in lines) - 1 if lines else 0
+
+
+def _split(lines: list[Line]) -> list[list[Line]]:
+    """Parts of at most MAX_CHUNK_CHARS. Paragraphs are packed whole while they fit (a
+    part is always a contiguous run of the section's lines, so its text is exactly the
+    lines its locator names); a paragraph too long on its own goes line by line, and a
+    line too long on its own is cut."""
+    if _size(lines) <= MAX_CHUNK_CHARS:
+        return [lines]
+    pieces: list[tuple[int, int]] = []  # line-index ranges that fit on their own
+    cuts: dict[int, list[str]] = {}  # index of a huge line -> its pieces
+    for first, last in _paragraph_ranges(lines):
+        if _size(lines[first : last + 1]) <= MAX_CHUNK_CHARS:
+            pieces.append((first, last))
             continue
-        if not line.strip():
-            # A heading line alone does not make a chunk: keep it for the paragraph below.
-            if (
-                current
-                and current[0][1].lstrip().startswith("#")
-                and all(not text.strip() for _, text in current[1:])
-            ):
-                current.append((number, line))
-            elif current:
-                flush()
+        for index in range(first, last + 1):
+            text = lines[index][1]
+            if len(text) > MAX_CHUNK_CHARS:
+                cuts[index] = [text[o : o + MAX_CHUNK_CHARS] for o in range(0, len(text), MAX_CHUNK_CHARS)]
+            pieces.append((index, index))
+    parts: list[list[Line]] = []
+    current: tuple[int, int] | None = None
+    for first, last in pieces:
+        if first in cuts:
+            if current is not None:
+                parts.append(lines[current[0] : current[1] + 1])
+                current = None
+            number = lines[first][0]
+            parts.extend([(number, piece)] for piece in cuts[first])
+        elif current is not None and _size(lines[current[0] : last + 1]) <= MAX_CHUNK_CHARS:
+            current = (current[0], last)
+        else:
+            if current is not None:
+                parts.append(lines[current[0] : current[1] + 1])
+            current = (first, last)
+    if current is not None:
+        parts.append(lines[current[0] : current[1] + 1])
+    return parts
+
+
+def chunk_markdown(text: str) -> list[TextChunk]:
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    chunks: list[TextChunk] = []
+    heading_only: list[_Section] = []
+    for section in _sections(lines):
+        body = _trimmed(section.lines)
+        if not body:
             continue
-        current.append((number, line))
-    flush()
+        if section.has_heading and len(body) == 1:
+            heading_only.append(section)
+            continue
+        for part in _split(body):
+            chunks.append(
+                TextChunk(
+                    ordinal=len(chunks),
+                    start_line=part[0][0],
+                    end_line=part[-1][0],
+                    heading_path=section.heading_path,
+                    text="\n".join(line for _, line in part),
+                )
+            )
+    if not chunks and heading_only:  # a document of headings only: they are its text
+        first = heading_only[0]
+        (number, line) = _trimmed(first.lines)[0]
+        chunks.append(TextChunk(0, number, number, first.heading_path, line[:MAX_CHUNK_CHARS]))
     return chunks
+
+
+def stable_chunk_ids(document_id: str, chunks: Sequence[TextChunk]) -> list[str]:
+    """One id per chunk from what it is, not from the version it is in: sha256 over the
+    document, the heading path, the text and how many identical chunks came before it."""
+    seen: dict[tuple[tuple[str, ...], str], int] = {}
+    ids = []
+    for chunk in chunks:
+        occurrence = seen.get((chunk.heading_path, chunk.text), 0)
+        seen[(chunk.heading_path, chunk.text)] = occurrence + 1
+        material = "\0".join([document_id, "\x1f".join(chunk.heading_path), chunk.text, str(occurrence)])
+        ids.append(hashlib.sha256(material.encode("utf-8")).hexdigest()[:32])
+    return ids

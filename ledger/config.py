@@ -11,6 +11,10 @@ from urllib.parse import parse_qs, unquote, urlparse
 DEFAULT_CHECKPOINT_INTERVAL_S = 0.5
 
 
+class SettingError(ValueError):
+    """A setting with a value outside its rule; the message names both."""
+
+
 @dataclass(frozen=True)
 class LedgerConfig:
     """`database_url` None means the embedded default: `<data_dir>/ledger.sqlite`.

@@ -146,6 +146,14 @@ class DataKeyStore:
         assert key is not None
         return key
 
+    def ensure(self, key_refs: Sequence[str], tenant_id: str) -> None:
+        """Create the keys among `key_refs` that were never created, in one transaction (a
+        batch of new documents); a destroyed or tombstoned ref stays as it is."""
+        missing = [ref for ref in dict.fromkeys(key_refs) if self.adapter.data_key_get(ref) is None]
+        if missing:
+            rows = [(ref, tenant_id, self._wrap_key(ref, os.urandom(32), os.urandom(32))) for ref in missing]
+            self.adapter.data_keys_create_many(rows, utc_now(timespec="seconds"))
+
     def get(self, key_ref: str) -> _DataKey:
         key = self._load(key_ref)
         if key is None:

@@ -2,8 +2,10 @@
 read models the projection runner maintains: documents, policies and holds
 (`write_side`), chunks (`corpus`), receipt positions (`receipts`).
 
-Hot lookups come from memory: chunk rows and receipt positions never change
-once recorded, so they are cached; the live policy is cached and refreshed
+Hot lookups come from memory: receipt entries never change once recorded, and
+chunks are cached per document until this process records its next version (a
+worker that missed another process's newer version answers with an older
+version holding the very same text: ids are derived from content); the live policy is cached and refreshed
 from the commits this process sees (and re-read after a short time for
 commits of other processes). `refresh()` catches the write-side read models
 up with the log before a decision that must see every earlier entry.
@@ -48,7 +50,9 @@ class ProjectedLookups:
         # Signed receipt entries are immutable (scrubbing destroys keys, never bytes): a hit
         # never goes stale, so reads of recent receipts need no database at all.
         self._receipt_entries: dict[tuple[str, str], RecordedEvent] = {}
-        self._chunks: dict[tuple[str, str, str], ChunkState] = {}
+        # (tenant, document) -> chunk id -> the chunk in the newest version that holds it;
+        # dropped when this process records a new version or removal of the document.
+        self._chunks: dict[tuple[str, str], dict[str, ChunkState]] = {}
         self._policies: dict[str, tuple[float, PolicyState | None]] = {}
         self._lock = threading.Lock()
 
@@ -68,6 +72,8 @@ class ProjectedLookups:
                     event.position,
                 )
                 self._policies[event.tenant_id] = (time.monotonic(), state)
+            elif event_type in ("DocumentIngested", "DocumentRemoved"):
+                self._chunks.pop((event.tenant_id, event.payload["document_id"]), None)
             elif event_type == "RetentionScrubbed":
                 self._chunks.clear()  # cached sealed texts may now be gone
 
@@ -97,10 +103,12 @@ class ProjectedLookups:
         )
 
     def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]:
+        """Each (document, chunk) as in the newest version of its document that holds it
+        (chunk ids are derived from content, so an unchanged section is in several)."""
         found: dict[tuple[str, str], ChunkState] = {}
         missing = []
         for ref in sorted(set(refs)):
-            cached = self._chunks.get((tenant_id, *ref))
+            cached = self._chunks.get((tenant_id, ref[0]), {}).get(ref[1])
             if cached is None:
                 missing.append(ref)
             else:
@@ -109,36 +117,61 @@ class ProjectedLookups:
             return found
         if len(self._chunks) > _CACHE_MAX:
             self._chunks.clear()
-        table = self.store.table(CORPUS_TABLE)
-        with self.store.transaction(commit=False) as cursor:
-            for start in range(0, len(missing), 100):
-                part = missing[start : start + 100]
-                where = " OR ".join(["(document_id=? AND chunk_id=?)"] * len(part))
-                cursor.execute(
-                    self.store.sql(
-                        "SELECT tenant_id, document_id, version_id, chunk_id, live_from_position, path, "
-                        "start_line, end_line, sensitivity, retention_days, text "
-                        f"FROM {table} WHERE tenant_id=? AND ({where})"
-                    ),
-                    (tenant_id, *(value for ref in part for value in ref)),
-                )
-                for row in cursor.fetchall():
-                    chunk = ChunkState(
-                        tenant_id=row["tenant_id"],
-                        document_id=row["document_id"],
-                        version_id=row["version_id"],
-                        chunk_id=row["chunk_id"],
-                        position=int(row["live_from_position"]),
-                        path=row["path"],
-                        start_line=int(row["start_line"]),
-                        end_line=int(row["end_line"]),
-                        sensitivity=row["sensitivity"],
-                        retention_days=row["retention_days"],
-                        text=orjson.loads(row["text"]) if row["text"] else None,
-                    )
-                    found[(chunk.document_id, chunk.chunk_id)] = chunk
-                    self._chunks[(tenant_id, chunk.document_id, chunk.chunk_id)] = chunk
+        for start in range(0, len(missing), 100):
+            part = missing[start : start + 100]
+            where = " OR ".join(["(document_id=? AND chunk_id=?)"] * len(part))
+            # Oldest first: the newest version's row is the one left in `found`.
+            rows = self._chunk_rows(
+                f"tenant_id=? AND ({where}) ORDER BY live_from_position",
+                (tenant_id, *(value for ref in part for value in ref)),
+            )
+            for chunk in rows:
+                found[(chunk.document_id, chunk.chunk_id)] = chunk
+                self._chunks.setdefault((tenant_id, chunk.document_id), {})[chunk.chunk_id] = chunk
         return found
+
+    def chunk_in_version(
+        self, tenant_id: str, document_id: str, chunk_id: str, version_id: str
+    ) -> ChunkState | None:
+        """The chunk as recorded in one given version of its document."""
+        rows = self._chunk_rows(
+            "tenant_id=? AND document_id=? AND chunk_id=? AND version_id=?",
+            (tenant_id, document_id, chunk_id, version_id),
+        )
+        return rows[0] if rows else None
+
+    def _chunk_rows(self, where: str, params: tuple[Any, ...]) -> list[ChunkState]:
+        rows = self.store.rows(
+            "SELECT tenant_id, document_id, version_id, chunk_id, live_from_position, path, "
+            "start_line, end_line, sensitivity, retention_days, text "
+            f"FROM {self.store.table(CORPUS_TABLE)} WHERE {where}",
+            params,
+        )
+        return [
+            ChunkState(
+                tenant_id=row["tenant_id"],
+                document_id=row["document_id"],
+                version_id=row["version_id"],
+                chunk_id=row["chunk_id"],
+                position=int(row["live_from_position"]),
+                path=row["path"],
+                start_line=int(row["start_line"]),
+                end_line=int(row["end_line"]),
+                sensitivity=row["sensitivity"],
+                retention_days=row["retention_days"],
+                text=orjson.loads(row["text"]) if row["text"] else None,
+            )
+            for row in rows
+        ]
+
+    def source_documents(self, tenant_id: str, source: str) -> dict[str, str]:
+        """Path -> document id of the tenant's live (not removed) documents from `source`."""
+        rows = self.store.rows(
+            f"SELECT DISTINCT path, document_id FROM {self.store.table(CORPUS_TABLE)} "
+            "WHERE tenant_id=? AND source=? AND live_to_position IS NULL ORDER BY path, document_id",
+            (tenant_id, source),
+        )
+        return {row["path"]: row["document_id"] for row in rows}
 
     def policy_version(self, tenant_id: str) -> str | None:
         """The tenant's live policy version as this process last saw it: memory only, so

@@ -13,7 +13,7 @@ import pytest
 from ledger.audit import verify_store
 from ledger.sealing import KeyDestroyed
 from ledger.usecases.retention import sweep
-from tests.api_support import Api, api, make_api  # noqa: F401 - fixtures
+from tests.api_support import DOC, Api, api, make_api  # noqa: F401 - fixtures
 
 IDS = {"X-Run-Id": "run-fixed", "X-Trace-Id": "trace-fixed"}
 NOT_FOUND_BODY = {
@@ -231,3 +231,31 @@ def test_subject_erasure_also_erases_documents_about_them(api: Api) -> None:
         api.services.ledger.sealer.unseal(chunk, tenant_id="acme")
     gone = _get(api, citation_id)
     assert gone.status_code == 404 and gone.headers["x-replay-reason"] == "chunk_retention_expired"
+
+
+def test_a_chunk_kept_by_a_new_version_is_cited_in_the_version_it_was_read_from(api: Api) -> None:
+    """Chunk ids come from content, so an unchanged section has the same id in v1 and v2: a
+    citation names its version, and its bundle proves that version's entry."""
+    v1 = api.document()
+    before = api.retrieval(v1)
+    v2 = api.document(
+        DOC.replace("Restricted documents need a scope.", "Restricted documents need two scopes.")
+    )
+    assert v2["version"] == 2 and v2["document_id"] == v1["document_id"]
+    assert v2["chunks"][0]["chunk_id"] == v1["chunks"][0]["chunk_id"]  # the Retention section
+    assert v2["chunks"][1]["chunk_id"] != v1["chunks"][1]["chunk_id"]  # the Access section
+    after = api.retrieval(v2)
+    for receipt, version in ((before, v1), (after, v2)):
+        response = api.client.get(
+            f"/v1/receipts/{receipt['receipt_id']}/bundle", headers=api.headers("reader")
+        )
+        assert response.status_code == 200, response.text
+        bundle = response.json()["bundle"]
+        [entry] = bundle["entry"]["payload"]["selected_entries"]
+        assert entry["version_id"] == version["version_id"]
+        [citation] = bundle["citations"]
+        assert citation["document"]["entry"]["payload"]["version_id"] == version["version_id"]
+        read = api.client.get(f"/v1/citations/{receipt['citation_ids'][0]}", headers=api.headers("reader"))
+        assert read.status_code == 200, read.text
+        assert read.json()["data"]["chunk_text"] == "# Retention\n\nAudit logs are kept for 180 days."
+        assert read.json()["data"]["version_id"] == version["version_id"]

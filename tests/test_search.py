@@ -425,9 +425,9 @@ def test_route_on_a_loopback_server(ledger_config: Any) -> None:
 
 def test_two_ledgers_rank_the_same_corpus_the_same(backend: str, tmp_path: Any) -> None:
     """Two ledgers (different master keys, so different term hashes and ciphertext) over the
-    same files: the same paths, locators, scores, breakdowns, snippets and spans. Chunk ids
-    and version ids are minted per ledger by the ingest use case (until chunk ids are derived
-    from content), so they and the context hash (which covers chunk ids) are left out here."""
+    same files: the same chunk ids (derived from content), paths, locators, scores,
+    breakdowns, snippets, spans and context hashes. Version ids are minted per ingest, so
+    they are the one field left out (the context hash does not cover them)."""
     from tests.conftest import fresh_config
 
     files = {
@@ -444,29 +444,31 @@ def test_two_ledgers_rank_the_same_corpus_the_same(backend: str, tmp_path: Any) 
                 ingest_corpus(ctx, ACME, files)
                 assert ctx.search_index is not None
                 position = ctx.search_index.refresh()
-                results.append(
-                    [
-                        [
-                            (
-                                h.path,
-                                h.start_line,
-                                h.end_line,
-                                h.score,
-                                h.score_breakdown,
-                                h.term_scores,
-                                h.snippet,
-                                h.snippet_span,
-                                h.heading_path,
-                            )
-                            for h in _rank(ctx, "acme", query, position).hits
-                        ]
-                        for query in [*QUERIES, "on-call rotation", "runbook restart"]
+                outcome = []
+                for query in [*QUERIES, "on-call rotation", "runbook restart"]:
+                    ranked = _rank(ctx, "acme", query, position)
+                    hits = [
+                        (
+                            h.chunk_id,
+                            h.document_id,
+                            h.path,
+                            h.start_line,
+                            h.end_line,
+                            h.score,
+                            h.score_breakdown,
+                            h.term_scores,
+                            h.snippet,
+                            h.snippet_span,
+                            h.heading_path,
+                        )
+                        for h in ranked.hits
                     ]
-                )
+                    outcome.append((ranked.status, ranked.context_hash, hits))
+                results.append(outcome)
             finally:
                 ledger.close()
     assert results[0] == results[1]
-    assert sum(len(hits) for hits in results[0]) >= 10
+    assert sum(len(hits) for _, _, hits in results[0]) >= 10
 
 
 def test_replay_of_a_ledger_run_search_reproduces_its_context_hash(ledger: Ledger) -> None:

@@ -253,6 +253,17 @@ class StoreAdapter(ABC):
             )
             return self.rowcount(cursor) == 1
 
+    def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> None:
+        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction."""
+        with self.transaction(commit=True) as cursor:
+            cursor.executemany(
+                self.sql(
+                    f"INSERT INTO {self.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (key_ref) DO NOTHING"
+                ),
+                [(key_ref, tenant_id, wrapped, created_at) for key_ref, tenant_id, wrapped in rows],
+            )
+
     def data_key_destroy(self, key_ref: str, tenant_id: str, reason: str, now: str) -> bool:
         """Shred a key; a ref never used gets a tombstone so it can never be created
         later. False when it was already destroyed (idempotent)."""
@@ -438,6 +449,35 @@ class StoreAdapter(ABC):
                 (tenant_id, document_id, owner, now, stale_before),
             )
             return self.rowcount(cursor) == 1
+
+    def claim_take_many(
+        self, tenant_id: str, document_ids: Sequence[str], owner: str, *, now: float, stale_before: float
+    ) -> list[str]:
+        """`claim_take` for many documents in one transaction; the ids taken."""
+        taken = []
+        with self.transaction(commit=True) as cursor:
+            for document_id in document_ids:
+                cursor.execute(
+                    self.sql(
+                        f"INSERT INTO {self.table(CLAIMS_TABLE)} AS c "
+                        "(tenant_id, document_id, owner, claimed_at) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, document_id) DO UPDATE SET "
+                        "owner=excluded.owner, claimed_at=excluded.claimed_at WHERE c.claimed_at < ?"
+                    ),
+                    (tenant_id, document_id, owner, now, stale_before),
+                )
+                if self.rowcount(cursor) == 1:
+                    taken.append(document_id)
+        return taken
+
+    def claim_release_many(self, tenant_id: str, document_ids: Sequence[str], owner: str) -> None:
+        with self.transaction(commit=True) as cursor:
+            cursor.executemany(
+                self.sql(
+                    f"DELETE FROM {self.table(CLAIMS_TABLE)} WHERE tenant_id=? AND document_id=? AND owner=?"
+                ),
+                [(tenant_id, document_id, owner) for document_id in document_ids],
+            )
 
     def claim_release(self, tenant_id: str, document_id: str, owner: str) -> None:
         """Give the claim up, only if `owner` still holds it (not after a takeover)."""

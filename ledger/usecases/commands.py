@@ -184,6 +184,12 @@ class PolicyBundleIn(RequestModel):
     policy_version: Identifier | None = None
 
 
+class SourceSyncIn(RequestModel):
+    """Sync a source, or only one folder of it (`under`, relative to its root)."""
+
+    under: SourcePath | None = None
+
+
 class RemoveDocumentIn(RequestModel):
     reason: RemovalReason = "withdrawn"
 

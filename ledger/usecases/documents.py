@@ -1,4 +1,5 @@
-"""Use cases: record a markdown document version, remove a document."""
+"""Use cases: record a markdown document version, remove a document, and both for many
+documents in one write (a source sync)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,30 @@ import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import ValidationError
 
-from ledger.chunking import chunk_markdown
+from ledger.chunking import TextChunk, chunk_markdown, stable_chunk_ids
 from ledger.claims import ClaimBusy, DocumentClaims
-from ledger.entries import RecordedEvent
-from ledger.events import MAX_CHUNKS_PER_DOCUMENT, Chunk, DocumentIngested, DocumentRemoved, Locator, Sealed
+from ledger.entries import RecordedEvent, prepare
+from ledger.events import (
+    MAX_CHUNKS_PER_DOCUMENT,
+    Chunk,
+    DocumentIngested,
+    DocumentRemoved,
+    EventRejected,
+    Locator,
+    RemovalReason,
+    Sealed,
+)
 from ledger.idempotency import IdempotencyKey
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 from ledger.usecases.commands import DocumentIn
-from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
-from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge
+from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
+from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge, UseCaseError
+from ledger.usecases.ports import DocumentState
 
 
 def default_document_id(tenant_id: str, source: str, path: str) -> str:
@@ -36,6 +49,119 @@ def _claimed(claims: DocumentClaims, tenant_id: str, document_id: str) -> Iterat
         ) from None
 
 
+def _pieces(doc: DocumentIn) -> list[TextChunk]:
+    pieces = chunk_markdown(doc.text)
+    if not pieces:
+        raise Invalid("the document has no text to chunk", code="empty_document")
+    if len(pieces) > MAX_CHUNKS_PER_DOCUMENT:
+        raise TooLarge(f"document exceeds the {MAX_CHUNKS_PER_DOCUMENT} chunk limit", code="too_many_chunks")
+    return pieces
+
+
+def _unchanged(current: DocumentState | None, content_sha256: str) -> bool:
+    return current is not None and not current.removed and current.content_sha256 == content_sha256
+
+
+def _dedup_answer(document_id: str, current: DocumentState) -> dict[str, object]:
+    return {
+        "document_id": document_id,
+        "version": current.version,
+        "version_id": current.version_id,
+        "position": current.position,
+        "content_sha256": current.content_sha256,
+        "dedup": True,
+    }
+
+
+def _new_version(
+    ctx: UseCaseContext,
+    tenant: str,
+    doc: DocumentIn,
+    document_id: str,
+    content_sha256: str,
+    pieces: list[TextChunk],
+    current: DocumentState | None,
+) -> DocumentIngested:
+    """The next version's payload, every text sealed; chunk ids from content (a section
+    that did not change keeps its id)."""
+    version_id = uuid.uuid4().hex
+    key_ref = document_key_ref(tenant, document_id)
+    # A document about a data subject is also sealed under their key: erasing the
+    # subject erases it too, whichever of the two keys goes first.
+    layers = [subject_key_ref(tenant, doc.subject_id)] if doc.subject_id else []
+
+    def seal(text: str) -> Sealed:
+        return ctx.sealer.seal(text, tenant_id=tenant, key_ref=key_ref, extra_key_refs=layers)
+
+    try:
+        return DocumentIngested(
+            document_id=document_id,
+            version_id=version_id,
+            version=current.version + 1 if current is not None else 1,
+            supersedes_version_id=current.version_id if current is not None else None,
+            source=doc.source,
+            path=doc.path,
+            title=seal(doc.title) if doc.title else None,
+            content_sha256=content_sha256,
+            sensitivity=doc.sensitivity,
+            retention_days=doc.retention_days,
+            subject_id=doc.subject_id,
+            chunks=[
+                Chunk(
+                    chunk_id=chunk_id,
+                    ordinal=piece.ordinal,
+                    locator=Locator(
+                        start_line=piece.start_line,
+                        end_line=piece.end_line,
+                        heading_path=seal(" / ".join(piece.heading_path)) if piece.heading_path else None,
+                    ),
+                    text=seal(piece.text),
+                )
+                for piece, chunk_id in zip(pieces, stable_chunk_ids(document_id, pieces), strict=True)
+            ],
+        )
+    except KeyDestroyed:
+        raise Conflict(
+            "this document's key was destroyed; use a new document_id", code="document_scrubbed"
+        ) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise Invalid(
+            f"{'.'.join(map(str, first['loc']))}: {first['msg']}", code="invalid_document"
+        ) from None
+
+
+def _version_answer(payload: DocumentIngested, event: RecordedEvent) -> dict[str, object]:
+    return {
+        "document_id": payload.document_id,
+        "version": payload.version,
+        "version_id": payload.version_id,
+        "supersedes_version_id": payload.supersedes_version_id,
+        **entry_facts(event),
+        "content_sha256": payload.content_sha256,
+        "chunks": [
+            {
+                "chunk_id": c.chunk_id,
+                "ordinal": c.ordinal,
+                "start_line": c.locator.start_line,
+                "end_line": c.locator.end_line,
+            }
+            for c in payload.chunks
+        ],
+    }
+
+
+@contextmanager
+def _claimed_many(claims: DocumentClaims, tenant_id: str, document_ids: list[str]) -> Iterator[None]:
+    try:
+        with claims.hold_many(tenant_id, document_ids):
+            yield
+    except ClaimBusy:
+        raise Busy(
+            "another request is recording one of these documents right now; retry", code="document_busy"
+        ) from None
+
+
 def ingest_document(
     ctx: UseCaseContext,
     claims: DocumentClaims,
@@ -46,93 +172,107 @@ def ingest_document(
     """A new version when the text changed; the current one (`dedup`) when it did not."""
     tenant = caller.tenant_id
     content_sha256 = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
-    pieces = chunk_markdown(doc.text)
-    if not pieces:
-        raise Invalid("the document has no text to chunk", code="empty_document")
-    if len(pieces) > MAX_CHUNKS_PER_DOCUMENT:
-        raise TooLarge(f"document exceeds the {MAX_CHUNKS_PER_DOCUMENT} chunk limit", code="too_many_chunks")
+    pieces = _pieces(doc)
     document_id = doc.document_id or default_document_id(tenant, doc.source, doc.path)
     with _claimed(claims, tenant, document_id):
         ctx.lookups.refresh()
         current = ctx.lookups.document(tenant, document_id)
-        if current is not None and not current.removed and current.content_sha256 == content_sha256:
-            return Result(
-                {
-                    "document_id": document_id,
-                    "version": current.version,
-                    "version_id": current.version_id,
-                    "position": current.position,
-                    "content_sha256": content_sha256,
-                    "dedup": True,
-                },
-                created=False,
-            )
-        version_id = uuid.uuid4().hex
-        key_ref = document_key_ref(tenant, document_id)
-        # A document about a data subject is also sealed under their key: erasing the
-        # subject erases it too, whichever of the two keys goes first.
-        layers = [subject_key_ref(tenant, doc.subject_id)] if doc.subject_id else []
+        if current is not None and _unchanged(current, content_sha256):
+            return Result(_dedup_answer(document_id, current), created=False)
+        payload = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
+        return record(ctx, caller, [payload], lambda events: _version_answer(payload, events[0]), idempotency)
 
-        def seal(text: str) -> Sealed:
-            return ctx.sealer.seal(text, tenant_id=tenant, key_ref=key_ref, extra_key_refs=layers)
 
-        try:
-            payload = DocumentIngested(
-                document_id=document_id,
-                version_id=version_id,
-                version=current.version + 1 if current is not None else 1,
-                supersedes_version_id=current.version_id if current is not None else None,
-                source=doc.source,
-                path=doc.path,
-                title=seal(doc.title) if doc.title else None,
-                content_sha256=content_sha256,
-                sensitivity=doc.sensitivity,
-                retention_days=doc.retention_days,
-                subject_id=doc.subject_id,
-                chunks=[
-                    Chunk(
-                        chunk_id=f"{version_id[:16]}-{piece.ordinal}",
-                        ordinal=piece.ordinal,
-                        locator=Locator(
-                            start_line=piece.start_line,
-                            end_line=piece.end_line,
-                            heading_path=seal(" / ".join(piece.heading_path)) if piece.heading_path else None,
-                        ),
-                        text=seal(piece.text),
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What became of one document of a batch: `ingested`, `unchanged`, `removed` or
+    `refused` (with the refusal's code and message, which never hold document text)."""
+
+    document_id: str
+    status: Literal["ingested", "unchanged", "removed", "refused"]
+    code: str | None = None
+    message: str | None = None
+    version: int | None = None
+    position: int | None = None
+    content_sha256: str | None = None
+
+
+def ingest_batch(
+    ctx: UseCaseContext,
+    claims: DocumentClaims,
+    caller: Caller,
+    docs: Sequence[DocumentIn],
+    removals: Sequence[str] = (),
+    *,
+    reason: RemovalReason = "source_deleted",
+) -> list[BatchOutcome]:
+    """Many documents (and removals) in one write: the same rules as `ingest_document` and
+    `remove_document`, one transaction. A document the rules refuse is answered `refused`
+    and never fails the others. Outcomes come in the order given: docs, then removals."""
+    tenant = caller.tenant_id
+    outcomes: dict[int, BatchOutcome] = {}
+    planned: list[tuple[int, DocumentIngested | DocumentRemoved]] = []
+    targets = [doc.document_id or default_document_id(tenant, doc.source, doc.path) for doc in docs]
+    hashes = [hashlib.sha256(doc.text.encode("utf-8")).hexdigest() for doc in docs]
+
+    def unchanged(index: int) -> bool:
+        current = ctx.lookups.document(tenant, targets[index])
+        if current is None or not _unchanged(current, hashes[index]):
+            return False
+        outcomes[index] = BatchOutcome(
+            targets[index],
+            "unchanged",
+            version=current.version,
+            position=current.position,
+            content_sha256=hashes[index],
+        )
+        return True
+
+    ctx.lookups.refresh()
+    # Answering "unchanged" writes nothing, so it needs no claim; the rest are checked again
+    # under their claims (another writer may have recorded them in between).
+    pending = [index for index in range(len(docs)) if not unchanged(index)]
+    claimed = sorted({targets[index] for index in pending} | set(removals))  # one order: no deadlock
+    with _claimed_many(claims, tenant, claimed):
+        if claimed:
+            ctx.lookups.refresh()
+            # New documents' keys in one transaction rather than one each.
+            ctx.sealer.keys.ensure([document_key_ref(tenant, targets[index]) for index in pending], tenant)
+        for index in pending:
+            doc, document_id = docs[index], targets[index]
+            if unchanged(index):
+                continue
+            try:
+                current = ctx.lookups.document(tenant, document_id)
+                payload = _new_version(ctx, tenant, doc, document_id, hashes[index], _pieces(doc), current)
+                prepare(draft(caller, payload))  # refused here (too large), not in the shared write
+                planned.append((index, payload))
+            except (UseCaseError, EventRejected) as exc:
+                code = exc.code if isinstance(exc, UseCaseError) else "too_large"
+                message = exc.message if isinstance(exc, UseCaseError) else str(exc)
+                outcomes[index] = BatchOutcome(document_id, "refused", code=code, message=message)
+        for offset, document_id in enumerate(removals, start=len(docs)):
+            current = ctx.lookups.document(tenant, document_id)
+            if current is None or current.removed:
+                outcomes[offset] = BatchOutcome(
+                    document_id, "refused", code="not_found", message="document not found"
+                )
+                continue
+            planned.append((offset, DocumentRemoved(document_id=document_id, reason=reason)))
+        if planned:
+            outcome = ctx.write([draft(caller, payload) for _, payload in planned], tenant_id=tenant)
+            for (index, written), event in zip(planned, outcome.events, strict=True):
+                if isinstance(written, DocumentIngested):
+                    outcomes[index] = BatchOutcome(
+                        written.document_id,
+                        "ingested",
+                        version=written.version,
+                        position=event.position,
+                        content_sha256=written.content_sha256,
                     )
-                    for piece in pieces
-                ],
-            )
-        except KeyDestroyed:
-            raise Conflict(
-                "this document's key was destroyed; use a new document_id", code="document_scrubbed"
-            ) from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise Invalid(
-                f"{'.'.join(map(str, first['loc']))}: {first['msg']}", code="invalid_document"
-            ) from None
-
-        def answer(events: Sequence[RecordedEvent]) -> dict[str, object]:
-            return {
-                "document_id": document_id,
-                "version": payload.version,
-                "version_id": version_id,
-                "supersedes_version_id": payload.supersedes_version_id,
-                **entry_facts(events[0]),
-                "content_sha256": content_sha256,
-                "chunks": [
-                    {
-                        "chunk_id": c.chunk_id,
-                        "ordinal": c.ordinal,
-                        "start_line": c.locator.start_line,
-                        "end_line": c.locator.end_line,
-                    }
-                    for c in payload.chunks
-                ],
-            }
-
-        return record(ctx, caller, [payload], answer, idempotency)
+                else:
+                    outcomes[index] = BatchOutcome(written.document_id, "removed", position=event.position)
+    return [outcomes[index] for index in range(len(docs) + len(removals))]
 
 
 def remove_document(

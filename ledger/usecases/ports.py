@@ -33,7 +33,8 @@ class DocumentState:
 
 @dataclass(frozen=True)
 class ChunkState:
-    """A chunk version as ingested: immutable once recorded (a new version has new ids)."""
+    """A chunk as recorded in one version of its document. Its id is derived from its
+    content, so an unchanged section carries the same id in the next version."""
 
     tenant_id: str
     document_id: str
@@ -98,7 +99,17 @@ class WriteLookups(Protocol):
 
     def document(self, tenant_id: str, document_id: str) -> DocumentState | None: ...
 
-    def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]: ...
+    def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]:
+        """Each (document, chunk) as in the newest version of its document that holds it."""
+        ...
+
+    def chunk_in_version(
+        self, tenant_id: str, document_id: str, chunk_id: str, version_id: str
+    ) -> ChunkState | None: ...
+
+    def source_documents(self, tenant_id: str, source: str) -> dict[str, str]:
+        """Path -> document id of the tenant's live documents recorded from `source`."""
+        ...
 
     def live_policy(self, tenant_id: str) -> PolicyState | None: ...
 

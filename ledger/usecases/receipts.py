@@ -38,6 +38,11 @@ def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     citations = []
     for entry in selected:
         chunk = chunks.get((entry["document_id"], entry["chunk_id"]))
+        if chunk is not None and entry.get("version_id") not in (None, chunk.version_id):
+            # The version the citation names (an unchanged chunk is in later versions too).
+            chunk = ctx.lookups.chunk_in_version(
+                tenant_id, entry["document_id"], entry["chunk_id"], entry["version_id"]
+            )
         document: dict[str, Any] | None = None
         if chunk is not None and chunk.position <= size:
             doc_event = ledger.get(chunk.position)

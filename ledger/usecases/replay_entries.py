@@ -89,7 +89,12 @@ def entry_report(
     """The fate of one receipt entry given every chunk version of its document as of a
     position (`moment` is that position's time; `keys_now` says the position is the
     current one, so a destroyed key counts too)."""
-    cited = next((v for v in versions if v.chunk_id == entry["chunk_id"]), None)
+    # Chunk ids come from content: an unchanged section has the same id in several versions,
+    # so the row cited is the one of the version the entry names.
+    same_id = [v for v in versions if v.chunk_id == entry["chunk_id"]]
+    cited = next((v for v in same_id if v.version_id == entry.get("version_id")), None) or next(
+        iter(same_id), None
+    )
     if cited is None:
         return EntryReport("removed")
     gone = _gone(cited)

@@ -1,0 +1,169 @@
+"""`citeledger sources`: the allowlist of markdown folders (add, list, remove) and `sync`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from ledger.sources import SourceLimits
+
+console = Console(stderr=True)
+sources_app = typer.Typer(no_args_is_help=True, help="Allowlisted markdown folders, and syncing them.")
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+CLI_ACTOR = "cli"
+
+
+def _data_dir(data_dir: Path | None) -> Path:
+    from ledger.config import LedgerConfig
+
+    return LedgerConfig.from_env(data_dir).data_dir
+
+
+def _limits() -> SourceLimits:
+    from ledger.config import SettingError
+    from ledger.sources import SourceLimits
+
+    try:
+        return SourceLimits.from_env()
+    except SettingError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    code = getattr(exc, "code", "error")
+    console.print(f"[red]refused ({code}):[/red] {getattr(exc, 'message', exc)}")
+    return typer.Exit(1)
+
+
+@sources_app.command("add")
+def add(
+    name: Annotated[str, typer.Argument(help="Source name (a-z 0-9 _ -)")],
+    path: Annotated[str, typer.Argument(help="The markdown folder")],
+    tenant: Annotated[str, typer.Option("--tenant", help="Tenant the source belongs to")] = "default",
+    data_dir: DataDir = None,
+) -> None:
+    """Allowlist a folder for a tenant (refused for system paths, with the rule named)."""
+    from ledger.source_registry import SourceRegistry
+    from ledger.usecases.errors import UseCaseError
+    from ledger.usecases.sources import add_source
+
+    try:
+        added = add_source(SourceRegistry(_data_dir(data_dir)), _limits(), name, path, tenant)
+    except UseCaseError as exc:
+        raise _fail(exc) from None
+    console.print(f"source {added['name']} -> {added['path']} (tenant {added['tenant_id']})")
+
+
+@sources_app.command("list")
+def list_command(
+    data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON array")] = False,
+) -> None:
+    """The allowlist: name, folder, tenant."""
+    from ledger.source_registry import SourceRegistry
+    from ledger.usecases.sources import list_sources
+
+    listed = list_sources(SourceRegistry(_data_dir(data_dir)))
+    if as_json:
+        typer.echo(json.dumps(listed))
+        return
+    if not listed:
+        console.print("no sources (nothing is readable until one is added)")
+    for source in listed:
+        typer.echo(f"{source['name']}\t{source['tenant_id']}\t{source['path']}")
+
+
+@sources_app.command("remove")
+def remove(name: Annotated[str, typer.Argument()], data_dir: DataDir = None) -> None:
+    """Take a folder off the allowlist (what was recorded stays in the ledger)."""
+    from ledger.source_registry import SourceRegistry
+    from ledger.usecases.errors import UseCaseError
+    from ledger.usecases.sources import remove_source
+
+    try:
+        remove_source(SourceRegistry(_data_dir(data_dir)), name)
+    except UseCaseError as exc:
+        raise _fail(exc) from None
+    console.print(f"source {name} removed")
+
+
+def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    for row in report["files"]:
+        reason = f" ({row['reason']})" if "reason" in row else ""
+        typer.echo(f"{row['status']}{reason}\t{row['path']}")
+    totals = report["totals"]
+    typer.echo(
+        f"{totals['ingested']} ingested, {totals['unchanged']} unchanged, {totals['removed']} removed, "
+        f"{totals['skipped']} skipped, {totals['ignored']} not markdown"
+        + (f"; truncated ({report['truncated']}): nothing removed" if report["truncated"] else "")
+    )
+
+
+@sources_app.command("sync")
+def sync(
+    name: Annotated[str, typer.Argument()],
+    under: Annotated[
+        str | None, typer.Option("--under", help="Only this folder of the source (relative to its root)")
+    ] = None,
+    data_dir: DataDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object")] = False,
+) -> None:
+    """Record new and changed files, dedupe unchanged ones, record removals; one line per file."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ledger.application import Ledger
+    from ledger.claims import DocumentClaims
+    from ledger.config import LedgerConfig
+    from ledger.source_registry import SourceRegistry
+    from ledger.usecases.context import Caller
+    from ledger.usecases.errors import UseCaseError
+    from ledger.usecases.sources import sync_source
+    from projections.lookups import ledger_context
+
+    config = LedgerConfig.from_env(data_dir, run_checkpointer=True)
+    registry = SourceRegistry(config.data_dir)
+    limits = _limits()
+    # The operator at the machine syncs for the tenant the source is bound to.
+    bound = next((s for s in registry.all() if s.name == name), None)
+    if bound is None:
+        console.print(f"[red]no source named {name}")
+        raise typer.Exit(1)
+    caller = Caller(tenant_id=bound.tenant_id, actor=CLI_ACTOR, scopes=frozenset({"ingest.write"}))
+    with Ledger(config) as ledger:
+        ctx = ledger_context(ledger)
+        claims = DocumentClaims(ledger.store)
+        with Progress(
+            TextColumn(f"syncing {name}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("sync", total=None)
+
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            try:
+                report = sync_source(ctx, claims, registry, limits, caller, name, under=under, progress=tick)
+            except UseCaseError as exc:
+                raise _fail(exc) from None
+    _print_report(report, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sources_app, name="sources")

@@ -1,0 +1,321 @@
+"""Markdown sources on disk: path safety and the scanner (pure file-system logic, no ledger).
+
+Deny by default: a file is readable only when its real path lies under a
+source root (the allowlist), and never under a denylisted system path, even
+when a root covers it. Every refusal names its rule:
+
+- `outside_allowlist`: a requested path that leaves the root (`..`, an absolute path elsewhere);
+- `denylisted`: a system path (`/etc`, `/proc`, ... and `CITELEDGER_SOURCES_DENYLIST`);
+- `symlink_escape`: a symlink (file or directory) whose real path leaves the root.
+
+The scanner walks a root in sorted order and reads `*.md` / `*.markdown`
+files within the limits (file size, file count, line length, depth, scan
+time). A file it cannot use is answered with a reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from ledger.config import SettingError
+
+OUTSIDE_ALLOWLIST = "outside_allowlist"
+DENYLISTED = "denylisted"
+SYMLINK_ESCAPE = "symlink_escape"
+
+# Skip reasons of single files (the scan goes on).
+TOO_LARGE = "too_large"
+EMPTY = "empty"
+NOT_UTF8 = "not_utf8"
+BINARY = "binary"
+LINE_TOO_LONG = "line_too_long"
+UNREADABLE = "unreadable"
+NOT_REGULAR_FILE = "not_regular_file"
+TOO_DEEP = "too_deep"
+BAD_PATH = "bad_path"
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+# System paths no source may read, whatever its root (Linux and macOS).
+BUILTIN_DENYLIST: tuple[str, ...] = (
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/root",
+    "/boot",
+    "/run",
+    "/var/lib",
+    "/var/run",
+    "/var/log",
+    "/var/db",
+    "/var/spool",
+    "/usr/lib",
+    "/usr/libexec",
+    "/System",
+    "/Library",
+    "/private",
+    "/Volumes/Recovery",
+)
+
+
+class PathRefused(Exception):
+    """A path the rules refuse; `rule` names which. The message holds the path as given."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(f"{rule}: {message}")
+        self.rule = rule
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SourceLimits:
+    """What one scan may cost. Every value has a default and a setting (`from_env`)."""
+
+    max_file_bytes: int = 512 * 1024  # a larger file is skipped (`too_large`); its entry must fit 1 MiB
+    max_files: int = 20_000  # markdown files per scan; beyond it the scan stops (`truncated`)
+    scan_timeout_s: float = 60.0  # wall time of one scan; past it the scan stops (`truncated`)
+    max_line_chars: int = 32_768  # a longer line (say a 1 MB minified blob) skips the file
+    max_depth: int = 32  # directory nesting below the root
+    extra_denylist: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SourceLimits:
+        env = os.environ if env is None else env
+        extra = env.get("CITELEDGER_SOURCES_DENYLIST", "")
+        return cls(
+            max_file_bytes=int(
+                _setting(env, "CITELEDGER_SOURCES_MAX_FILE_BYTES", cls.max_file_bytes, 1, 1 << 20)
+            ),
+            max_files=int(_setting(env, "CITELEDGER_SOURCES_MAX_FILES", cls.max_files, 1, 1_000_000)),
+            scan_timeout_s=_setting(env, "CITELEDGER_SOURCES_SCAN_TIMEOUT_S", cls.scan_timeout_s, 0.01, 3600),
+            max_line_chars=int(
+                _setting(env, "CITELEDGER_SOURCES_MAX_LINE_CHARS", cls.max_line_chars, 80, 1 << 20)
+            ),
+            max_depth=int(_setting(env, "CITELEDGER_SOURCES_MAX_DEPTH", cls.max_depth, 1, 256)),
+            extra_denylist=tuple(_absolute_entries(extra)),
+        )
+
+    @property
+    def denylist(self) -> tuple[Path, ...]:
+        return tuple(Path(os.path.normpath(p)) for p in (*BUILTIN_DENYLIST, *self.extra_denylist))
+
+
+def _setting(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    kind = int if isinstance(default, int) else float
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r}: must be a{'n integer' if kind is int else ' number'}") from None
+    if not low <= value <= high:
+        raise SettingError(f"{name}={raw}: must be between {low:g} and {high:g}")
+    return value
+
+
+def _absolute_entries(raw: str) -> list[str]:
+    entries = [part for part in raw.split(os.pathsep) if part]
+    for entry in entries:
+        if not os.path.isabs(entry):
+            raise SettingError(f"CITELEDGER_SOURCES_DENYLIST: {entry!r} must be an absolute path")
+    return entries
+
+
+# -- rules -----------------------------------------------------------------------------
+def _under(path: Path, prefix: Path) -> bool:
+    """`path` is `prefix` or below it (both absolute and normalised); string work, as this
+    runs for every entry of a scan."""
+    inner, outer = str(path), str(prefix)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def denied_by(path: Path, denylist: tuple[Path, ...]) -> Path | None:
+    """The denylist entry covering `path` (absolute, normalised), if any."""
+    return next((prefix for prefix in denylist if _under(path, prefix)), None)
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def check_root(path: str | Path, limits: SourceLimits) -> Path:
+    """A source root as given to `sources add` (and re-checked at every sync): its real
+    path, if it is an existing directory that no denylist entry covers."""
+    literal = Path(os.path.normpath(os.path.abspath(path)))
+    real = _real(literal)
+    for candidate in (literal, real):
+        if denied_by(candidate, limits.denylist) is not None:
+            raise PathRefused(DENYLISTED, f"{literal} is a system path no source may read")
+    if not real.is_dir():
+        raise PathRefused("not_a_directory", f"{literal} is not an existing directory")
+    return real
+
+
+def resolve_inside(root: Path, requested: str, limits: SourceLimits) -> Path:
+    """A path a caller asks for inside the root `root` (a real path): refused when it leaves
+    the root by `..` or by being absolute elsewhere, names a denylisted path, or goes
+    through a symlink whose real path leaves the root."""
+    if "\x00" in requested:
+        raise PathRefused(OUTSIDE_ALLOWLIST, "a path may not contain NUL")
+    lexical = Path(os.path.normpath(root / requested))  # an absolute `requested` replaces root
+    if denied_by(lexical, limits.denylist) is not None:
+        raise PathRefused(DENYLISTED, f"{requested} is a system path no source may read")
+    if not _under(lexical, root):
+        raise PathRefused(OUTSIDE_ALLOWLIST, f"{requested} is outside the source root")
+    real = _real(lexical)
+    if not _under(real, root):
+        raise PathRefused(SYMLINK_ESCAPE, f"{requested} is a symlink whose target is outside the source root")
+    if denied_by(real, limits.denylist) is not None:
+        raise PathRefused(DENYLISTED, f"{requested} leads to a system path no source may read")
+    return real
+
+
+# -- the scanner -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ScannedFile:
+    """One markdown file (or refused entry) of a scan. `path` is relative to the root
+    (POSIX form); `text` is set when the file is usable, `skip` names why not."""
+
+    path: str
+    text: str | None = None
+    skip: str | None = None
+    size: int = 0
+    sha256: str | None = None
+
+
+@dataclass
+class ScanResult:
+    files: list[ScannedFile] = field(default_factory=list)  # sorted by path
+    ignored: int = 0  # entries that are not markdown
+    truncated: str | None = None  # "max_files" or "scan_timeout": the scan did not see everything
+    prefix: str | None = None  # the folder scanned, relative to the root (None: the whole root)
+
+
+def is_markdown(name: str) -> bool:
+    return name.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+def read_markdown(real: Path, relative: str, limits: SourceLimits) -> ScannedFile:
+    """Read one file whose real path was checked; every problem becomes a skip reason."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(real, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:  # swapped for a symlink since the check, gone, or not ours to read
+        reason = SYMLINK_ESCAPE if exc.errno == errno.ELOOP else UNREADABLE
+        return ScannedFile(relative, skip=reason)
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block, a device never ends
+            return ScannedFile(relative, skip=NOT_REGULAR_FILE)
+        if info.st_size > limits.max_file_bytes:
+            return ScannedFile(relative, skip=TOO_LARGE, size=info.st_size)
+        with os.fdopen(os.dup(descriptor), "rb") as handle:
+            raw = handle.read(limits.max_file_bytes + 1)
+    except OSError:
+        return ScannedFile(relative, skip=UNREADABLE)
+    finally:
+        os.close(descriptor)
+    size, digest = len(raw), hashlib.sha256(raw).hexdigest()
+    if size > limits.max_file_bytes:  # grew while being read
+        return ScannedFile(relative, skip=TOO_LARGE, size=size, sha256=digest)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ScannedFile(relative, skip=NOT_UTF8, size=size, sha256=digest)
+    text = text.removeprefix("\ufeff")
+    if "\x00" in text:
+        return ScannedFile(relative, skip=BINARY, size=size, sha256=digest)
+    if not text.strip():
+        return ScannedFile(relative, skip=EMPTY, size=size, sha256=digest)
+    if max(map(len, text.splitlines()), default=0) > limits.max_line_chars:
+        return ScannedFile(relative, skip=LINE_TOO_LONG, size=size, sha256=digest)
+    return ScannedFile(relative, text=text, size=size, sha256=digest)
+
+
+def _valid_relative(relative: str) -> bool:
+    return 0 < len(relative) <= 1024 and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in relative)
+
+
+def scan(
+    root: Path,
+    limits: SourceLimits,
+    *,
+    under: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ScanResult:
+    """Every markdown file under the real directory `root` (or its subfolder `under`, checked
+    with `resolve_inside`), in sorted order, within the limits."""
+    start_dir = resolve_inside(root, under, limits) if under else root
+    if not start_dir.is_dir():
+        raise PathRefused("not_a_directory", f"{under} is not a directory of the source")
+    prefix = PurePosixPath(*start_dir.relative_to(root).parts) if start_dir != root else None
+    result = ScanResult(prefix=prefix.as_posix() if prefix is not None else None)
+    deadline = clock() + limits.scan_timeout_s
+    visited: set[Path] = set()
+    found = 0
+    # Depth-first over sorted names, so what a truncated scan saw is itself deterministic.
+    pending: list[tuple[Path, PurePosixPath | None, int]] = [(start_dir, prefix, 0)]
+    while pending:
+        directory, relative_dir, depth = pending.pop()
+        if directory in visited:
+            continue
+        visited.add(directory)
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            if relative_dir is not None:
+                result.files.append(ScannedFile(relative_dir.as_posix(), skip=UNREADABLE))
+            continue
+        subdirectories: list[tuple[Path, PurePosixPath | None, int]] = []
+        for entry in entries:
+            if clock() > deadline:
+                result.truncated = "scan_timeout"
+                return _finish(result)
+            relative = (relative_dir / entry.name) if relative_dir is not None else PurePosixPath(entry.name)
+            shown = relative.as_posix()
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_link, is_dir = False, False
+            if not is_dir and not is_markdown(entry.name):
+                result.ignored += 1
+                continue
+            real = _real(Path(entry.path)) if is_link else Path(entry.path)
+            if not _valid_relative(shown):
+                result.files.append(ScannedFile(shown[:200].encode("unicode_escape").decode(), skip=BAD_PATH))
+                continue
+            if is_link and not _under(real, root):
+                result.files.append(ScannedFile(shown, skip=SYMLINK_ESCAPE))
+                continue
+            if denied_by(real, limits.denylist) is not None:  # inside a root that covers it
+                result.files.append(ScannedFile(shown, skip=DENYLISTED))
+                continue
+            if is_dir:
+                if depth + 1 > limits.max_depth:
+                    result.files.append(ScannedFile(shown, skip=TOO_DEEP))
+                else:
+                    subdirectories.append((real, relative, depth + 1))
+                continue
+            found += 1
+            if found > limits.max_files:
+                result.truncated = "max_files"
+                return _finish(result)
+            result.files.append(read_markdown(real, shown, limits))
+        pending.extend(reversed(subdirectories))
+    return _finish(result)
+
+
+def _finish(result: ScanResult) -> ScanResult:
+    result.files.sort(key=lambda f: f.path)
+    return result
