@@ -257,7 +257,7 @@ class SearchFiltersIn(RequestModel):
 class SearchInput(RequestModel):
     query: Annotated[str, Field(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
     target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
-    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)] = 5
+    top_k: Annotated[int, BeforeValidator(_whole), Field(ge=1, le=MAX_TOP_K)] = 5
     filters: SearchFiltersIn = SearchFiltersIn()
 
 
@@ -272,7 +272,7 @@ class SearchIn(RequestModel):
     recipient: Identifier | None = None
     intent: Identifier | None = None
     context_refs: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] = []
-    deadline_ms: DeadlineMs | None = None
+    deadline_ms: Milliseconds | None = None
     auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
     idempotency_key: IdempotencyKeyText | None = None
     input: SearchInput
