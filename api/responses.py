@@ -192,7 +192,8 @@ class ReplayOut(Answer):
 
     original_receipt_id: Id
     replay_receipt_id: Id | None
-    integrity: str
+    integrity: str  # ok | mismatch | unverifiable | not_applicable
+    integrity_reason: dict[str, Any] | None = None  # unverifiable: its cause and the erased document ids
     diff: dict[str, Any]
     dedup: bool = False
 

@@ -346,6 +346,16 @@ class ProjectedLookups:
             )
         return versions
 
+    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[str]:
+        rows = self.store.rows(
+            f"SELECT DISTINCT document_id FROM {self.store.table(CORPUS_TABLE)} "
+            "WHERE tenant_id=? AND live_from_position<=? "
+            "AND (live_to_position IS NULL OR live_to_position>?) AND scrubbed_position>? "
+            "ORDER BY document_id LIMIT ?",
+            (tenant_id, position, position, position, limit),
+        )
+        return [str(row["document_id"]) for row in rows]
+
     def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
         # Keep the bytes only, not the parsed envelope: thousands of cached dicts would make
         # every full garbage collection walk them (a latency spike on every request).

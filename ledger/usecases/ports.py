@@ -144,6 +144,12 @@ class WriteLookups(Protocol):
         """Every chunk version of the document recorded at or before `position`, as of it."""
         ...
 
+    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[str]:
+        """Documents with a chunk version live at `position` whose text was scrubbed
+        (erased or expired) after it, at most `limit` of them: what no as-of view can
+        read back any more."""
+        ...
+
 
 class CitationView(Protocol):
     citation_id: str

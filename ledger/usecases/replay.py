@@ -5,7 +5,10 @@ from projected state only, and answers three questions at once:
 
 - `as_of_original`: the snapshot policy on the corpus as of the receipt's own
   position. For a search the ledger ran (`citeledger-bm25@N`) this must
-  reproduce the receipt's `context_hash`; a difference is `integrity: mismatch`.
+  reproduce the receipt's `context_hash`; a difference is `integrity: mismatch`
+  (a finding, logged and recorded) unless text the corpus held then was erased or
+  expired since (`integrity: unverifiable`, naming the erased documents): an
+  erasure deletes every derivative of the text, so that day cannot be re-read.
 - `data_drift`: the snapshot policy on the current corpus (the seed `003` replay).
 - `policy_drift`: the live policy vs the snapshot policy, both on the current corpus.
 
@@ -21,39 +24,34 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ledger.canonical import canonical_json
 from ledger.entries import RecordedEvent
 from ledger.events import (
     FilterApplied,
-    Locator,
     PolicySnapshot,
     ReplayRecorded,
     RetrievalRecorded,
-    ScoreComponent,
     Sealed,
     SearchRequest,
     SelectedEntry,
-    Span,
     TaskEnvelope,
 )
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused
-from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules, rules_from_bundle
+from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules
 from ledger.replay_diff import Outcome, diff, filter_keys, outcome_of_receipt, summary
-from ledger.retention import expiry_key_for, format_timestamp
-from ledger.sealing import KeyDestroyed, document_key_ref
+from ledger.sealing import KeyDestroyed
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
-from ledger.usecases.policy import parse_bundle
 from ledger.usecases.ports import PolicyState, ReceiptRecord
 from ledger.usecases.replay_entries import STATUSES, entry_reports
+from ledger.usecases.search import SearchHit, SearchRun, rank, rules_from_snapshot, rules_of, seal_hits
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"
@@ -63,33 +61,6 @@ NESTED_REPLAY = "unreplayable.nested_replay"
 INVALID_SNAPSHOT = "unreplayable.invalid_snapshot"
 ERASED = "unreplayable.erased"
 ENGINE_UNAVAILABLE = "unreplayable.engine_unavailable"
-
-
-class Ranker(Protocol):
-    """`ledger.usecases.search.rank`: a pure read ranking the tenant's corpus as of
-    `request.corpus_position` under `policy`."""
-
-    def __call__(
-        self,
-        ctx: UseCaseContext,
-        tenant_id: str,
-        query: str,
-        request: SearchRequest,
-        policy: PolicyRules,
-        auth_scope: frozenset[str],
-        deadline_s: float | None,
-    ) -> Any: ...
-
-
-def _ranker() -> Ranker:
-    try:
-        module = importlib.import_module("ledger.usecases.search")
-    except ModuleNotFoundError:
-        raise Unreplayable(
-            "this server has no search engine to re-run a citeledger-bm25 receipt", code=ENGINE_UNAVAILABLE
-        ) from None
-    rank: Ranker = module.rank
-    return rank
 
 
 @dataclass(frozen=True)
@@ -149,7 +120,7 @@ def snapshot_policy(receipt: Receipt) -> PolicyRules:
 
 def _rules(bundle_yaml: str) -> PolicyRules:
     try:
-        return rules_from_bundle(parse_bundle(bundle_yaml))
+        return rules_from_snapshot(bundle_yaml)
     except PolicyRuleError as exc:
         raise Invalid(f"bundle_yaml {exc}") from None
 
@@ -182,7 +153,7 @@ def _live_policy(ctx: UseCaseContext, tenant_id: str, position: int) -> tuple[Po
         state = ctx.lookups.policy_as_of(tenant_id, position)
     if state is None:
         return NO_POLICY, None
-    return _rules(state.bundle_yaml), state.bundle_sha256
+    return rules_of(state), state.bundle_sha256
 
 
 def _moment(ctx: UseCaseContext, position: int, is_head: bool) -> dt.datetime:
@@ -193,67 +164,50 @@ def _moment(ctx: UseCaseContext, position: int, is_head: bool) -> dt.datetime:
 
 
 # --- ledger-run searches ---------------------------------------------------------------
-def _hit_entry(hit: Any) -> dict[str, Any]:
+MAX_UNVERIFIABLE_IDS = 100  # erased document ids named in an `unverifiable` answer
+
+
+def _hit_entry(hit: SearchHit) -> dict[str, Any]:
     return {
         "document_id": hit.document_id,
         "version_id": hit.version_id,
         "chunk_id": hit.chunk_id,
         "path": hit.path,
         "locator": {"start_line": hit.start_line, "end_line": hit.end_line},
-        "score": str(hit.score),
+        "score": hit.score,
     }
 
 
-def _outcome(run: Any) -> Outcome:
+def _outcome(run: SearchRun) -> Outcome:
     return Outcome(
-        context_hash=str(run.context_hash),
+        context_hash=run.context_hash,
         entries=tuple(_hit_entry(hit) for hit in run.hits),
         filters=filter_keys(run.filters_applied),
     )
 
 
-def _score_components(hit: Any) -> list[ScoreComponent]:
-    breakdown = getattr(hit, "score_breakdown", ()) or ()
-    items = breakdown.items() if isinstance(breakdown, Mapping) else breakdown
-    components = []
-    for item in items:
-        name, value = item if isinstance(item, tuple) else (item.component, item.value)
-        components.append(ScoreComponent(component=name, value=str(value)))
-    return components
-
-
-def _sealed_hits(ctx: UseCaseContext, tenant_id: str, hits: Sequence[Any]) -> list[SelectedEntry]:
-    """The replay receipt's entries: each hit's snippet sealed like a live citation's."""
-    chunks = ctx.lookups.chunks(tenant_id, [(hit.document_id, hit.chunk_id) for hit in hits])
-    rules, now = ctx.retention_for(tenant_id), ctx.clock()
-    entries = []
-    for hit in hits:
-        chunk = chunks.get((hit.document_id, hit.chunk_id))
-        expires = rules.expires_at(now, chunk.retention_days if chunk else None)
-        snapshot = ctx.sealer.seal(
-            hit.snippet or "",
-            tenant_id=tenant_id,
-            key_ref=document_key_ref(tenant_id, hit.document_id),
-            extra_key_refs=[expiry_key_for(tenant_id, expires, hit.document_id)],
-        )
-        span = getattr(hit, "snippet_span", None)
-        entries.append(
-            SelectedEntry(
-                citation_id=uuid.uuid4().hex,
-                document_id=hit.document_id,
-                version_id=hit.version_id,
-                chunk_id=hit.chunk_id,
-                path=hit.path,
-                locator=Locator(start_line=hit.start_line, end_line=hit.end_line),
-                score=str(hit.score),
-                score_breakdown=_score_components(hit),
-                snapshot=snapshot,
-                snippet_span=Span(start=span[0], end=span[1]) if isinstance(span, tuple) else span,
-                sensitivity=hit.sensitivity,
-                expires_at=format_timestamp(expires),
-            )
-        )
-    return entries
+def _integrity(
+    ctx: UseCaseContext, receipt: Receipt, recorded_hash: str, original_run: SearchRun
+) -> tuple[str, dict[str, Any] | None]:
+    """`ok` when the as-of run reproduces the receipt's context hash. Otherwise
+    `unverifiable` when the corpus of that day can no longer be read back (text erased
+    or expired since, or the run passed its deadline) — an honest limit, not a finding —
+    and `mismatch` (a real integrity finding, logged with ids only) when it could be."""
+    if original_run.context_hash == recorded_hash:
+        return "ok", None
+    if original_run.status == "timeout":
+        return "unverifiable", {"cause": "timeout", "document_ids": []}
+    tenant, position = receipt.record.tenant_id, receipt.event.payload["search"]["corpus_position"]
+    erased = ctx.lookups.documents_scrubbed_after(tenant, position, MAX_UNVERIFIABLE_IDS)
+    if erased:
+        return "unverifiable", {"cause": "erased_after_receipt", "document_ids": erased}
+    log.warning(
+        "replay integrity mismatch: tenant=%s receipt=%s position=%d",
+        tenant,
+        receipt.record.receipt_id,
+        receipt.record.position,
+    )
+    return "mismatch", None
 
 
 def _bm25(
@@ -262,28 +216,25 @@ def _bm25(
     tenant, payload = receipt.record.tenant_id, receipt.payload
     if not payload.get("search"):
         raise Unreplayable("the receipt does not record the search it ran", code=INVALID_SNAPSHOT)
+    if ctx.search_index is None:
+        raise Unreplayable(
+            "this process runs no search index to re-run a citeledger-bm25 receipt", code=ENGINE_UNAVAILABLE
+        )
     request = SearchRequest.model_validate(payload["search"])
     target, _ = _target(ctx, request.corpus_position, at_position)
     live_rules, live_hash = _live_policy(ctx, tenant, target)
     scopes = frozenset(payload["task"].get("auth_scope", []))
-    rank = _ranker()
     now_request = request.model_copy(update={"corpus_position": target})
     original_run = rank(ctx, tenant, query, request, rules, scopes, REPLAY_RUN_DEADLINE_S)
     data_run = rank(ctx, tenant, query, now_request, rules, scopes, REPLAY_RUN_DEADLINE_S)
     policy_run = rank(ctx, tenant, query, now_request, live_rules, scopes, REPLAY_RUN_DEADLINE_S)
     recorded = outcome_of_receipt(payload)
     data_outcome = _outcome(data_run)
-    integrity = "ok" if str(original_run.context_hash) == recorded.context_hash else "mismatch"
-    if integrity == "mismatch":
-        log.warning(
-            "replay integrity mismatch: tenant=%s receipt=%s position=%d",
-            tenant,
-            receipt.record.receipt_id,
-            receipt.record.position,
-        )
+    integrity, reason = _integrity(ctx, receipt, recorded.context_hash, original_run)
     body = {
         "engine": payload["engine"],
         "integrity": integrity,
+        "integrity_reason": reason,
         "corpus_position": request.corpus_position,
         "at_position": target,
         "live_policy_hash": live_hash,
@@ -293,12 +244,13 @@ def _bm25(
             "policy_drift": diff(data_outcome, _outcome(policy_run)),
         },
     }
+    entries, _ = seal_hits(ctx, tenant, data_run.hits)
     replay_receipt = _replay_receipt(
         receipt,
-        entries=_sealed_hits(ctx, tenant, data_run.hits),
+        entries=entries,
         filters=data_outcome.filters,
         context_hash=data_outcome.context_hash,
-        status=str(data_run.status),
+        status=data_run.status,
         search=now_request,
     )
     return body, replay_receipt
@@ -355,6 +307,7 @@ def _external(
     body = {
         "engine": payload["engine"],
         "integrity": "not_applicable",  # a foreign engine cannot be re-run
+        "integrity_reason": None,
         "at_position": target,
         "entries": [
             report.view(entry, rank)

@@ -21,6 +21,7 @@ receipt's position (both run this function).
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import hashlib
 import logging
@@ -569,22 +570,17 @@ def search(
     return _record(ctx, caller, body, request, policy_state, run, started, idempotency)
 
 
-def _record(
-    ctx: UseCaseContext,
-    caller: Caller,
-    body: SearchIn,
-    request: SearchRequest,
-    policy_state: PolicyState | None,
-    run: SearchRun,
-    started: float,
-    idempotency: IdempotencyKey | None,
-) -> Result:
-    tenant = caller.tenant_id
+def seal_hits(
+    ctx: UseCaseContext, tenant: str, hits: Sequence[SearchHit]
+) -> tuple[list[SelectedEntry], dt.datetime]:
+    """A ranking's hits as a receipt's selected entries (each snippet sealed like any
+    citation's, `ledger.usecases.retrievals.seal_entry`), and the latest expiry among them
+    (the receipt's query must not outlive it). Shared by a search and its replay."""
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
     entries: list[SelectedEntry] = []
-    for index, hit in enumerate(run.hits):
+    for index, hit in enumerate(hits):
         expires = rules.expires_at(now, hit.chunk.retention_days)
         receipt_expiry = max(receipt_expiry, expires)
         entries.append(
@@ -606,6 +602,21 @@ def _record(
                 ),
             )
         )
+    return entries, receipt_expiry
+
+
+def _record(
+    ctx: UseCaseContext,
+    caller: Caller,
+    body: SearchIn,
+    request: SearchRequest,
+    policy_state: PolicyState | None,
+    run: SearchRun,
+    started: float,
+    idempotency: IdempotencyKey | None,
+) -> Result:
+    tenant = caller.tenant_id
+    entries, receipt_expiry = seal_hits(ctx, tenant, run.hits)
     query = seal_query(ctx, tenant, body.input.query, None, receipt_expiry)
     receipt_id = uuid.uuid4().hex
     payload = RetrievalRecorded(
@@ -706,4 +717,4 @@ def _citation(hit: SearchHit, entry: SelectedEntry) -> dict[str, Any]:
     }
 
 
-__all__ = ["ENGINE", "SearchHit", "SearchRun", "format_timestamp", "rank", "search"]
+__all__ = ["ENGINE", "SearchHit", "SearchRun", "format_timestamp", "rank", "seal_hits", "search"]
