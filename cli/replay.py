@@ -65,6 +65,10 @@ def print_replay(body: dict[str, Any]) -> None:
     integrity = body["integrity"]
     colour = {"ok": "green", "mismatch": "red"}.get(integrity, "yellow")
     out.print(f"integrity: [{colour}]{integrity}[/]")
+    reason = body.get("integrity_reason")
+    if reason:
+        erased = ", ".join(reason.get("document_ids", [])) or "-"
+        out.print(f"  cause: {reason['cause']}; documents erased since: {erased}")
     if "entries" in body:
         table = Table(title="recorded entries")
         for column in ("rank", "status", "path", "chunk", "now / rule"):

@@ -54,3 +54,40 @@ def test_replay_refusals_exit_2(tmp_path: Path) -> None:
     assert other.returncode == 2 and "refused (not_found)" in other.stderr
     late = citeledger("replay", receipt_id, "--tenant", "acme", "--at-position", str(size + 9), data_dir=data)
     assert late.returncode == 2 and "invalid_at_position" in late.stderr
+
+
+def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> None:
+    """A `citeledger-bm25` receipt whose corpus lost a document since: exit 0 (not a finding),
+    the cause and the erased document named."""
+    from ledger.claims import DocumentClaims
+    from ledger.usecases.commands import DocumentIn, ErasureIn, SearchIn
+    from ledger.usecases.context import Caller
+    from ledger.usecases.documents import ingest_document
+    from ledger.usecases.retention import erase
+    from ledger.usecases.search import search
+    from projections.lookups import ledger_context
+
+    data = tmp_path / "data"
+    caller = Caller("acme", "svc", frozenset({"retrieval.write"}))
+    with Ledger(LedgerConfig(data_dir=data, run_checkpointer=False)) as ledger:
+        ctx = ledger_context(ledger)
+        claims = DocumentClaims(ledger.store)
+        ids = [
+            ingest_document(ctx, claims, caller, DocumentIn(path=path, text=text, source="handbook")).body[
+                "document_id"
+            ]
+            for path, text in [
+                ("handbook/salary.md", "# Salary\n\nSalary bands are published every January.\n"),
+                ("handbook/bands.md", "# Bands\n\nSalary bands for engineers are reviewed yearly.\n"),
+            ]
+        ]
+        found = search(ctx, caller, SearchIn.model_validate({"input": {"query": "salary bands"}})).body
+        assert found["status"] == "ok"
+        erase(ctx, caller, ErasureIn(document_id=ids[1]))
+    shown = citeledger("replay", found["receipt_id"], "--tenant", "acme", data_dir=data)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())  # rich wraps lines at the terminal width
+    assert "integrity: unverifiable" in text
+    assert f"cause: erased_after_receipt; documents erased since: {ids[1]}" in text
+    assert "as_of_original: context hash changed" in text
+    assert "Salary bands" not in shown.stdout
