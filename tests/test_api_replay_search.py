@@ -269,3 +269,25 @@ def test_at_position_replays_against_a_later_state(server: SearchServer) -> None
     assert now["diff"]["data_drift"]["context_hash"]["replay"] != middle["context_hash"]
     replay_view = server.receipt_view(then["replay_receipt_id"])
     assert replay_view["context_hash"] == middle["context_hash"]
+
+
+def test_a_search_that_timed_out_is_unverifiable_not_a_mismatch(
+    server: SearchServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receipt of a search cut short by its deadline holds no ranking to reproduce."""
+    from ledger.usecases import search as search_module
+    from ledger.usecases.commands import SearchIn
+    from ledger.usecases.context import Caller
+
+    server.corpus()
+    caller = Caller("acme", "svc-search", frozenset({"retrieval.write"}))
+    with monkeypatch.context() as patch:  # a clock that moves a second per reading, no HTTP meanwhile
+        ticks = iter(range(10_000))
+        patch.setattr(search_module.time, "monotonic", lambda: float(next(ticks)))
+        body = SearchIn.model_validate({"deadline_ms": 1000, "input": {"query": QUERY}})
+        timed_out = search_module.search(server.services.context, caller, body).body
+    assert timed_out["status"] == "timeout"
+    replayed = server.replayed(timed_out["receipt_id"])
+    assert replayed["integrity"] == "unverifiable"
+    assert replayed["integrity_reason"] == {"cause": "original_timeout", "document_ids": []}
+    assert replayed["diff"]["as_of_original"]["context_hash"]["changed"] is True

@@ -191,10 +191,13 @@ def _integrity(
 ) -> tuple[str, dict[str, Any] | None]:
     """`ok` when the as-of run reproduces the receipt's context hash. Otherwise
     `unverifiable` when the corpus of that day can no longer be read back (text erased
-    or expired since, or the run passed its deadline) — an honest limit, not a finding —
+    or expired since), when the original search passed its deadline, or when this run
+    did — an honest limit, not a finding —
     and `mismatch` (a real integrity finding, logged with ids only) when it could be."""
     if original_run.context_hash == recorded_hash:
         return "ok", None
+    if receipt.payload["status"] == "timeout":  # the search was cut short: nothing to reproduce
+        return "unverifiable", {"cause": "original_timeout", "document_ids": []}
     if original_run.status == "timeout":
         return "unverifiable", {"cause": "timeout", "document_ids": []}
     tenant, position = receipt.record.tenant_id, receipt.event.payload["search"]["corpus_position"]
