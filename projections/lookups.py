@@ -318,7 +318,9 @@ class ProjectedLookups:
             "SELECT document_id, version_id, version, chunk_id, ordinal, path, sensitivity, text, "
             "live_from_position, live_to_position, removed_reason, scrubbed_position, scrub_reason "
             f"FROM {self.store.table(CORPUS_TABLE)} WHERE tenant_id=? AND document_id=? "
-            "AND live_from_position<=? ORDER BY live_from_position, ordinal LIMIT ?",
+            # `+`: no index range on the position, so the planner (SQLite has no statistics)
+            # takes the document's index, not a scan of the tenant's whole corpus by key.
+            "AND +live_from_position<=? ORDER BY +live_from_position, ordinal LIMIT ?",
             (tenant_id, document_id, position, _MAX_DOCUMENT_CHUNKS),
         )
         versions = []
