@@ -193,10 +193,10 @@ def _integrity(
     ctx: UseCaseContext, receipt: Receipt, recorded_hash: str, original_run: SearchRun
 ) -> tuple[str, dict[str, Any] | None]:
     """`ok` when the as-of run reproduces the receipt's context hash. Otherwise
-    `unverifiable` when the corpus of that day can no longer be read back (text erased
-    or expired since), when the original search passed its deadline, or when this run
-    did — an honest limit, not a finding —
-    and `mismatch` (a real integrity finding, logged with ids only) when it could be."""
+    `unverifiable` (an honest limit, not a finding) when the corpus of that day can no
+    longer be read back (text live then was erased or expired since), or when the
+    original search or this run passed its deadline; else `mismatch`: a real integrity
+    finding, logged with ids only."""
     if original_run.context_hash == recorded_hash:
         return "ok", None
     if receipt.payload["status"] == "timeout":  # the search was cut short: nothing to reproduce
