@@ -19,7 +19,8 @@ import hmac
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,12 +196,34 @@ class Sealer:
 
     def __init__(self, keys: DataKeyStore) -> None:
         self.keys = keys
+        self._scope = threading.local()  # this thread's `reusing_keys` cache, if one is open
+
+    @contextmanager
+    def reusing_keys(self) -> Iterator[None]:
+        """Within the block, this thread reuses each key (and AES-GCM object) it derives for
+        a set of refs instead of deriving it again per value: one batch request seals
+        hundreds of values under the same few refs. Only for one request's work, never
+        kept across requests (a key shredded meanwhile is seen by the next request)."""
+        if getattr(self._scope, "keys", None) is not None:
+            yield  # nested: the outer block owns the cache
+            return
+        self._scope.keys = {}
+        try:
+            yield
+        finally:
+            self._scope.keys = None
 
     def _key(self, refs: tuple[str, ...], tenant_id: str, *, create: bool) -> _DataKey:
+        reused: dict[tuple[str, tuple[str, ...]], _DataKey] | None = getattr(self._scope, "keys", None)
+        if reused is not None and (found := reused.get((tenant_id, refs))) is not None:
+            return found
         keys = [self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs]
         if any(key.tenant_id != tenant_id for key in keys):
             raise SealBroken("key_ref belongs to another tenant")
-        return keys[0] if len(keys) == 1 else _combine(tenant_id, refs, keys)
+        key = keys[0] if len(keys) == 1 else _combine(tenant_id, refs, keys)
+        if reused is not None:
+            reused[(tenant_id, refs)] = key
+        return key
 
     def seal(
         self,

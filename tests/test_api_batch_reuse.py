@@ -1,0 +1,91 @@
+"""What a batch request reuses while it runs, and that nothing of it outlives the request:
+derived keys (`Sealer.reusing_keys`, this thread only) and the chunk texts it unsealed."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from ledger.application import Ledger
+from ledger.sealing import KeyDestroyed, document_key_ref, expiry_key_ref
+from tests.api_support import Api, api, make_api  # noqa: F401
+from tests.factories import TENANT
+
+
+def _refs() -> tuple[str, str]:
+    return document_key_ref(TENANT, "doc-reuse"), expiry_key_ref(TENANT, "2030-01-01", "doc-reuse")
+
+
+def test_keys_are_reused_inside_the_block_only_and_values_still_unseal(ledger: Ledger) -> None:
+    sealer = ledger.sealer
+    document, expiry = _refs()
+    refs = (document, expiry)
+    assert sealer._key(refs, TENANT, create=True) is not sealer._key(refs, TENANT, create=True)
+    with sealer.reusing_keys():
+        first = sealer._key(refs, TENANT, create=True)
+        assert sealer._key(refs, TENANT, create=False) is first
+        with sealer.reusing_keys():  # nested: the same cache
+            assert sealer._key(refs, TENANT, create=True) is first
+        sealed = [
+            sealer.seal(f"text {n}", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
+            for n in range(3)
+        ]
+        assert len({value.nonce for value in sealed}) == 3
+        seen_elsewhere: list[Any] = []
+        other = threading.Thread(target=lambda: seen_elsewhere.append(sealer._key(refs, TENANT, create=True)))
+        other.start()
+        other.join()
+        assert seen_elsewhere[0] is not first  # another thread (another request) derives its own
+    assert [sealer.unseal(value, tenant_id=TENANT) for value in sealed] == ["text 0", "text 1", "text 2"]
+    assert sealer._key(refs, TENANT, create=True) is not first
+
+
+def test_a_key_shredded_after_the_block_is_not_served_from_it(ledger: Ledger) -> None:
+    sealer = ledger.sealer
+    document, expiry = _refs()
+    with sealer.reusing_keys():
+        sealed = sealer.seal("soon gone", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
+        assert sealer.unseal(sealed, tenant_id=TENANT) == "soon gone"
+    sealer.keys.destroy(document, TENANT, "erasure")
+    with sealer.reusing_keys(), pytest.raises(KeyDestroyed):
+        sealer.unseal(sealed, tenant_id=TENANT)
+
+
+def _item(api: Api, doc: dict[str, Any], key: str, snippet: str | None = None) -> dict[str, Any]:
+    body = api.retrieval_body(doc, query=f"query {key}")
+    if snippet is not None:
+        body["selected_entries"][0]["snippet"] = snippet
+    return {"idempotency_key": key, "retrieval": body}
+
+
+def _batch(api: Api, items: list[Any]) -> list[dict[str, Any]]:
+    response = api.client.post("/v1/retrievals/batch", json={"items": items}, headers=api.headers("writer"))
+    assert response.status_code == 200, response.text
+    results: list[dict[str, Any]] = response.json()["results"]
+    return results
+
+
+def test_items_citing_one_chunk_are_each_checked_against_its_text(api: Api) -> None:
+    doc = api.document()
+    good = api.retrieval_body(doc)["selected_entries"][0]["snippet"]
+    items = [
+        _item(api, doc, "k-0"),
+        _item(api, doc, "k-1", snippet="words the chunk never held"),
+        _item(api, doc, "k-2", snippet=good[: len(good) // 2]),
+        _item(api, doc, "k-3"),
+    ]
+    results = _batch(api, items)
+    assert [r["http_status"] for r in results] == [201, 422, 201, 201], results
+    assert results[1]["error"]["code"] == "snippet_not_in_chunk"
+
+
+def test_a_later_batch_does_not_quote_text_an_earlier_one_unsealed(api: Api) -> None:
+    doc = api.document()
+    assert [r["http_status"] for r in _batch(api, [_item(api, doc, "k-before")])] == [201]
+    erased = api.client.post("/v1/erasures", json={"document_id": doc["document_id"]}, headers=api.headers())
+    assert erased.status_code in (200, 201, 202), erased.text
+    after = _batch(api, [_item(api, doc, "k-after")])
+    assert after[0]["http_status"] == 422, after
+    assert after[0]["error"]["code"] == "chunk_scrubbed"
