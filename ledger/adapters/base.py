@@ -34,7 +34,7 @@ RATE_TABLE = "citeledger_api_rate_limits"
 TRACKING_TABLE = "citeledger_projection_tracking"
 
 # `find` reads idempotency records in chunks so one statement never binds too many parameters.
-_IDEMPOTENCY_CHUNK = 200
+_IDEMPOTENCY_CHUNK = 500
 
 
 class EventStoreApp(Application[UUID]):
@@ -345,26 +345,30 @@ class StoreAdapter(ABC):
     ) -> dict[tuple[str, str], IdempotencyRow]:
         """Recorded answers for (tenant, key) pairs, read through the caller's transaction."""
         found: dict[tuple[str, str], IdempotencyRow] = {}
-        wanted = sorted(set(keys))
+        by_tenant: dict[str, list[str]] = {}
+        for tenant_id, key in sorted(set(keys)):
+            by_tenant.setdefault(tenant_id, []).append(key)
         table = self.table(IDEMPOTENCY_TABLE)
-        for start in range(0, len(wanted), _IDEMPOTENCY_CHUNK):
-            part = wanted[start : start + _IDEMPOTENCY_CHUNK]
-            where = " OR ".join(["(tenant_id=? AND idem_key=?)"] * len(part))
-            cursor.execute(
-                self.sql(
-                    "SELECT tenant_id, idem_key, fingerprint, status_code, response "
-                    f"FROM {table} WHERE {where}"
-                ),
-                tuple(value for pair in part for value in pair),
-            )
-            for row in cursor.fetchall():
-                found[(row["tenant_id"], row["idem_key"])] = IdempotencyRow(
-                    tenant_id=row["tenant_id"],
-                    idem_key=row["idem_key"],
-                    fingerprint=row["fingerprint"],
-                    status_code=int(row["status_code"]),
-                    response=bytes(row["response"]),
+        # One IN list per tenant (an index range on the primary key): an OR of hundreds of
+        # (tenant, key) pairs is planned slowly by PostgreSQL and grew with the table.
+        for tenant_id, wanted in by_tenant.items():
+            for start in range(0, len(wanted), _IDEMPOTENCY_CHUNK):
+                part = wanted[start : start + _IDEMPOTENCY_CHUNK]
+                cursor.execute(
+                    self.sql(
+                        "SELECT tenant_id, idem_key, fingerprint, status_code, response "
+                        f"FROM {table} WHERE tenant_id=? AND idem_key IN ({', '.join('?' * len(part))})"
+                    ),
+                    (tenant_id, *part),
                 )
+                for row in cursor.fetchall():
+                    found[(row["tenant_id"], row["idem_key"])] = IdempotencyRow(
+                        tenant_id=row["tenant_id"],
+                        idem_key=row["idem_key"],
+                        fingerprint=row["fingerprint"],
+                        status_code=int(row["status_code"]),
+                        response=bytes(row["response"]),
+                    )
         return found
 
     def idempotency_lookup(self, tenant_id: str, key: str) -> IdempotencyRow | None:
