@@ -191,9 +191,10 @@ def retrieval_write(
     body: RetrievalIn,
     idempotency: IdempotencyKey | None = None,
     texts: ChunkTexts | None = None,
+    frozen_policy: PolicySnapshot | None = None,
 ) -> Pending:
     """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
-    passes `texts`, the chunks it already unsealed)."""
+    passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
     tenant = caller.tenant_id
     refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
     chunks = ctx.lookups.chunks(tenant, refs)
@@ -205,7 +206,6 @@ def retrieval_write(
             raise UnknownChunk(
                 f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant"
             )
-    policy = ctx.lookups.live_policy(tenant)
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
@@ -248,7 +248,7 @@ def retrieval_write(
         ),
         engine=body.engine,
         mode="live",
-        policy_snapshot=policy_snapshot(policy),
+        policy_snapshot=frozen_policy or policy_snapshot(ctx.lookups.live_policy(tenant)),
         selected_entries=entries,
         filters_applied=[
             FilterApplied(rule_id=f.rule_id, chunk_id=f.chunk_id, action=f.action)
@@ -319,6 +319,7 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
     outcomes: dict[int, ItemOutcome] = {}
     accepted: list[tuple[int, Pending, Write]] = []
     texts: ChunkTexts = {}  # this request's unsealed chunks, dropped when it returns
+    frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
     with ctx.sealer.reusing_keys():
         for index, item in enumerate(items):
             try:
@@ -329,10 +330,12 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                     status, body = earlier.replay(item.idempotency)
                     outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
                     continue
-                own = replace(
-                    caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
-                )
-                pending = retrieval_write(ctx, own, item.body, item.idempotency, texts)
+                own = caller
+                if item.run_id or item.trace_id:  # the ids of the request it was first made in
+                    own = replace(
+                        caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
+                    )
+                pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
                 accepted.append((index, pending, pending.prepared()))
             except ItemRefusal as exc:
                 outcomes[index] = ItemOutcome(index, error=exc)
