@@ -1,5 +1,6 @@
 """What a batch request reuses while it runs, and that nothing of it outlives the request:
-derived keys (`Sealer.reusing_keys`, this thread only) and the chunk texts it unsealed."""
+derived keys (`Sealer.reusing_keys`, this thread only) and the chunk texts it unsealed; the
+metrics a batch's entries are counted in (tallied once per kind)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,13 @@ def test_a_later_batch_does_not_quote_text_an_earlier_one_unsealed(api: Api) -> 
     after = _batch(api, [_item(api, doc, "k-after")])
     assert after[0]["http_status"] == 422, after
     assert after[0]["error"]["code"] == "chunk_scrubbed"
+
+
+def test_a_batch_counts_every_entry_in_the_metrics(api: Api) -> None:
+    doc = api.document()
+    refused = _item(api, doc, "k-refused", snippet="words the chunk never held")
+    results = _batch(api, [_item(api, doc, f"k-{n}") for n in range(7)] + [refused])
+    assert [r["http_status"] for r in results] == [201] * 7 + [422]
+    text = api.client.get("/v1/metrics").text
+    assert 'citeledger_events_appended_total{type="RetrievalRecorded"} 7.0' in text
+    assert 'citeledger_retrievals_total{status="ok"} 7.0' in text
