@@ -22,7 +22,7 @@ from cli import demo_steps as steps
 from ledger.application import Ledger
 from ledger.audit import verify_store
 from ledger.bundle import build_bundle, verify_bundle
-from ledger.config import LedgerConfig
+from ledger.config import LedgerConfig, SettingError
 from ledger.source_registry import SourceRegistry
 from ledger.sources import SourceLimits
 from ledger.usecases.commands import RetrievalIn, SelectedEntryIn, TaskIn
@@ -53,9 +53,13 @@ def run_demo(config: LedgerConfig, retrievals: int, console: Console, corpus: Pa
         return 1
     try:
         limits = SourceLimits.from_env()
+    except SettingError as exc:
+        console.print(str(exc), markup=False, soft_wrap=True)
+        return 2
+    try:
         with Ledger(config) as ledger:
             return _run(config, ledger, limits, retrievals, console, corpus)
-    except UseCaseError as exc:
+    except UseCaseError as exc:  # e.g. the corpus lies under a denylisted system path
         console.print(f"refused ({exc.code}): {exc.message}", markup=False, soft_wrap=True)
         return 1
 
