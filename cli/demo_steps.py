@@ -9,6 +9,8 @@ write included); nothing here is a benchmark (that is `scripts/bench_search.py`)
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from rich.console import Console
 from ledger.application import Ledger
 from ledger.claims import DocumentClaims
 from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.sources import SourceLimits, denied_by
 from ledger.usecases.citations import read_citation
 from ledger.usecases.commands import ErasureIn, PolicyBundleIn, SearchIn, SearchInput
 from ledger.usecases.context import Caller, UseCaseContext
@@ -92,9 +94,23 @@ def default_corpus() -> Path:
 
 
 # --- sources ------------------------------------------------------------------------------
+def _readable_copy(demo: Demo, corpus: Path, limits: SourceLimits) -> Path:
+    """The corpus itself, or, when the checkout sits under a system path no source may read
+    (a clone in /root), a private copy in the temporary directory: the denylist is not
+    relaxed for the demo."""
+    if denied_by(corpus.resolve(), limits.denylist) is None:
+        return corpus
+    copy = Path(tempfile.gettempdir()) / "citeledger-demo-corpus"
+    copy.mkdir(mode=0o700, exist_ok=True)
+    shutil.copytree(corpus, copy, dirs_exist_ok=True)
+    demo.say(f"{corpus} is under a denylisted system path; the demo reads a copy at {copy}")
+    return copy
+
+
 def register_corpus(demo: Demo, registry: SourceRegistry, limits: SourceLimits, corpus: Path) -> None:
     """Allowlist the corpus folder for the demo's tenant (as `citeledger sources add`)."""
     demo.heading("1. Allowlist the sample corpus as a source")
+    corpus = _readable_copy(demo, corpus, limits)
     existing = registry.get(SOURCE_NAME, demo.caller.tenant_id)
     if existing is not None and Path(existing.path) == corpus.resolve():
         demo.say(f"source {SOURCE_NAME} -> {existing.path} (already on the allowlist)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def citeledger(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+def citeledger(*args: str, data_dir: Path | None = None, **settings: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+    env.update(settings)
     command = [sys.executable, "-m", "cli.main", *args]
     if data_dir is not None:
         command += ["--data-dir", str(data_dir)]
@@ -86,6 +88,21 @@ def test_demo_without_its_corpus_says_so_in_one_line(tmp_path: Path) -> None:
     assert demo.returncode == 1
     told = (demo.stdout + demo.stderr).strip().splitlines()
     assert told == [f"the sample corpus is missing: no markdown files under {missing}"]
+
+
+def test_demo_reads_a_copy_of_a_corpus_under_a_denylisted_path(tmp_path: Path) -> None:
+    """A clone under /root (denylisted for sources) still runs the demo, without relaxing
+    the denylist: the corpus is read from a private copy."""
+    system = tmp_path / "system"
+    corpus = system / "corpus"
+    shutil.copytree(ROOT / "tests" / "corpus", corpus)
+    demo = citeledger(
+        "demo", "--corpus", str(corpus), data_dir=tmp_path / "data", CITELEDGER_SOURCES_DENYLIST=str(system)
+    )
+    out = demo.stdout + demo.stderr
+    assert demo.returncode == 0, out[-3000:]
+    assert f"{corpus} is under a denylisted system path; the demo reads a copy at" in out
+    assert "229 ingested" in out and "verify --deep: OK" in out
 
 
 def test_private_key_never_printed(tmp_path: Path) -> None:
