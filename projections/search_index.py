@@ -496,9 +496,13 @@ class SearchIndex:
         for start in range(0, len(keys), 200):
             part = keys[start : start + 200]
             clause = " OR ".join("(live_from_position=? AND ordinal=?)" for _ in part)
+            # The IN list steers the planner to the primary key: with the OR alone, SQLite
+            # scans the tenant's rows once there are more than a few (cost grew with the corpus).
+            positions = sorted({key[0] for key in part})
             rows = store.rows(
-                f"SELECT * FROM {store.table(CORPUS_TABLE)} WHERE tenant_id=? AND ({clause})",
-                (tenant_id, *(value for key in part for value in key)),
+                f"SELECT * FROM {store.table(CORPUS_TABLE)} WHERE tenant_id=? "
+                f"AND live_from_position IN ({', '.join('?' * len(positions))}) AND ({clause})",
+                (tenant_id, *positions, *(value for key in part for value in key)),
             )
             for row in rows:
                 at = wanted[(int(row["live_from_position"]), int(row["ordinal"]))]
