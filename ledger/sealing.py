@@ -149,7 +149,11 @@ class DataKeyStore:
     def ensure(self, key_refs: Sequence[str], tenant_id: str) -> None:
         """Create the keys among `key_refs` that were never created, in one transaction (a
         batch of new documents); a destroyed or tombstoned ref stays as it is."""
-        missing = [ref for ref in dict.fromkeys(key_refs) if self.adapter.data_key_get(ref) is None]
+        missing = [
+            ref
+            for ref in dict.fromkeys(key_refs)
+            if ref not in self._cache and self.adapter.data_key_get(ref) is None  # cached: it exists
+        ]
         if missing:
             rows = [(ref, tenant_id, self._wrap_key(ref, os.urandom(32), os.urandom(32))) for ref in missing]
             self.adapter.data_keys_create_many(rows, utc_now(timespec="seconds"))

@@ -48,7 +48,7 @@ from ledger.events import (
 )
 from ledger.idempotency import IdempotencyKey
 from ledger.policy_rules import ChunkFacts, PolicyRules, Verdict, rules_from_bundle
-from ledger.retention import format_timestamp
+from ledger.retention import expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.commands import SearchIn
@@ -582,11 +582,22 @@ def _record(
     tenant = caller.tenant_id
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
-    receipt_expiry = rules.expires_at(now, None)
+    expiries = [rules.expires_at(now, hit.chunk.retention_days) for hit in run.hits]
+    receipt_expiry = max([rules.expires_at(now, None), *expiries])
+    # The expiry-day keys this receipt seals under, created together: one durable commit
+    # instead of one per key the first time a document is cited on a day.
+    ctx.sealer.keys.ensure(
+        [
+            *(
+                expiry_key_for(tenant, expires, hit.chunk.document_id)
+                for hit, expires in zip(run.hits, expiries, strict=True)
+            ),
+            expiry_key_for(tenant, receipt_expiry, "queries"),
+        ],
+        tenant,
+    )
     entries: list[SelectedEntry] = []
-    for index, hit in enumerate(run.hits):
-        expires = rules.expires_at(now, hit.chunk.retention_days)
-        receipt_expiry = max(receipt_expiry, expires)
+    for index, (hit, expires) in enumerate(zip(run.hits, expiries, strict=True)):
         entries.append(
             seal_entry(
                 ctx,
