@@ -19,6 +19,7 @@ import hmac
 import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -128,11 +129,18 @@ class DataKeyStore:
         if row.destroyed or row.wrapped is None:
             self._cache.pop(key_ref, None)
             raise KeyDestroyed(key_ref)
-        dek, salt = self._unwrap(key_ref, row.wrapped)
-        key = _DataKey(AESGCM(dek), salt, row.tenant_id, time.monotonic(), dek)
+        return self._remember(key_ref, row.tenant_id, row.wrapped)
+
+    def _remember(self, key_ref: str, tenant_id: str, wrapped: bytes) -> _DataKey:
+        dek, salt = self._unwrap(key_ref, wrapped)
+        key = _DataKey(AESGCM(dek), salt, tenant_id, time.monotonic(), dek)
         with self._lock:
             self._cache[key_ref] = key
         return key
+
+    def _cached(self, key_ref: str) -> bool:
+        cached = self._cache.get(key_ref)
+        return cached is not None and time.monotonic() - cached.loaded_at < _CACHE_TTL_S
 
     def get_or_create(self, key_ref: str, tenant_id: str) -> _DataKey:
         key = self._load(key_ref)
@@ -148,15 +156,23 @@ class DataKeyStore:
 
     def ensure(self, key_refs: Sequence[str], tenant_id: str) -> None:
         """Create the keys among `key_refs` that were never created, in one transaction (a
-        batch of new documents); a destroyed or tombstoned ref stays as it is."""
-        missing = [
-            ref
-            for ref in dict.fromkeys(key_refs)
-            if ref not in self._cache and self.adapter.data_key_get(ref) is None  # cached: it exists
-        ]
+        batch of new documents), and cache the live ones (read together, not one query
+        each when they are first used); a destroyed or tombstoned ref stays as it is."""
+        wanted = [ref for ref in dict.fromkeys(key_refs) if not self._cached(ref)]
+        if not wanted:
+            return
+        found = self.adapter.data_keys_get_many(wanted)
+        missing = [ref for ref in wanted if ref not in found]
         if missing:
             rows = [(ref, tenant_id, self._wrap_key(ref, os.urandom(32), os.urandom(32))) for ref in missing]
             self.adapter.data_keys_create_many(rows, utc_now(timespec="seconds"))
+            # Read back: where another process created a ref first, its key is the one stored.
+            found.update(self.adapter.data_keys_get_many(missing))
+        for ref, row in found.items():
+            if row.destroyed or row.wrapped is None:
+                self._cache.pop(ref, None)
+            else:
+                self._remember(ref, row.tenant_id, row.wrapped)
 
     def get(self, key_ref: str) -> _DataKey:
         key = self._load(key_ref)
@@ -192,6 +208,22 @@ class DataKeyStore:
         holds old page images until a checkpoint, PostgreSQL keeps dead tuples
         until the table is rewritten."""
         self.adapter.purge_data_key_residue()
+
+
+_shared_keys: weakref.WeakKeyDictionary[Store, DataKeyStore] = weakref.WeakKeyDictionary()
+_shared_lock = threading.Lock()
+
+
+def shared_data_keys(store: Store, master_key: bytes) -> DataKeyStore:
+    """This process's one `DataKeyStore` for an open store (`master_key`: the master key
+    of that store's key directory). The ledger's sealer and the search index projection,
+    which opens each chunk it indexes, share its cache: a key is read and unwrapped once,
+    and destroying it drops it from both at once."""
+    with _shared_lock:
+        keys = _shared_keys.get(store)
+        if keys is None:
+            keys = _shared_keys[store] = DataKeyStore(store, master_key)
+        return keys
 
 
 class Sealer:

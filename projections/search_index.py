@@ -39,7 +39,7 @@ import orjson
 
 from ledger import adapters
 from ledger.entries import RecordedEvent
-from ledger.sealing import DataKeyStore, KeyDestroyed, SealBroken, Sealer
+from ledger.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from ledger.search_text import TermHasher, filename_words, term_counts, term_key
 from ledger.signing import KeyDirectory
 from ledger.store import Store
@@ -87,7 +87,7 @@ class TermKeys:
 
     def __init__(self, store: Store) -> None:
         master = KeyDirectory(store.config.keys_dir).master_key()
-        self.sealer = Sealer(DataKeyStore(store, master))
+        self.sealer = Sealer(shared_data_keys(store, master))
         self._master = master
         self._hashers: dict[str, TermHasher] = {}
         self._lock = threading.Lock()
