@@ -37,6 +37,7 @@ from ledger.timestamps import utc_now
 
 KEYS_TABLE = adapters.KEYS_TABLE
 _CACHE_TTL_S = 2.0  # bounds how long another process may still read a shredded key
+_COMBINED_MAX = 10_000  # derived keys kept (cleared, not evicted one by one, when full)
 
 
 class KeyDestroyed(LookupError):
@@ -108,6 +109,8 @@ class DataKeyStore:
         self.adapter = store.adapter
         self._wrap = AESGCM(master_key)
         self._cache: dict[str, _DataKey] = {}
+        # (tenant, refs) -> (the data keys, the key derived from them) for multi-ref values.
+        self._combined: dict[tuple[str, tuple[str, ...]], tuple[tuple[_DataKey, ...], _DataKey]] = {}
         self._lock = threading.Lock()
         store.create_tables(*self.adapter.data_keys_ddl())
 
@@ -127,7 +130,7 @@ class DataKeyStore:
         if row is None:
             return None
         if row.destroyed or row.wrapped is None:
-            self._cache.pop(key_ref, None)
+            self._forget(key_ref)
             raise KeyDestroyed(key_ref)
         return self._remember(key_ref, row.tenant_id, row.wrapped)
 
@@ -170,9 +173,22 @@ class DataKeyStore:
             found.update(self.adapter.data_keys_get_many(missing))
         for ref, row in found.items():
             if row.destroyed or row.wrapped is None:
-                self._cache.pop(ref, None)
+                self._forget(ref)
             else:
                 self._remember(ref, row.tenant_id, row.wrapped)
+
+    def combined(self, tenant_id: str, refs: tuple[str, ...], keys: tuple[_DataKey, ...]) -> _DataKey:
+        """The key derived from `keys` (loaded for `refs`), reused while they are still the
+        cached ones: HKDF and a new AES-GCM object once per refs, not once per value."""
+        cached = self._combined.get((tenant_id, refs))
+        if cached is not None and all(a is b for a, b in zip(cached[0], keys, strict=True)):
+            return cached[1]
+        key = _combine(tenant_id, refs, list(keys))
+        with self._lock:
+            if len(self._combined) >= _COMBINED_MAX:
+                self._combined.clear()
+            self._combined[(tenant_id, refs)] = (keys, key)
+        return key
 
     def get(self, key_ref: str) -> _DataKey:
         key = self._load(key_ref)
@@ -184,9 +200,14 @@ class DataKeyStore:
         """Shred a data key; a ref never used gets a tombstone so it can never be
         created later. Returns False when it was already destroyed (idempotent)."""
         changed = self.adapter.data_key_destroy(key_ref, tenant_id, reason, utc_now(timespec="seconds"))
+        self._forget(key_ref)
+        return changed
+
+    def _forget(self, key_ref: str) -> None:
         with self._lock:
             self._cache.pop(key_ref, None)
-        return changed
+            for derived in [k for k in self._combined if key_ref in k[1]]:
+                del self._combined[derived]
 
     def unrecorded_destructions(self, tenant_id: str | None = None) -> list[tuple[str, str, str]]:
         """(key_ref, tenant_id, reason) destroyed but not yet recorded in the log."""
@@ -233,10 +254,12 @@ class Sealer:
         self.keys = keys
 
     def _key(self, refs: tuple[str, ...], tenant_id: str, *, create: bool) -> _DataKey:
-        keys = [self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs]
+        keys = tuple(
+            self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs
+        )
         if any(key.tenant_id != tenant_id for key in keys):
             raise SealBroken("key_ref belongs to another tenant")
-        return keys[0] if len(keys) == 1 else _combine(tenant_id, refs, keys)
+        return keys[0] if len(keys) == 1 else self.keys.combined(tenant_id, refs, keys)
 
     def seal(
         self,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import platform
 import sys
 import tempfile
@@ -69,6 +70,24 @@ SearchIndexProjection.apply = _timed_apply  # type: ignore[method-assign,assignm
 
 def percentile(values: list[float], p: float) -> float:
     return float(np.percentile(np.array(values), p))
+
+
+def fsync_floor(directory: Path, count: int = 200) -> tuple[float, float]:
+    """p50 and p95 (ms) of one 8 KiB append + fsync in `directory`: the disk's floor under
+    any durable commit (a receipt's included), measured in the same run."""
+    path = directory / "fsync-probe"
+    times = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(count):
+            os.write(fd, b"\0" * 8192)
+            started = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return percentile(times, 50) * 1000, percentile(times, 95) * 1000
 
 
 def bench_queries(count: int) -> list[str]:
@@ -137,6 +156,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
             rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None)  # type: ignore[arg-type]
             rank_times.append(time.perf_counter() - started)
         chunks = len(texts)
+        fsync_p50, fsync_p95 = fsync_floor(work)
     finally:
         ledger.close()
     return {
@@ -151,6 +171,8 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
         "search_ledger_p95_ms": percentile(ledger_times, 95) * 1000,
         "search_bare_p50_ms": percentile(bare_times, 50) * 1000,
         "search_bare_p95_ms": percentile(bare_times, 95) * 1000,
+        "fsync_p50_ms": fsync_p50,
+        "fsync_p95_ms": fsync_p95,
     }
 
 
@@ -215,12 +237,14 @@ def report(out: Path, rows: list[dict[str, float]], ours: object, reference: obj
         "sealed chunks, claims, every read model including the search index);"
         " the search use case (rank as of the current position, policy, "
         "snippets, and the signed receipt write). Bare: bm25s over the same heading chunks "
-        "(read + chunk + tokenize + index; `retrieve`), no ledger.",
+        "(read + chunk + tokenize + index; `retrieve`), no ledger. fsync: one 8 KiB append + "
+        "fsync in the same directory, after the searches (the floor under any durable commit).",
         "",
         "| files | chunks | ingest ledger (s) | of which search index (s) | ingest bare (s) | ratio "
         "| search p50 ledger (ms) | search p95 ledger (ms) | rank only p50 / p95 (ms) "
-        "| search p50 bare (ms) | search p95 bare (ms) | p95 ratio | rank-only p95 ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| search p50 bare (ms) | search p95 bare (ms) | p95 ratio | rank-only p95 ratio "
+        "| fsync p50 / p95 (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
@@ -231,7 +255,8 @@ def report(out: Path, rows: list[dict[str, float]], ours: object, reference: obj
             f"{row['rank_p50_ms']:.2f} / {row['rank_p95_ms']:.2f} | "
             f"{row['search_bare_p50_ms']:.2f} | {row['search_bare_p95_ms']:.2f} | "
             f"{row['search_ledger_p95_ms'] / row['search_bare_p95_ms']:.1f}x | "
-            f"{row['rank_p95_ms'] / row['search_bare_p95_ms']:.1f}x |"
+            f"{row['rank_p95_ms'] / row['search_bare_p95_ms']:.1f}x | "
+            f"{row['fsync_p50_ms']:.2f} / {row['fsync_p95_ms']:.2f} |"
         )
     growth = last["search_ledger_p95_ms"] / first["search_ledger_p95_ms"]
     rank_growth = last["rank_p95_ms"] / first["rank_p95_ms"]

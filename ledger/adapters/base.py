@@ -275,8 +275,14 @@ class StoreAdapter(ABC):
             return self.rowcount(cursor) == 1
 
     def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> None:
-        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction."""
-        with self.transaction(commit=True) as cursor:
+        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction.
+
+        Its commit does not wait for the disk (`relaxed_transaction`): the keys are made for
+        entries about to be appended, and the append's own commit, which waits for the disk,
+        makes them durable too (SQLite's WAL and PostgreSQL's WAL are written in order, and a
+        synced commit syncs everything before it). A power cut before that append loses the
+        keys and the unacknowledged append alike; nothing durable was ever sealed under them."""
+        with self.relaxed_transaction() as cursor:
             cursor.executemany(
                 self.sql(
                     f"INSERT INTO {self.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "
