@@ -135,22 +135,20 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
     index_s = INDEX_APPLY_S[0]
     try:
         k = 5
-        bare_times = []
+        search(ctx, CALLER, SearchIn.model_validate({"input": {"query": "warm up", "top_k": k}}))  # type: ignore[arg-type]
+        position = ctx.search_index.refresh()  # type: ignore[attr-defined]
+        # Query by query, the three side by side: a burst of load on this shared machine then
+        # hits all three, not whichever happened to run during it.
+        bare_times, ledger_times, rank_times = [], [], []
         for query in queries:
             started = time.perf_counter()
             ids = tokenizer.tokenize([query], return_as="ids", update_vocab=False, show_progress=False)  # type: ignore[attr-defined]
             if ids[0]:
                 model.retrieve(ids, k=min(k, len(texts)), show_progress=False, n_threads=1)  # type: ignore[attr-defined]
             bare_times.append(time.perf_counter() - started)
-        search(ctx, CALLER, SearchIn.model_validate({"input": {"query": "warm up", "top_k": k}}))  # type: ignore[arg-type]
-        ledger_times = []
-        for query in queries:
             started = time.perf_counter()
             search(ctx, CALLER, SearchIn.model_validate({"input": {"query": query, "top_k": k}}))  # type: ignore[arg-type]
             ledger_times.append(time.perf_counter() - started)
-        position = ctx.search_index.refresh()  # type: ignore[attr-defined]
-        rank_times = []
-        for query in queries:
             started = time.perf_counter()
             request = SearchRequest(top_k=k, corpus_position=position)
             rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None)  # type: ignore[arg-type]
@@ -209,6 +207,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     queries = bench_queries(args.queries)
+    load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="citeledger-bench-search-") as directory:
         work = Path(directory)
@@ -221,17 +220,27 @@ def main() -> None:
                 f"search p95 {row['search_ledger_p95_ms']:.1f}ms vs bare {row['search_bare_p95_ms']:.2f}ms",
                 flush=True,
             )
-    report(args.out, rows, ours, reference, len(queries))
+    report(args.out, rows, ours, reference, len(queries), load_before, os.getloadavg())
 
 
-def report(out: Path, rows: list[dict[str, float]], ours: object, reference: object, queries: int) -> None:
+def report(
+    out: Path,
+    rows: list[dict[str, float]],
+    ours: object,
+    reference: object,
+    queries: int,
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+) -> None:
     first, last = rows[0], rows[-1]
     lines = [
         "# Search benchmark",
         "",
         f"`python scripts/bench_search.py` — one run, {platform.machine()} / Python "
         f"{platform.python_version()}, SQLite (embedded projections), {queries} queries per size "
-        "(the golden queries, present and absent, repeated), top_k 5, one thread.",
+        "(the golden queries, present and absent, repeated; bare, ledger and rank-only timed query "
+        f"by query, side by side), top_k 5, one thread; {os.cpu_count()} cores, load average "
+        f"{load_before[0]:.1f} before and {load_after[0]:.1f} after the run (the machine is shared).",
         "",
         "Ledger: ingest as `sources sync` does it (`ingest_batch`, 100 files per signed write: "
         "sealed chunks, claims, every read model including the search index);"
