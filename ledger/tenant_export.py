@@ -17,7 +17,7 @@ that the tenant has no other entries, and `verify_tenant_export` says so.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from ledger.keychain import KeyChainError, check_key_event
 from ledger.note import NoteError
 from ledger.signing import b64
 from ledger.timestamps import utc_now
-from ledger.verify import Finding
+from ledger.verify import Finding, FindingsReport
 
 TENANT_EXPORT_FORMAT = "citeledger-tenant-export/1"
 _ENTRY_MEMBER = b',"entry":'
@@ -77,22 +77,13 @@ def iter_tenant_export(ledger: Any, tenant_id: str) -> Iterator[bytes]:
 
 
 @dataclass
-class TenantExportReport:
+class TenantExportReport(FindingsReport):
     tenant_id: str = ""
     entries: int = 0  # the tenant's entries read, each signature and proof checked
     first_position: int | None = None
     last_position: int | None = None
     key_entries: int = 0
     checkpoint: CheckpointRecord | None = None
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    @property
-    def first_bad(self) -> Finding | None:
-        return self.findings[0] if self.findings else None
 
 
 class _Bad(Exception):

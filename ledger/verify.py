@@ -60,13 +60,9 @@ class Finding:
 
 
 @dataclass
-class VerifyReport:
-    entries: int = 0
-    covered: int = 0  # entries under a verified checkpoint
-    pending: int = 0  # entries after the last checkpoint: signatures checked, no signed root yet
-    signatures_checked: int = 0
-    checkpoints: int = 0
-    latest_checkpoint: CheckpointRecord | None = None
+class FindingsReport:
+    """What a check found, in order; the first finding names the first bad position."""
+
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -76,6 +72,16 @@ class VerifyReport:
     @property
     def first_bad(self) -> Finding | None:
         return self.findings[0] if self.findings else None
+
+
+@dataclass
+class VerifyReport(FindingsReport):
+    entries: int = 0
+    covered: int = 0  # entries under a verified checkpoint
+    pending: int = 0  # entries after the last checkpoint: signatures checked, no signed root yet
+    signatures_checked: int = 0
+    checkpoints: int = 0
+    latest_checkpoint: CheckpointRecord | None = None
 
 
 class _RunningRoot:

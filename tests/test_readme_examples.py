@@ -90,10 +90,19 @@ def test_readme_examples_run_against_a_real_server(tmp_path: Path) -> None:
     # What the examples printed: the receipt, the chunk read back, and the three offline checks.
     assert '"engine": "external:my-rag"' in out
     assert '"chunk_text": "# Retention\\n\\nAudit logs are kept for 180 days."' in out
+    assert '"status": "ok"' in out and '"path": "handbook/retention.md"' in out  # the search hit
+    assert '"integrity": "ok"' in out  # its replay reproduced the context hash
     assert "OK entry at position" in done.stderr  # verify-bundle reports on stderr
     assert "export: partial, tenant 'default' only (not the whole log)" in out
     assert out.count("OK: no problem found") == 2  # the tenant export and the whole log
-    for name in ("document.json", "receipt.json", "bundle.json", "tenant-export.jsonl", "whole-log.jsonl"):
+    for name in (
+        "document.json",
+        "receipt.json",
+        "search.json",
+        "bundle.json",
+        "tenant-export.jsonl",
+        "whole-log.jsonl",
+    ):
         assert (work / name).stat().st_size > 0, name
 
 

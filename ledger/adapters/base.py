@@ -465,17 +465,7 @@ class StoreAdapter(ABC):
     ) -> bool:
         """Take the claim if it is free or its holder's claim is older than
         `stale_before` (a holder that died); the primary key is the arbiter."""
-        with self.transaction(commit=True) as cursor:
-            cursor.execute(
-                self.sql(
-                    f"INSERT INTO {self.table(CLAIMS_TABLE)} AS c "
-                    "(tenant_id, document_id, owner, claimed_at) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, document_id) DO UPDATE SET "
-                    "owner=excluded.owner, claimed_at=excluded.claimed_at WHERE c.claimed_at < ?"
-                ),
-                (tenant_id, document_id, owner, now, stale_before),
-            )
-            return self.rowcount(cursor) == 1
+        return bool(self.claim_take_many(tenant_id, [document_id], owner, now=now, stale_before=stale_before))
 
     def claim_take_many(
         self, tenant_id: str, document_ids: Sequence[str], owner: str, *, now: float, stale_before: float
@@ -508,13 +498,7 @@ class StoreAdapter(ABC):
 
     def claim_release(self, tenant_id: str, document_id: str, owner: str) -> None:
         """Give the claim up, only if `owner` still holds it (not after a takeover)."""
-        with self.transaction(commit=True) as cursor:
-            cursor.execute(
-                self.sql(
-                    f"DELETE FROM {self.table(CLAIMS_TABLE)} WHERE tenant_id=? AND document_id=? AND owner=?"
-                ),
-                (tenant_id, document_id, owner),
-            )
+        self.claim_release_many(tenant_id, [document_id], owner)
 
     # -- projection tracking ---------------------------------------------------------
     def tracking_ddl(self) -> list[str]:
