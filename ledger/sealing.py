@@ -105,7 +105,6 @@ class DataKeyStore:
     wrapped (AES-GCM) by the master key, so the database alone never yields a key."""
 
     def __init__(self, store: Store, master_key: bytes) -> None:
-        self.store = store
         self.adapter = store.adapter
         self._wrap = AESGCM(master_key)
         self._cache: dict[str, _DataKey] = {}

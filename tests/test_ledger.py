@@ -365,6 +365,22 @@ def test_search_index_opens_chunks_through_the_ledgers_key_cache(ledger: Ledger)
         opener.unseal(sealed, tenant_id=TENANT)
 
 
+def test_a_closed_ledgers_store_is_not_kept_alive_by_the_shared_key_cache(tmp_path: Any) -> None:
+    import gc
+    import weakref
+
+    from ledger.config import LedgerConfig
+    from projections.lookups import ledger_context
+
+    opened = Ledger(LedgerConfig(data_dir=tmp_path / "ledger", run_checkpointer=False))
+    ledger_context(opened)  # the search index projection takes the shared key cache too
+    store = weakref.ref(opened.store)
+    opened.close()
+    del opened
+    gc.collect()
+    assert store() is None
+
+
 def test_ensure_creates_missing_keys_and_never_revives_a_destroyed_one(ledger: Ledger) -> None:
     from ledger.sealing import document_key_ref
 
