@@ -1,10 +1,10 @@
 """What a batch request reuses while it runs, and that nothing of it outlives the request:
-derived keys (`Sealer.reusing_keys`, this thread only) and the chunk texts it unsealed; the
+derived keys (the data-key store's cache, dropped the moment a key is shredded) and the chunk
+texts it unsealed (this request only); the
 metrics a batch's entries are counted in (tallied once per kind)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -19,39 +19,34 @@ def _refs() -> tuple[str, str]:
     return document_key_ref(TENANT, "doc-reuse"), expiry_key_ref(TENANT, "2030-01-01", "doc-reuse")
 
 
-def test_keys_are_reused_inside_the_block_only_and_values_still_unseal(ledger: Ledger) -> None:
+def test_a_derived_key_is_reused_while_its_data_keys_are_cached_and_values_still_unseal(
+    ledger: Ledger,
+) -> None:
+    """A batch seals hundreds of values under the same few refs: the key derived from them
+    (HKDF, AES-GCM object) is derived once, not per value."""
     sealer = ledger.sealer
     document, expiry = _refs()
     refs = (document, expiry)
-    assert sealer._key(refs, TENANT, create=True) is not sealer._key(refs, TENANT, create=True)
-    with sealer.reusing_keys():
-        first = sealer._key(refs, TENANT, create=True)
-        assert sealer._key(refs, TENANT, create=False) is first
-        with sealer.reusing_keys():  # nested: the same cache
-            assert sealer._key(refs, TENANT, create=True) is first
-        sealed = [
-            sealer.seal(f"text {n}", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
-            for n in range(3)
-        ]
-        assert len({value.nonce for value in sealed}) == 3
-        seen_elsewhere: list[Any] = []
-        other = threading.Thread(target=lambda: seen_elsewhere.append(sealer._key(refs, TENANT, create=True)))
-        other.start()
-        other.join()
-        assert seen_elsewhere[0] is not first  # another thread (another request) derives its own
+    first = sealer._key(refs, TENANT, create=True)
+    assert sealer._key(refs, TENANT, create=False) is first
+    sealed = [
+        sealer.seal(f"text {n}", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
+        for n in range(3)
+    ]
+    assert len({value.nonce for value in sealed}) == 3
     assert [sealer.unseal(value, tenant_id=TENANT) for value in sealed] == ["text 0", "text 1", "text 2"]
-    assert sealer._key(refs, TENANT, create=True) is not first
 
 
-def test_a_key_shredded_after_the_block_is_not_served_from_it(ledger: Ledger) -> None:
+def test_a_derived_key_is_gone_the_moment_one_of_its_data_keys_is_shredded(ledger: Ledger) -> None:
     sealer = ledger.sealer
     document, expiry = _refs()
-    with sealer.reusing_keys():
-        sealed = sealer.seal("soon gone", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
-        assert sealer.unseal(sealed, tenant_id=TENANT) == "soon gone"
-    sealer.keys.destroy(document, TENANT, "erasure")
-    with sealer.reusing_keys(), pytest.raises(KeyDestroyed):
+    sealed = sealer.seal("soon gone", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
+    assert sealer.unseal(sealed, tenant_id=TENANT) == "soon gone"
+    sealer.keys.destroy(expiry, TENANT, "retention")
+    with pytest.raises(KeyDestroyed):
         sealer.unseal(sealed, tenant_id=TENANT)
+    with pytest.raises(KeyDestroyed):
+        sealer.seal("again", tenant_id=TENANT, key_ref=document, extra_key_refs=[expiry])
 
 
 def _item(api: Api, doc: dict[str, Any], key: str, snippet: str | None = None) -> dict[str, Any]:

@@ -240,6 +240,27 @@ class StoreAdapter(ABC):
         wrapped = None if row["wrapped"] is None else bytes(row["wrapped"])
         return DataKeyRow(row["tenant_id"], wrapped, row["destroyed_at"] is not None)
 
+    def data_keys_get_many(self, key_refs: Sequence[str]) -> dict[str, DataKeyRow]:
+        """`data_key_get` for many refs at once; refs never created nor tombstoned are absent."""
+        found: dict[str, DataKeyRow] = {}
+        refs = list(dict.fromkeys(key_refs))
+        for start in range(0, len(refs), 500):
+            part = refs[start : start + 500]
+            with self.transaction(commit=False) as cursor:
+                cursor.execute(
+                    self.sql(
+                        f"SELECT key_ref, tenant_id, wrapped, destroyed_at FROM {self.table(KEYS_TABLE)} "
+                        f"WHERE key_ref IN ({', '.join('?' * len(part))})"
+                    ),
+                    tuple(part),
+                )
+                for row in cursor.fetchall():
+                    wrapped = None if row["wrapped"] is None else bytes(row["wrapped"])
+                    found[row["key_ref"]] = DataKeyRow(
+                        row["tenant_id"], wrapped, row["destroyed_at"] is not None
+                    )
+        return found
+
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:
         """Store a new key unless the ref exists (live, destroyed or tombstoned: a
         concurrent creator won, or the ref was shredded). True when this call stored it."""
@@ -254,8 +275,14 @@ class StoreAdapter(ABC):
             return self.rowcount(cursor) == 1
 
     def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> None:
-        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction."""
-        with self.transaction(commit=True) as cursor:
+        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction.
+
+        Its commit does not wait for the disk (`relaxed_transaction`): the keys are made for
+        entries about to be appended, and the append's own commit, which waits for the disk,
+        makes them durable too (SQLite's WAL and PostgreSQL's WAL are written in order, and a
+        synced commit syncs everything before it). A power cut before that append loses the
+        keys and the unacknowledged append alike; nothing durable was ever sealed under them."""
+        with self.relaxed_transaction() as cursor:
             cursor.executemany(
                 self.sql(
                     f"INSERT INTO {self.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "

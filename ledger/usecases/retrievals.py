@@ -320,25 +320,24 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
     accepted: list[tuple[int, Pending, Write]] = []
     texts: ChunkTexts = {}  # this request's unsealed chunks, dropped when it returns
     frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
-    with ctx.sealer.reusing_keys():
-        for index, item in enumerate(items):
-            try:
-                if item.problem is not None or item.body is None or item.idempotency is None:
-                    raise Invalid(item.problem or "item is malformed", code="invalid_item")
-                earlier = stored.get(item.idempotency.key)
-                if earlier is not None:
-                    status, body = earlier.replay(item.idempotency)
-                    outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
-                    continue
-                own = caller
-                if item.run_id or item.trace_id:  # the ids of the request it was first made in
-                    own = replace(
-                        caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
-                    )
-                pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
-                accepted.append((index, pending, pending.prepared()))
-            except ItemRefusal as exc:
-                outcomes[index] = ItemOutcome(index, error=exc)
+    for index, item in enumerate(items):
+        try:
+            if item.problem is not None or item.body is None or item.idempotency is None:
+                raise Invalid(item.problem or "item is malformed", code="invalid_item")
+            earlier = stored.get(item.idempotency.key)
+            if earlier is not None:
+                status, body = earlier.replay(item.idempotency)
+                outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
+                continue
+            own = caller
+            if item.run_id or item.trace_id:  # the ids of the request it was first made in
+                own = replace(
+                    caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
+                )
+            pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
+            accepted.append((index, pending, pending.prepared()))
+        except ItemRefusal as exc:
+            outcomes[index] = ItemOutcome(index, error=exc)
     texts.clear()
     committed = ctx.commit_all([write for _, _, write in accepted])
     for (index, pending, _), outcome in zip(accepted, committed, strict=True):

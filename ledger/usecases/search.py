@@ -48,8 +48,8 @@ from ledger.events import (
 )
 from ledger.idempotency import IdempotencyKey
 from ledger.policy_rules import ChunkFacts, PolicyRules, Verdict, rules_from_bundle
-from ledger.retention import format_timestamp
-from ledger.sealing import KeyDestroyed, SealBroken
+from ledger.retention import expiry_key_for, format_timestamp
+from ledger.sealing import KeyDestroyed, SealBroken, document_key_ref, tenant_key_ref
 from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
@@ -582,11 +582,24 @@ def _record(
     tenant = caller.tenant_id
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
-    receipt_expiry = rules.expires_at(now, None)
+    expiries = [rules.expires_at(now, hit.chunk.retention_days) for hit in run.hits]
+    receipt_expiry = max([rules.expires_at(now, None), *expiries])
+    # The keys this receipt seals under, read (and the expiry-day ones created) together:
+    # one query and at most one durable commit, not one of each per key.
+    ctx.sealer.keys.ensure(
+        [
+            *(document_key_ref(tenant, hit.chunk.document_id) for hit in run.hits),
+            *(
+                expiry_key_for(tenant, expires, hit.chunk.document_id)
+                for hit, expires in zip(run.hits, expiries, strict=True)
+            ),
+            tenant_key_ref(tenant),
+            expiry_key_for(tenant, receipt_expiry, "queries"),
+        ],
+        tenant,
+    )
     entries: list[SelectedEntry] = []
-    for index, hit in enumerate(run.hits):
-        expires = rules.expires_at(now, hit.chunk.retention_days)
-        receipt_expiry = max(receipt_expiry, expires)
+    for index, (hit, expires) in enumerate(zip(run.hits, expiries, strict=True)):
         entries.append(
             seal_entry(
                 ctx,
