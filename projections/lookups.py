@@ -127,12 +127,13 @@ class ProjectedLookups:
         for start in range(0, len(missing), 100):
             part = missing[start : start + 100]
             where = " OR ".join(["(document_id=? AND chunk_id=?)"] * len(part))
-            # Oldest first: the newest version's row is the one left in `found`.
             rows = self._chunk_rows(
-                f"tenant_id=? AND ({where}) ORDER BY live_from_position",
-                (tenant_id, *(value for ref in part for value in ref)),
+                f"tenant_id=? AND ({where})", (tenant_id, *(value for ref in part for value in ref))
             )
-            for chunk in rows:
+            # Oldest first, so the newest version's row is the one left in `found`. Sorted here,
+            # not by SQL: an ORDER BY on the position made SQLite walk the tenant's whole corpus
+            # by primary key instead of using the chunk index (50-230 ms at 30k chunk rows).
+            for chunk in sorted(rows, key=lambda row: row.position):
                 found[(chunk.document_id, chunk.chunk_id)] = chunk
                 self._chunks.setdefault((tenant_id, chunk.document_id), {})[chunk.chunk_id] = chunk
         return found
