@@ -320,12 +320,16 @@ def rotate_key(data_dir: DataDir = None) -> None:
 @app.command()
 def demo(
     data_dir: DataDir = None,
-    events: Annotated[int, typer.Option(help="How many retrievals to record")] = 200,
+    events: Annotated[int, typer.Option(help="How many external retrievals to record")] = 200,
+    corpus: Annotated[
+        Path | None, typer.Option(help="Markdown folder to sync (default: tests/corpus of this checkout)")
+    ] = None,
 ) -> None:
-    """Record documents and retrievals, checkpoint, bundle and verify: the embedded default end to end."""
+    """Sync the sample corpus, search, cite, apply a policy, erase, replay, checkpoint, bundle and
+    verify: the embedded default end to end."""
     from cli.demo import run_demo
 
-    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console))
+    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console, corpus))
 
 
 register_server(app)

@@ -20,7 +20,7 @@ from client.errors import (
     Unauthorized,
     Unavailable,
 )
-from client.models import BatchItemResult, RetrievalIn, RetrievalReceipt, Spooled
+from client.models import BatchItemResult, RetrievalIn, RetrievalReceipt, SearchAnswer, Spooled
 from client.spool import Spool
 from client.sync import Client
 from client.verify import BundleError, verify_bundle
@@ -40,6 +40,7 @@ __all__ = [
     "Refused",
     "RetrievalIn",
     "RetrievalReceipt",
+    "SearchAnswer",
     "Spool",
     "Spooled",
     "Unauthorized",

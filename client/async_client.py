@@ -20,6 +20,7 @@ from client.models import (
     DocumentRecorded,
     EventsPage,
     RetrievalReceipt,
+    SearchAnswer,
     Spooled,
 )
 from client.spool import DrainReport, ItemVerdict, SpoolRecord
@@ -151,8 +152,9 @@ class AsyncClient(Shared):
         answered, not replayed twice."""
         return await self._send(self.replay_call(receipt_id, idempotency_key, at_position))
 
-    async def search(self, query: str, **options: Any) -> dict[str, Any]:
-        return await self._send(self.search_call(query, **options))
+    async def search(self, query: str, **options: Any) -> SearchAnswer:
+        """POST /v1/search (the 2 s search timeout): the ledger runs and records the search."""
+        return SearchAnswer.model_validate(await self._send(self.search_call(query, **options)))
 
     async def get_citation(self, citation_id: str) -> CitationAnswer:
         return CitationAnswer.model_validate(await self._send(self.citation_call(citation_id)))

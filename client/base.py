@@ -17,6 +17,7 @@ from client.models import (
     RetrievalBatchIn,
     RetrievalBatchItemIn,
     RetrievalIn,
+    SearchFiltersIn,
     SearchIn,
     SearchInput,
 )
@@ -101,13 +102,18 @@ class Shared:
         key = idempotency_key or new_key()
         call = make_call("POST", "/v1/search", "search", idempotency_key=key, trace_id=trace_id)
         request = SearchIn(
-            trace_id=call.trace_id,
+            # Only a trace id the caller chose goes in the envelope: the generated one travels in
+            # the header, so the same key with the same question is the same request (dedup).
+            trace_id=trace_id,
             task_id=task_id,
             deadline_ms=deadline_ms,
-            auth_scope=list(auth_scope) if auth_scope is not None else None,
+            auth_scope=list(auth_scope or ()),
             idempotency_key=key,
             input=SearchInput(
-                query=query, target_roots=list(target_roots), top_k=top_k, filters=dict(filters or {})
+                query=query,
+                target_roots=list(target_roots),
+                top_k=top_k,
+                filters=SearchFiltersIn.model_validate(dict(filters or {})),
             ),
         )
         return Call(

@@ -93,18 +93,31 @@ class DocumentIn(Request):
     subject_id: str | None = None
 
 
+class SearchFiltersIn(Request):
+    sensitivity: list[Sensitivity] = Field(default=[], max_length=3)
+    path_prefixes: list[str] = Field(default=[], max_length=32)
+
+
 class SearchInput(Request):
-    query: str = Field(min_length=1)
-    target_roots: list[str] = []
+    query: str = Field(min_length=1, max_length=2_000)
+    target_roots: list[str] = Field(default=[], max_length=32)
     top_k: int = Field(default=5, ge=1, le=50)
-    filters: dict[str, Any] = {}
+    filters: SearchFiltersIn = SearchFiltersIn()
 
 
 class SearchIn(Request):
+    """The task envelope of a search (seed 004 §9.2); `parent_task_id`, `sender`, `recipient`,
+    `intent` and `context_refs` travel for the protocol's sake (the server does not use them)."""
+
     trace_id: str | None = None
     task_id: str | None = None
-    deadline_ms: int | None = None
-    auth_scope: list[str] | None = None
+    parent_task_id: str | None = None
+    sender: str | None = None
+    recipient: str | None = None
+    intent: str | None = None
+    context_refs: list[str] = Field(default=[], max_length=32)
+    deadline_ms: int | None = Field(default=None, ge=1, le=600_000)
+    auth_scope: list[str] = Field(default=[], max_length=32)
     idempotency_key: str | None = None
     input: SearchInput
 
@@ -213,6 +226,54 @@ class CitationAnswer(Answer):
     """GET /v1/citations/{id}: the recorded chunk text and where the snippet is in it."""
 
     data: dict[str, Any]
+
+
+class SearchLocator(Locator):
+    heading_path: str | None = None
+
+
+class SearchCitation(BaseModel):
+    """One cited chunk of a search: where it is, the snippet cut from it, why it ranked."""
+
+    model_config = ConfigDict(extra="allow")
+    citation_id: str
+    document_id: str
+    chunk_id: str
+    path: str
+    snippet: str  # verbatim from the chunk; empty when a policy redacts it
+    snippet_span: list[int] | None = None
+    locator: SearchLocator
+    score: str  # a decimal as text, 6 places
+    reason: dict[str, Any]  # score_breakdown, per-term BM25 contributions, policy rules
+    sensitivity: str
+    expires_at: str | None = None
+
+
+class SearchOutput(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    query: str
+    target_roots: list[str]
+    citations: list[SearchCitation]
+    gaps: list[str]  # next steps when nothing answers (`no_hit`)
+
+
+class SearchAnswer(Answer):
+    """What POST /v1/search answers (seed 004 §9.4): status, output, errors, metrics, and the
+    signed receipt the search was recorded as."""
+
+    task_id: str | None = None
+    status: RetrievalStatus
+    output: SearchOutput
+    errors: list[dict[str, Any]]
+    metrics: dict[str, float]
+    receipt_id: str
+    context_hash: str
+    corpus_position: int
+    position: int
+    event_id: str | None = None
+    kid: str | None = None
+    signature: str | None = None
+    dedup: bool = False
 
 
 class EventsPage(Answer):

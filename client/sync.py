@@ -19,6 +19,7 @@ from client.models import (
     DocumentRecorded,
     EventsPage,
     RetrievalReceipt,
+    SearchAnswer,
     Spooled,
 )
 from client.spool import DrainReport, ItemVerdict, SpoolRecord
@@ -163,9 +164,9 @@ class Client(Shared):
         return self._send(self.replay_call(receipt_id, idempotency_key, at_position))
 
     # -- reads -------------------------------------------------------------------------------
-    def search(self, query: str, **options: Any) -> dict[str, Any]:
+    def search(self, query: str, **options: Any) -> SearchAnswer:
         """POST /v1/search (the 2 s search timeout): the ledger runs and records the search."""
-        return self._send(self.search_call(query, **options))
+        return SearchAnswer.model_validate(self._send(self.search_call(query, **options)))
 
     def get_citation(self, citation_id: str) -> CitationAnswer:
         return CitationAnswer.model_validate(self._send(self.citation_call(citation_id)))

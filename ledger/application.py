@@ -38,7 +38,7 @@ from ledger.entries import (
 from ledger.events import EventRejected, SigningKeyRotated
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
 from ledger.keychain import KeyChainError, check_key_event, possession_message
-from ledger.sealing import DataKeyStore, Sealer
+from ledger.sealing import Sealer, shared_data_keys
 from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64
 from ledger.store import (
     CHECKPOINT_STREAM_ID,
@@ -129,7 +129,7 @@ class Ledger:
         self.store = Store(config)
         self.recorder: Any = self.store.recorder
         self.store.create_tables(*idempotency.ddl(self.store))
-        self.data_keys = DataKeyStore(self.store, self.keydir.master_key())
+        self.data_keys = shared_data_keys(self.store, self.keydir.master_key())
         self.sealer = Sealer(self.data_keys)
 
         self._lock = threading.RLock()

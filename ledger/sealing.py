@@ -19,6 +19,7 @@ import hmac
 import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from ledger.timestamps import utc_now
 
 KEYS_TABLE = adapters.KEYS_TABLE
 _CACHE_TTL_S = 2.0  # bounds how long another process may still read a shredded key
+_COMBINED_MAX = 10_000  # derived keys kept (cleared, not evicted one by one, when full)
 
 
 class KeyDestroyed(LookupError):
@@ -103,10 +105,11 @@ class DataKeyStore:
     wrapped (AES-GCM) by the master key, so the database alone never yields a key."""
 
     def __init__(self, store: Store, master_key: bytes) -> None:
-        self.store = store
         self.adapter = store.adapter
         self._wrap = AESGCM(master_key)
         self._cache: dict[str, _DataKey] = {}
+        # (tenant, refs) -> (the data keys, the key derived from them) for multi-ref values.
+        self._combined: dict[tuple[str, tuple[str, ...]], tuple[tuple[_DataKey, ...], _DataKey]] = {}
         self._lock = threading.Lock()
         store.create_tables(*self.adapter.data_keys_ddl())
 
@@ -126,13 +129,20 @@ class DataKeyStore:
         if row is None:
             return None
         if row.destroyed or row.wrapped is None:
-            self._cache.pop(key_ref, None)
+            self._forget(key_ref)
             raise KeyDestroyed(key_ref)
-        dek, salt = self._unwrap(key_ref, row.wrapped)
-        key = _DataKey(AESGCM(dek), salt, row.tenant_id, time.monotonic(), dek)
+        return self._remember(key_ref, row.tenant_id, row.wrapped)
+
+    def _remember(self, key_ref: str, tenant_id: str, wrapped: bytes) -> _DataKey:
+        dek, salt = self._unwrap(key_ref, wrapped)
+        key = _DataKey(AESGCM(dek), salt, tenant_id, time.monotonic(), dek)
         with self._lock:
             self._cache[key_ref] = key
         return key
+
+    def _cached(self, key_ref: str) -> bool:
+        cached = self._cache.get(key_ref)
+        return cached is not None and time.monotonic() - cached.loaded_at < _CACHE_TTL_S
 
     def get_or_create(self, key_ref: str, tenant_id: str) -> _DataKey:
         key = self._load(key_ref)
@@ -148,11 +158,36 @@ class DataKeyStore:
 
     def ensure(self, key_refs: Sequence[str], tenant_id: str) -> None:
         """Create the keys among `key_refs` that were never created, in one transaction (a
-        batch of new documents); a destroyed or tombstoned ref stays as it is."""
-        missing = [ref for ref in dict.fromkeys(key_refs) if self.adapter.data_key_get(ref) is None]
+        batch of new documents), and cache the live ones (read together, not one query
+        each when they are first used); a destroyed or tombstoned ref stays as it is."""
+        wanted = [ref for ref in dict.fromkeys(key_refs) if not self._cached(ref)]
+        if not wanted:
+            return
+        found = self.adapter.data_keys_get_many(wanted)
+        missing = [ref for ref in wanted if ref not in found]
         if missing:
             rows = [(ref, tenant_id, self._wrap_key(ref, os.urandom(32), os.urandom(32))) for ref in missing]
             self.adapter.data_keys_create_many(rows, utc_now(timespec="seconds"))
+            # Read back: where another process created a ref first, its key is the one stored.
+            found.update(self.adapter.data_keys_get_many(missing))
+        for ref, row in found.items():
+            if row.destroyed or row.wrapped is None:
+                self._forget(ref)
+            else:
+                self._remember(ref, row.tenant_id, row.wrapped)
+
+    def combined(self, tenant_id: str, refs: tuple[str, ...], keys: tuple[_DataKey, ...]) -> _DataKey:
+        """The key derived from `keys` (loaded for `refs`), reused while they are still the
+        cached ones: HKDF and a new AES-GCM object once per refs, not once per value."""
+        cached = self._combined.get((tenant_id, refs))
+        if cached is not None and all(a is b for a, b in zip(cached[0], keys, strict=True)):
+            return cached[1]
+        key = _combine(tenant_id, refs, list(keys))
+        with self._lock:
+            if len(self._combined) >= _COMBINED_MAX:
+                self._combined.clear()
+            self._combined[(tenant_id, refs)] = (keys, key)
+        return key
 
     def get(self, key_ref: str) -> _DataKey:
         key = self._load(key_ref)
@@ -164,9 +199,14 @@ class DataKeyStore:
         """Shred a data key; a ref never used gets a tombstone so it can never be
         created later. Returns False when it was already destroyed (idempotent)."""
         changed = self.adapter.data_key_destroy(key_ref, tenant_id, reason, utc_now(timespec="seconds"))
+        self._forget(key_ref)
+        return changed
+
+    def _forget(self, key_ref: str) -> None:
         with self._lock:
             self._cache.pop(key_ref, None)
-        return changed
+            for derived in [k for k in self._combined if key_ref in k[1]]:
+                del self._combined[derived]
 
     def unrecorded_destructions(self, tenant_id: str | None = None) -> list[tuple[str, str, str]]:
         """(key_ref, tenant_id, reason) destroyed but not yet recorded in the log."""
@@ -190,6 +230,22 @@ class DataKeyStore:
         self.adapter.purge_data_key_residue()
 
 
+_shared_keys: weakref.WeakKeyDictionary[Store, DataKeyStore] = weakref.WeakKeyDictionary()
+_shared_lock = threading.Lock()
+
+
+def shared_data_keys(store: Store, master_key: bytes) -> DataKeyStore:
+    """This process's one `DataKeyStore` for an open store (`master_key`: the master key
+    of that store's key directory). The ledger's sealer and the search index projection,
+    which opens each chunk it indexes, share its cache: a key is read and unwrapped once,
+    and destroying it drops it from both at once."""
+    with _shared_lock:
+        keys = _shared_keys.get(store)
+        if keys is None:
+            keys = _shared_keys[store] = DataKeyStore(store, master_key)
+        return keys
+
+
 class Sealer:
     """Seals and unseals text for one ledger; the only place plaintext meets keys."""
 
@@ -197,10 +253,12 @@ class Sealer:
         self.keys = keys
 
     def _key(self, refs: tuple[str, ...], tenant_id: str, *, create: bool) -> _DataKey:
-        keys = [self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs]
+        keys = tuple(
+            self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs
+        )
         if any(key.tenant_id != tenant_id for key in keys):
             raise SealBroken("key_ref belongs to another tenant")
-        return keys[0] if len(keys) == 1 else _combine(tenant_id, refs, keys)
+        return keys[0] if len(keys) == 1 else self.keys.combined(tenant_id, refs, keys)
 
     def seal(
         self,

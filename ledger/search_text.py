@@ -21,7 +21,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
@@ -40,12 +40,12 @@ _stemmer_lock = threading.Lock()
 _stemmer = Stemmer.Stemmer("english")
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     """A term and its offsets. CJK runs give bigrams that score (`cover` False) and
     single characters that only measure how much of a query a chunk covers (`score`
     False): bigrams across word boundaries are noise for coverage, characters are
-    noise for ranking. Words do both."""
+    noise for ranking. Words do both. (A tuple: every chunk is tokenized at ingest and
+    every cited chunk again for its snippet, and a tuple is much cheaper to build.)"""
 
     text: str
     start: int
@@ -100,10 +100,14 @@ def terms(text: str) -> list[Term]:
     """Search terms of `text` with their offsets (stopwords dropped, words stemmed)."""
     out = []
     for term in _raw_terms(text):
-        if term.text in STOPWORDS:
+        word = term.text
+        if word in STOPWORDS:
             continue
-        text = stem_word(term.text) if term.score and term.cover else term.text  # CJK: as is
-        out.append(Term(text, term.start, term.end, term.score, term.cover))
+        if term.score and term.cover:  # a word (CJK terms stay as they are)
+            stem = stem_word(word)
+            if stem != word:
+                term = Term(stem, term.start, term.end)
+        out.append(term)
     return out
 
 

@@ -39,7 +39,7 @@ import orjson
 
 from ledger import adapters
 from ledger.entries import RecordedEvent
-from ledger.sealing import DataKeyStore, KeyDestroyed, SealBroken, Sealer
+from ledger.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from ledger.search_text import TermHasher, filename_words, term_counts, term_key
 from ledger.signing import KeyDirectory
 from ledger.store import Store
@@ -87,7 +87,7 @@ class TermKeys:
 
     def __init__(self, store: Store) -> None:
         master = KeyDirectory(store.config.keys_dir).master_key()
-        self.sealer = Sealer(DataKeyStore(store, master))
+        self.sealer = Sealer(shared_data_keys(store, master))
         self._master = master
         self._hashers: dict[str, TermHasher] = {}
         self._lock = threading.Lock()
@@ -496,9 +496,13 @@ class SearchIndex:
         for start in range(0, len(keys), 200):
             part = keys[start : start + 200]
             clause = " OR ".join("(live_from_position=? AND ordinal=?)" for _ in part)
+            # The IN list steers the planner to the primary key: with the OR alone, SQLite
+            # scans the tenant's rows once there are more than a few (cost grew with the corpus).
+            positions = sorted({key[0] for key in part})
             rows = store.rows(
-                f"SELECT * FROM {store.table(CORPUS_TABLE)} WHERE tenant_id=? AND ({clause})",
-                (tenant_id, *(value for key in part for value in key)),
+                f"SELECT * FROM {store.table(CORPUS_TABLE)} WHERE tenant_id=? "
+                f"AND live_from_position IN ({', '.join('?' * len(positions))}) AND ({clause})",
+                (tenant_id, *positions, *(value for key in part for value in key)),
             )
             for row in rows:
                 at = wanted[(int(row["live_from_position"]), int(row["ordinal"]))]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import platform
 import sys
 import tempfile
@@ -71,6 +72,24 @@ def percentile(values: list[float], p: float) -> float:
     return float(np.percentile(np.array(values), p))
 
 
+def fsync_floor(directory: Path, count: int = 200) -> tuple[float, float]:
+    """p50 and p95 (ms) of one 8 KiB append + fsync in `directory`: the disk's floor under
+    any durable commit (a receipt's included), measured in the same run."""
+    path = directory / "fsync-probe"
+    times = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(count):
+            os.write(fd, b"\0" * 8192)
+            started = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - started)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return percentile(times, 50) * 1000, percentile(times, 95) * 1000
+
+
 def bench_queries(count: int) -> list[str]:
     present = [q.query for q in load_queries() if not q.absent]
     absent = [q.query for q in load_queries() if q.absent]
@@ -116,27 +135,26 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
     index_s = INDEX_APPLY_S[0]
     try:
         k = 5
-        bare_times = []
+        search(ctx, CALLER, SearchIn.model_validate({"input": {"query": "warm up", "top_k": k}}))  # type: ignore[arg-type]
+        position = ctx.search_index.refresh()  # type: ignore[attr-defined]
+        # Query by query, the three side by side: a burst of load on this shared machine then
+        # hits all three, not whichever happened to run during it.
+        bare_times, ledger_times, rank_times = [], [], []
         for query in queries:
             started = time.perf_counter()
             ids = tokenizer.tokenize([query], return_as="ids", update_vocab=False, show_progress=False)  # type: ignore[attr-defined]
             if ids[0]:
                 model.retrieve(ids, k=min(k, len(texts)), show_progress=False, n_threads=1)  # type: ignore[attr-defined]
             bare_times.append(time.perf_counter() - started)
-        search(ctx, CALLER, SearchIn.model_validate({"input": {"query": "warm up", "top_k": k}}))  # type: ignore[arg-type]
-        ledger_times = []
-        for query in queries:
             started = time.perf_counter()
             search(ctx, CALLER, SearchIn.model_validate({"input": {"query": query, "top_k": k}}))  # type: ignore[arg-type]
             ledger_times.append(time.perf_counter() - started)
-        position = ctx.search_index.refresh()  # type: ignore[attr-defined]
-        rank_times = []
-        for query in queries:
             started = time.perf_counter()
             request = SearchRequest(top_k=k, corpus_position=position)
             rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None)  # type: ignore[arg-type]
             rank_times.append(time.perf_counter() - started)
         chunks = len(texts)
+        fsync_p50, fsync_p95 = fsync_floor(work)
     finally:
         ledger.close()
     return {
@@ -151,6 +169,8 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
         "search_ledger_p95_ms": percentile(ledger_times, 95) * 1000,
         "search_bare_p50_ms": percentile(bare_times, 50) * 1000,
         "search_bare_p95_ms": percentile(bare_times, 95) * 1000,
+        "fsync_p50_ms": fsync_p50,
+        "fsync_p95_ms": fsync_p95,
     }
 
 
@@ -187,6 +207,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     queries = bench_queries(args.queries)
+    load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="citeledger-bench-search-") as directory:
         work = Path(directory)
@@ -199,28 +220,40 @@ def main() -> None:
                 f"search p95 {row['search_ledger_p95_ms']:.1f}ms vs bare {row['search_bare_p95_ms']:.2f}ms",
                 flush=True,
             )
-    report(args.out, rows, ours, reference, len(queries))
+    report(args.out, rows, ours, reference, len(queries), load_before, os.getloadavg())
 
 
-def report(out: Path, rows: list[dict[str, float]], ours: object, reference: object, queries: int) -> None:
+def report(
+    out: Path,
+    rows: list[dict[str, float]],
+    ours: object,
+    reference: object,
+    queries: int,
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+) -> None:
     first, last = rows[0], rows[-1]
     lines = [
         "# Search benchmark",
         "",
         f"`python scripts/bench_search.py` — one run, {platform.machine()} / Python "
         f"{platform.python_version()}, SQLite (embedded projections), {queries} queries per size "
-        "(the golden queries, present and absent, repeated), top_k 5, one thread.",
+        "(the golden queries, present and absent, repeated; bare, ledger and rank-only timed query "
+        f"by query, side by side), top_k 5, one thread; {os.cpu_count()} cores, load average "
+        f"{load_before[0]:.1f} before and {load_after[0]:.1f} after the run (the machine is shared).",
         "",
         "Ledger: ingest as `sources sync` does it (`ingest_batch`, 100 files per signed write: "
         "sealed chunks, claims, every read model including the search index);"
         " the search use case (rank as of the current position, policy, "
         "snippets, and the signed receipt write). Bare: bm25s over the same heading chunks "
-        "(read + chunk + tokenize + index; `retrieve`), no ledger.",
+        "(read + chunk + tokenize + index; `retrieve`), no ledger. fsync: one 8 KiB append + "
+        "fsync in the same directory, after the searches (the floor under any durable commit).",
         "",
         "| files | chunks | ingest ledger (s) | of which search index (s) | ingest bare (s) | ratio "
         "| search p50 ledger (ms) | search p95 ledger (ms) | rank only p50 / p95 (ms) "
-        "| search p50 bare (ms) | search p95 bare (ms) | p95 ratio | rank-only p95 ratio |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| search p50 bare (ms) | search p95 bare (ms) | p95 ratio | rank-only p95 ratio "
+        "| fsync p50 / p95 (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
@@ -231,7 +264,8 @@ def report(out: Path, rows: list[dict[str, float]], ours: object, reference: obj
             f"{row['rank_p50_ms']:.2f} / {row['rank_p95_ms']:.2f} | "
             f"{row['search_bare_p50_ms']:.2f} | {row['search_bare_p95_ms']:.2f} | "
             f"{row['search_ledger_p95_ms'] / row['search_bare_p95_ms']:.1f}x | "
-            f"{row['rank_p95_ms'] / row['search_bare_p95_ms']:.1f}x |"
+            f"{row['rank_p95_ms'] / row['search_bare_p95_ms']:.1f}x | "
+            f"{row['fsync_p50_ms']:.2f} / {row['fsync_p95_ms']:.2f} |"
         )
     growth = last["search_ledger_p95_ms"] / first["search_ledger_p95_ms"]
     rank_growth = last["rank_p95_ms"] / first["rank_p95_ms"]

@@ -6,6 +6,7 @@ never echoed. Each test failed on the code before its fix."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -185,22 +186,61 @@ def test_a_stalled_projection_is_reported(tmp_path: Path) -> None:
 
 
 def test_the_demo_explains_itself_and_says_when_it_appends(tmp_path: Path) -> None:
+    corpus_files = sum(1 for _ in (ROOT / "tests" / "corpus").rglob("*.md"))
     data_dir = tmp_path / "data"
     first = run_cli(["demo", "--events", "6", "--data-dir", str(data_dir)], env=CLI_ENV)
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == 0, first.stdout + first.stderr
     out = first.stdout + first.stderr
+    lines = out.splitlines()
     assert "New ledger in" in out
-    assert "     3  DocumentIngested" in out and "     6  RetrievalRecorded" in out
+    # The committed corpus, synced as an allowlisted source: every file recorded once.
+    assert f"source demo-corpus -> {ROOT / 'tests' / 'corpus'}" in out
+    assert f"{corpus_files} files in " in out and f"{corpus_files} ingested, 0 unchanged" in out
+    assert f"{corpus_files:6d}  DocumentIngested" in out
+    # Searches in three languages answer from the right documents; the absent one is no_hit with gaps.
+    for label, path in (
+        ("English", "policies/data-retention.md"),
+        ("Chinese", "zh/handbook/年假.md"),
+        ("Japanese", "ja/handbook/有給休暇.md"),
+    ):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{label}: "))
+        assert "-> ok," in lines[at] and path in lines[at + 1], lines[at : at + 2]
+    absent = "Absent: 'submarine reactor maintenance schedule' -> no_hit"
+    assert any(line.startswith(absent) for line in lines)
+    assert any(line.strip().startswith("gap: no searchable document mentions: submarin") for line in lines)
+    # The citation reads back; after the erasure the erased document's citation is gone (404).
+    assert any(line.startswith("citation ") and "policies/data-retention.md lines" in line for line in lines)
+    before = next(line for line in lines if line.endswith("reads back: ok (before)"))
+    erased_citation = before.split()[1]
+    assert f"citation {erased_citation} reads back: gone (404 not_found" in out
+    assert "     1  RetentionScrubbed" in out
+    # The policy's filter is recorded; the replay of the earlier search reproduces it and shows the drift.
+    downranked = "superseded-travel-policy -> downrank on policies/travel/travel-policy-2025.md"
+    assert f"filters_applied: {downranked}" in out
+    assert "integrity: ok" in out
+    policy_drift = next(line for line in lines if line.strip().startswith("policy_drift:"))
+    assert "context hash changed" in policy_drift and "filters +3" in policy_drift
+    assert "     1  ReplayRecorded" in out
     assert "<- tree size: the number of entries this checkpoint commits to" in out
+    assert "verify --deep: OK" in out
     command = next(
         line.strip() for line in out.splitlines() if line.strip().startswith("citeledger verify-bundle")
     )
     bundle_file, public_key = command.split()[2], command.split()[4]
     checked = run_cli(["verify-bundle", bundle_file, "--public-key", public_key], env=CLI_ENV)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
     again = run_cli(["demo", "--events", "2", "--data-dir", str(data_dir)], env=CLI_ENV)
-    assert again.returncode == 0
-    assert "Appending to the existing ledger" in again.stdout + again.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    out = again.stdout + again.stderr
+    assert "Appending to the existing ledger" in out
+    assert "already on the allowlist" in out
+    assert f"0 ingested, {corpus_files} unchanged, 0 removed, 0 skipped" in out
+    assert not re.search(r"^ +\d+  DocumentIngested$", out, re.M)  # nothing re-recorded
+    assert "already live (same bundle)" in out
+    gone = next(line for line in out.splitlines() if "reads back: gone (404" in line)
+    assert erased_citation not in gone  # this run erased another document
+    assert "integrity: ok" in out and "verify --deep: OK" in out
 
 
 def test_a_snippet_that_is_not_in_the_chunk_is_refused(api: Api) -> None:

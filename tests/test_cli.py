@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def citeledger(*args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+def citeledger(*args: str, data_dir: Path | None = None, **settings: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+    env.update(settings)
     command = [sys.executable, "-m", "cli.main", *args]
     if data_dir is not None:
         command += ["--data-dir", str(data_dir)]
@@ -32,11 +35,14 @@ def test_demo_export_bundle_and_offline_checks(tmp_path: Path) -> None:
 
     rotated = citeledger("rotate-key", data_dir=data)
     assert rotated.returncode == 0, rotated.stderr
+    recorded = re.search(r"Recorded (\d+) signed entries", demo.stdout + demo.stderr)
+    assert recorded is not None
+    size = int(recorded.group(1)) + 2  # the genesis entry, then the demo's entries, then the rotation
     checkpoint = citeledger("checkpoint", data_dir=data)
     assert checkpoint.returncode == 0, checkpoint.stderr
     held = tmp_path / "held.note"
     held.write_text(checkpoint.stdout)
-    assert checkpoint.stdout.splitlines()[1] == "45"  # genesis + 3 documents + 40 retrievals + rotation
+    assert checkpoint.stdout.splitlines()[1] == str(size)
 
     export = tmp_path / "log.jsonl"
     assert citeledger("export", "--out", str(export), data_dir=data).returncode == 0
@@ -54,10 +60,11 @@ def test_demo_export_bundle_and_offline_checks(tmp_path: Path) -> None:
     )
     assert offline.returncode == 0, offline.stderr
     summary = json.loads(offline.stdout)
-    assert summary["entries"] == 45 and summary["signatures_checked"] == 45
+    assert summary["entries"] == size and summary["signatures_checked"] == size
 
     bundle = tmp_path / "bundle.json"
-    assert citeledger("bundle", "10", "--out", str(bundle), data_dir=data).returncode == 0
+    # The last of the demo's external retrievals (the rotation follows it).
+    assert citeledger("bundle", str(size - 1), "--out", str(bundle), data_dir=data).returncode == 0
     checked = citeledger("verify-bundle", str(bundle), "--public-key", str(public_key))
     assert checked.returncode == 0, checked.stderr
     bundle.write_text(bundle.read_text().replace('"status": "ok"', '"status": "error"'))
@@ -69,10 +76,33 @@ def test_demo_export_bundle_and_offline_checks(tmp_path: Path) -> None:
     export.write_text("\n".join(lines) + "\n")
     broken = citeledger("verify", "--export", str(export), "--public-key", str(public_key), "--json")
     assert broken.returncode == 1
-    assert json.loads(broken.stdout)["first_bad_position"] == 41
+    assert json.loads(broken.stdout)["first_bad_position"] == size - 4
     # For people: one fact per line, and never "signatures checked" beside a zero.
     told = citeledger("verify", "--export", str(export), "--public-key", str(public_key))
-    assert told.returncode == 1 and told.stdout.splitlines()[0].startswith("FAILED: position 41")
+    assert told.returncode == 1 and told.stdout.splitlines()[0].startswith(f"FAILED: position {size - 4}")
+
+
+def test_demo_without_its_corpus_says_so_in_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "no-corpus"
+    demo = citeledger("demo", "--corpus", str(missing), data_dir=tmp_path / "data")
+    assert demo.returncode == 1
+    told = (demo.stdout + demo.stderr).strip().splitlines()
+    assert told == [f"the sample corpus is missing: no markdown files under {missing}"]
+
+
+def test_demo_reads_a_copy_of_a_corpus_under_a_denylisted_path(tmp_path: Path) -> None:
+    """A clone under /root (denylisted for sources) still runs the demo, without relaxing
+    the denylist: the corpus is read from a private copy."""
+    system = tmp_path / "system"
+    corpus = system / "corpus"
+    shutil.copytree(ROOT / "tests" / "corpus", corpus)
+    demo = citeledger(
+        "demo", "--corpus", str(corpus), data_dir=tmp_path / "data", CITELEDGER_SOURCES_DENYLIST=str(system)
+    )
+    out = demo.stdout + demo.stderr
+    assert demo.returncode == 0, out[-3000:]
+    assert f"{corpus} is under a denylisted system path; the demo reads a copy at" in out
+    assert "229 ingested" in out and "verify --deep: OK" in out
 
 
 def test_private_key_never_printed(tmp_path: Path) -> None:

@@ -23,6 +23,17 @@ REQUESTS: list[tuple[type[BaseModel], str]] = [
     (models.DocumentIn, "DocumentIn"),
     (models.RetrievalBatchIn, "RetrievalBatchIn"),
     (models.RetrievalBatchItemIn, "RetrievalBatchItemIn"),
+    (models.SearchIn, "SearchIn"),
+    (models.SearchInput, "SearchInput"),
+    (models.SearchFiltersIn, "SearchFiltersIn"),
+]
+# Response models: every property the server documents, the client knows (and calls it
+# required when the server always sends it).
+RESPONSES: list[tuple[type[BaseModel], str]] = [
+    (models.SearchAnswer, "SearchOut"),
+    (models.SearchOutput, "SearchOutput"),
+    (models.SearchCitation, "SearchCitation"),
+    (models.SearchLocator, "SearchLocator"),
 ]
 
 
@@ -65,6 +76,20 @@ def test_request_models_follow_the_openapi_document(
         assert mine == theirs, (name, field, mine, theirs)
 
 
+ANSWER_FIELDS = set(models.Answer.model_fields)  # optional in the client: it never needs them
+
+
+@pytest.mark.parametrize(("model", "name"), RESPONSES, ids=[name for _, name in RESPONSES])
+def test_response_models_follow_the_openapi_document(
+    model: type[BaseModel], name: str, server_components: dict[str, Any]
+) -> None:
+    server = server_components[name]
+    every, required = _fields(model)
+    assert set(server["properties"]) <= every, (name, set(server["properties"]) - every)
+    assert set(server.get("required", [])) - ANSWER_FIELDS <= required, name
+    assert required <= set(server.get("required", [])), (name, required - set(server.get("required", [])))
+
+
 def _fields(model: type[BaseModel]) -> tuple[set[str], set[str]]:
     return set(model.model_fields), {n for n, f in model.model_fields.items() if f.is_required()}
 
@@ -94,3 +119,16 @@ def test_response_models_follow_the_server_answers(api: Api) -> None:
     _check(models.CitationAnswer, citation)
     events = api.client.get("/v1/events?limit=1", headers=api.headers()).json()
     _check(models.EventsPage, events)
+    request = models.SearchIn(input=models.SearchInput(query="how long are audit logs kept"))
+    found = api.client.post("/v1/search", json=request.model_dump(mode="json"), headers=api.headers())
+    assert found.status_code == 200, found.text
+    answer = found.json()
+    assert answer["status"] == "ok" and answer["output"]["citations"]
+    _check(models.SearchAnswer, answer)
+    _check(models.SearchOutput, answer["output"])
+    for cited in answer["output"]["citations"]:
+        _check(models.SearchCitation, cited)
+    absent = models.SearchIn(input=models.SearchInput(query="submarine reactor maintenance"))
+    missing = api.client.post("/v1/search", json=absent.model_dump(mode="json"), headers=api.headers()).json()
+    assert missing["status"] == "no_hit" and missing["output"]["gaps"]
+    _check(models.SearchAnswer, missing)

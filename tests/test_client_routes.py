@@ -1,5 +1,5 @@
 """Client methods against routes other helpers added, on the real server on loopback
-(SQLite and PostgreSQL): replay (POST /v1/receipts/{id}/replay)."""
+(SQLite and PostgreSQL): replay (POST /v1/receipts/{id}/replay) and search (POST /v1/search)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
+from pydantic import ValidationError
 
-from client import AsyncClient, Client, NotFound, RetrievalReceipt
+from client import AsyncClient, Client, NotFound, RetrievalReceipt, SearchAnswer
 from ledger.config import LedgerConfig
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.client_support import retrieval
@@ -45,3 +47,48 @@ def test_replay_through_the_client(ledger_config: LedgerConfig, tmp_path: Path) 
                 return await aledger.replay(receipt.receipt_id)
 
         assert asyncio.run(replay_async())["original_receipt_id"] == receipt.receipt_id
+
+
+def test_search_through_the_client(ledger_config: LedgerConfig) -> None:
+    config = api_config(ledger_config)
+    token = make_tokens(config)["admin"]
+    with LoopbackServer(config) as server, Client(server.base_url, token, **FAST) as ledger:
+        doc = ledger.ingest_document({"path": "handbook/retention.md", "text": DOC}).model_dump()
+        found = ledger.search(
+            "how long are audit logs kept", task_id="task-1", top_k=3, idempotency_key="search-1"
+        )
+        assert isinstance(found, SearchAnswer)
+        assert found.status == "ok" and found.task_id == "task-1" and found.dedup is False
+        cited = found.output.citations[0]
+        assert cited.document_id == doc["document_id"] and cited.path == "handbook/retention.md"
+        assert cited.snippet in DOC and "180 days" in cited.snippet
+        assert cited.locator.start_line >= 1 and cited.reason["score_breakdown"]
+        assert found.metrics["hits"] == len(found.output.citations)
+        again = ledger.search(
+            "how long are audit logs kept", task_id="task-1", top_k=3, idempotency_key="search-1"
+        )
+        assert again.dedup is True and again.receipt_id == found.receipt_id
+        # The citation the search minted reads back through the client.
+        read = ledger.get_citation(cited.citation_id)
+        assert read.data["chunk_id"] == cited.chunk_id and cited.snippet in read.data["chunk_text"]
+        filtered = ledger.search("audit logs", filters={"sensitivity": ["restricted"]})
+        assert filtered.status == "no_hit" and filtered.output.gaps and not filtered.output.citations
+        with pytest.raises(ValidationError, match="sensitivity"):  # refused before it is sent
+            ledger.search("audit logs", filters={"sensitivity": ["secret"]})
+        outside = ledger.search("audit logs", target_roots=["../etc"])
+        assert outside.status == "denied" and outside.errors[0]["code"] == "denied.outside_allowlist"
+
+        async def search_async() -> SearchAnswer:
+            async with AsyncClient(server.base_url, token, **FAST) as aledger:
+                return await aledger.search("submarine reactor maintenance", target_roots=["handbook"])
+
+        absent = asyncio.run(search_async())
+        assert isinstance(absent, SearchAnswer)
+        assert absent.status == "no_hit" and absent.output.target_roots == ["handbook"]
+        assert any(gap.startswith("no searchable document mentions: submarin") for gap in absent.output.gaps)
+        assert any(gap.startswith("widen target_roots") for gap in absent.output.gaps)
+        assert absent.receipt_id != found.receipt_id
+        shown = httpx.get(
+            f"{server.base_url}/v1/receipts/{absent.receipt_id}", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert shown.status_code == 200 and shown.json()["status"] == "no_hit"

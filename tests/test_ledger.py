@@ -348,6 +348,56 @@ def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
     assert ledger.sealer.unseal(chunk, tenant_id=TENANT) == "chunk text"
 
 
+def test_search_index_opens_chunks_through_the_ledgers_key_cache(ledger: Ledger) -> None:
+    """One key cache per store: a key destroyed through the ledger is gone for the search
+    index projection at once, not once its own copy would have expired."""
+    from ledger.sealing import document_key_ref
+    from projections.search_index import SearchIndexProjection
+
+    projection = SearchIndexProjection()
+    projection.bind_log(ledger.store)
+    opener = projection.keys(ledger.store).sealer
+    document = document_key_ref(TENANT, "doc-shared")
+    sealed = ledger.sealer.seal("chunk text", tenant_id=TENANT, key_ref=document)
+    assert opener.unseal(sealed, tenant_id=TENANT) == "chunk text"
+    ledger.data_keys.destroy(document, TENANT, "erasure")
+    with pytest.raises(KeyDestroyed):
+        opener.unseal(sealed, tenant_id=TENANT)
+
+
+def test_a_closed_ledgers_store_is_not_kept_alive_by_the_shared_key_cache(tmp_path: Any) -> None:
+    import gc
+    import weakref
+
+    from ledger.config import LedgerConfig
+    from projections.lookups import ledger_context
+
+    opened = Ledger(LedgerConfig(data_dir=tmp_path / "ledger", run_checkpointer=False))
+    ledger_context(opened)  # the search index projection takes the shared key cache too
+    store = weakref.ref(opened.store)
+    opened.close()
+    del opened
+    gc.collect()
+    assert store() is None
+
+
+def test_ensure_creates_missing_keys_and_never_revives_a_destroyed_one(ledger: Ledger) -> None:
+    from ledger.sealing import document_key_ref
+
+    gone, fresh = document_key_ref(TENANT, "doc-gone"), document_key_ref(TENANT, "doc-fresh")
+    ledger.data_keys.ensure([gone], TENANT)
+    sealed = ledger.sealer.seal("old text", tenant_id=TENANT, key_ref=gone)
+    ledger.data_keys.destroy(gone, TENANT, "erasure")
+    ledger.data_keys.ensure([gone, fresh], TENANT)
+    assert ledger.data_keys.known(fresh)
+    with pytest.raises(KeyDestroyed):
+        ledger.sealer.unseal(sealed, tenant_id=TENANT)
+    with pytest.raises(KeyDestroyed):
+        ledger.sealer.seal("new text", tenant_id=TENANT, key_ref=gone)
+    again = ledger.sealer.seal("new text", tenant_id=TENANT, key_ref=fresh)
+    assert ledger.sealer.unseal(again, tenant_id=TENANT) == "new text"
+
+
 def test_line_deleted_from_an_export_is_named(ledger: Ledger, tmp_path: Any) -> None:
     for _ in range(6):
         ledger.append(retrieval_draft(ledger), tenant_id=TENANT)

@@ -240,6 +240,16 @@ class StoreContract:
         with adapter.transaction(commit=False) as cursor:
             assert set(adapter.idempotency_find(cursor, [*keys, ("a", "nope")])) == set(keys)
 
+    def test_idempotency_find_keeps_tenants_apart_across_chunks(self, adapter: StoreAdapter) -> None:
+        recorded = [("a", f"k{i}") for i in range(700)] + [("b", f"k{i}") for i in range(0, 700, 2)]
+        with adapter.transaction(commit=True) as cursor:
+            adapter.idempotency_insert(cursor, [_record(t, k) for t, k in recorded])
+        asked = [("a", f"k{i}") for i in range(0, 700, 3)] + [("b", f"k{i}") for i in range(700)]
+        with adapter.transaction(commit=False) as cursor:
+            found = adapter.idempotency_find(cursor, asked)
+        assert set(found) == set(asked) & set(recorded)
+        assert all(row.tenant_id == tenant and row.idem_key == key for (tenant, key), row in found.items())
+
     def test_idempotency_duplicate_key_is_refused(self, adapter: StoreAdapter) -> None:
         with adapter.transaction(commit=True) as cursor:
             adapter.idempotency_insert(cursor, [_record("a", "k")])

@@ -34,7 +34,7 @@ RATE_TABLE = "citeledger_api_rate_limits"
 TRACKING_TABLE = "citeledger_projection_tracking"
 
 # `find` reads idempotency records in chunks so one statement never binds too many parameters.
-_IDEMPOTENCY_CHUNK = 200
+_IDEMPOTENCY_CHUNK = 500
 
 
 class EventStoreApp(Application[UUID]):
@@ -240,6 +240,27 @@ class StoreAdapter(ABC):
         wrapped = None if row["wrapped"] is None else bytes(row["wrapped"])
         return DataKeyRow(row["tenant_id"], wrapped, row["destroyed_at"] is not None)
 
+    def data_keys_get_many(self, key_refs: Sequence[str]) -> dict[str, DataKeyRow]:
+        """`data_key_get` for many refs at once; refs never created nor tombstoned are absent."""
+        found: dict[str, DataKeyRow] = {}
+        refs = list(dict.fromkeys(key_refs))
+        for start in range(0, len(refs), 500):
+            part = refs[start : start + 500]
+            with self.transaction(commit=False) as cursor:
+                cursor.execute(
+                    self.sql(
+                        f"SELECT key_ref, tenant_id, wrapped, destroyed_at FROM {self.table(KEYS_TABLE)} "
+                        f"WHERE key_ref IN ({', '.join('?' * len(part))})"
+                    ),
+                    tuple(part),
+                )
+                for row in cursor.fetchall():
+                    wrapped = None if row["wrapped"] is None else bytes(row["wrapped"])
+                    found[row["key_ref"]] = DataKeyRow(
+                        row["tenant_id"], wrapped, row["destroyed_at"] is not None
+                    )
+        return found
+
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:
         """Store a new key unless the ref exists (live, destroyed or tombstoned: a
         concurrent creator won, or the ref was shredded). True when this call stored it."""
@@ -254,8 +275,14 @@ class StoreAdapter(ABC):
             return self.rowcount(cursor) == 1
 
     def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> None:
-        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction."""
-        with self.transaction(commit=True) as cursor:
+        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction.
+
+        Its commit does not wait for the disk (`relaxed_transaction`): the keys are made for
+        entries about to be appended, and the append's own commit, which waits for the disk,
+        makes them durable too (SQLite's WAL and PostgreSQL's WAL are written in order, and a
+        synced commit syncs everything before it). A power cut before that append loses the
+        keys and the unacknowledged append alike; nothing durable was ever sealed under them."""
+        with self.relaxed_transaction() as cursor:
             cursor.executemany(
                 self.sql(
                     f"INSERT INTO {self.table(KEYS_TABLE)} (key_ref, tenant_id, wrapped, created_at) "
@@ -345,26 +372,30 @@ class StoreAdapter(ABC):
     ) -> dict[tuple[str, str], IdempotencyRow]:
         """Recorded answers for (tenant, key) pairs, read through the caller's transaction."""
         found: dict[tuple[str, str], IdempotencyRow] = {}
-        wanted = sorted(set(keys))
+        by_tenant: dict[str, list[str]] = {}
+        for tenant_id, key in sorted(set(keys)):
+            by_tenant.setdefault(tenant_id, []).append(key)
         table = self.table(IDEMPOTENCY_TABLE)
-        for start in range(0, len(wanted), _IDEMPOTENCY_CHUNK):
-            part = wanted[start : start + _IDEMPOTENCY_CHUNK]
-            where = " OR ".join(["(tenant_id=? AND idem_key=?)"] * len(part))
-            cursor.execute(
-                self.sql(
-                    "SELECT tenant_id, idem_key, fingerprint, status_code, response "
-                    f"FROM {table} WHERE {where}"
-                ),
-                tuple(value for pair in part for value in pair),
-            )
-            for row in cursor.fetchall():
-                found[(row["tenant_id"], row["idem_key"])] = IdempotencyRow(
-                    tenant_id=row["tenant_id"],
-                    idem_key=row["idem_key"],
-                    fingerprint=row["fingerprint"],
-                    status_code=int(row["status_code"]),
-                    response=bytes(row["response"]),
+        # One IN list per tenant (an index range on the primary key): an OR of hundreds of
+        # (tenant, key) pairs is planned slowly by PostgreSQL and grew with the table.
+        for tenant_id, wanted in by_tenant.items():
+            for start in range(0, len(wanted), _IDEMPOTENCY_CHUNK):
+                part = wanted[start : start + _IDEMPOTENCY_CHUNK]
+                cursor.execute(
+                    self.sql(
+                        "SELECT tenant_id, idem_key, fingerprint, status_code, response "
+                        f"FROM {table} WHERE tenant_id=? AND idem_key IN ({', '.join('?' * len(part))})"
+                    ),
+                    (tenant_id, *part),
                 )
+                for row in cursor.fetchall():
+                    found[(row["tenant_id"], row["idem_key"])] = IdempotencyRow(
+                        tenant_id=row["tenant_id"],
+                        idem_key=row["idem_key"],
+                        fingerprint=row["fingerprint"],
+                        status_code=int(row["status_code"]),
+                        response=bytes(row["response"]),
+                    )
         return found
 
     def idempotency_lookup(self, tenant_id: str, key: str) -> IdempotencyRow | None:

@@ -215,8 +215,7 @@ def ingest_batch(
     targets = [doc.document_id or default_document_id(tenant, doc.source, doc.path) for doc in docs]
     hashes = [hashlib.sha256(doc.text.encode("utf-8")).hexdigest() for doc in docs]
 
-    def unchanged(index: int) -> bool:
-        current = ctx.lookups.document(tenant, targets[index])
+    def unchanged(index: int, current: DocumentState | None) -> bool:
         if current is None or not _unchanged(current, hashes[index]):
             return False
         outcomes[index] = BatchOutcome(
@@ -231,19 +230,22 @@ def ingest_batch(
     ctx.lookups.refresh()
     # Answering "unchanged" writes nothing, so it needs no claim; the rest are checked again
     # under their claims (another writer may have recorded them in between).
-    pending = [index for index in range(len(docs)) if not unchanged(index)]
+    before = ctx.lookups.documents(tenant, targets)
+    pending = [index for index in range(len(docs)) if not unchanged(index, before.get(targets[index]))]
     claimed = sorted({targets[index] for index in pending} | set(removals))  # one order: no deadlock
     with _claimed_many(claims, tenant, claimed):
+        current_of: dict[str, DocumentState] = {}
         if claimed:
             ctx.lookups.refresh()
+            current_of = ctx.lookups.documents(tenant, claimed)
             # New documents' keys in one transaction rather than one each.
             ctx.sealer.keys.ensure([document_key_ref(tenant, targets[index]) for index in pending], tenant)
         for index in pending:
             doc, document_id = docs[index], targets[index]
-            if unchanged(index):
+            current = current_of.get(document_id)
+            if unchanged(index, current):
                 continue
             try:
-                current = ctx.lookups.document(tenant, document_id)
                 payload = _new_version(ctx, tenant, doc, document_id, hashes[index], _pieces(doc), current)
                 prepare(draft(caller, payload))  # refused here (too large), not in the shared write
                 planned.append((index, payload))
@@ -252,7 +254,7 @@ def ingest_batch(
                 message = exc.message if isinstance(exc, UseCaseError) else str(exc)
                 outcomes[index] = BatchOutcome(document_id, "refused", code=code, message=message)
         for offset, document_id in enumerate(removals, start=len(docs)):
-            current = ctx.lookups.document(tenant, document_id)
+            current = current_of.get(document_id)
             if current is None or current.removed:
                 outcomes[offset] = BatchOutcome(
                     document_id, "refused", code="not_found", message="document not found"

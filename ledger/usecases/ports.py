@@ -9,6 +9,7 @@ second index of its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -98,6 +99,10 @@ class WriteLookups(Protocol):
         """Catch up with entries other processes appended."""
 
     def document(self, tenant_id: str, document_id: str) -> DocumentState | None: ...
+
+    def documents(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, DocumentState]:
+        """`document` for many ids at once (a sync batch); ids never recorded are absent."""
+        ...
 
     def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]:
         """Each (document, chunk) as in the newest version of its document that holds it."""

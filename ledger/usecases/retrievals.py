@@ -45,6 +45,9 @@ from ledger.usecases.errors import (
 )
 from ledger.usecases.ports import ChunkState, PolicyState
 
+# Chunk texts a batch request has unsealed, by (tenant, chunk id, nonce of the sealed text).
+ChunkTexts = dict[tuple[str, str, str], str]
+
 
 def _expiry(
     rules: RetentionRules, now: dt.datetime, retention_days: int | None, requested: str | None, index: int
@@ -75,13 +78,21 @@ def _snippet_span(
     snippet: str,
     index: int,
     chunk_id: str,
+    texts: ChunkTexts | None = None,
 ) -> Span:
     """Where the snippet occurs in the chunk text the ledger recorded at ingest: a citation
-    may quote its chunk, never text the client made up."""
+    may quote its chunk, never text the client made up. `texts` keeps the chunks already
+    unsealed by this batch request (in memory, for this request only)."""
     try:
         if sealed_chunk is None:
             raise KeyDestroyed(chunk_id)
-        text = ctx.sealer.unseal(sealed_chunk, tenant_id=tenant)
+        # The nonce names one sealed value: the same chunk text sealed again is another key.
+        known = (tenant, chunk_id, str(sealed_chunk.get("nonce")))
+        text = texts.get(known) if texts is not None else None
+        if text is None:
+            text = ctx.sealer.unseal(sealed_chunk, tenant_id=tenant)
+            if texts is not None:
+                texts[known] = text
     except KeyDestroyed:
         raise ChunkScrubbed(f"selected_entries[{index}]: the cited document's text was scrubbed") from None
     start = text.find(snippet)
@@ -175,9 +186,15 @@ def record_retrieval(
 
 
 def retrieval_write(
-    ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
+    ctx: UseCaseContext,
+    caller: Caller,
+    body: RetrievalIn,
+    idempotency: IdempotencyKey | None = None,
+    texts: ChunkTexts | None = None,
+    frozen_policy: PolicySnapshot | None = None,
 ) -> Pending:
-    """The retrieval's checked, sealed entry, ready to commit alone or in a batch."""
+    """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
+    passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
     tenant = caller.tenant_id
     refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
     chunks = ctx.lookups.chunks(tenant, refs)
@@ -189,14 +206,13 @@ def retrieval_write(
             raise UnknownChunk(
                 f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant"
             )
-    policy = ctx.lookups.live_policy(tenant)
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
     entries: list[SelectedEntry] = []
     for index, item in enumerate(body.selected_entries):
         chunk = chunks[(item.document_id, item.chunk_id)]
-        span = _snippet_span(ctx, tenant, chunk.text, item.snippet, index, item.chunk_id)
+        span = _snippet_span(ctx, tenant, chunk.text, item.snippet, index, item.chunk_id, texts)
         expires = _expiry(rules, now, chunk.retention_days, item.expires_at, index)
         entry = seal_entry(
             ctx,
@@ -232,7 +248,7 @@ def retrieval_write(
         ),
         engine=body.engine,
         mode="live",
-        policy_snapshot=policy_snapshot(policy),
+        policy_snapshot=frozen_policy or policy_snapshot(ctx.lookups.live_policy(tenant)),
         selected_entries=entries,
         filters_applied=[
             FilterApplied(rule_id=f.rule_id, chunk_id=f.chunk_id, action=f.action)
@@ -302,6 +318,8 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
     stored = lookup_many(ctx.ledger.store, caller.tenant_id, keys) if keys else {}
     outcomes: dict[int, ItemOutcome] = {}
     accepted: list[tuple[int, Pending, Write]] = []
+    texts: ChunkTexts = {}  # this request's unsealed chunks, dropped when it returns
+    frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
     for index, item in enumerate(items):
         try:
             if item.problem is not None or item.body is None or item.idempotency is None:
@@ -311,13 +329,16 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                 status, body = earlier.replay(item.idempotency)
                 outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
                 continue
-            own = replace(
-                caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
-            )
-            pending = retrieval_write(ctx, own, item.body, item.idempotency)
+            own = caller
+            if item.run_id or item.trace_id:  # the ids of the request it was first made in
+                own = replace(
+                    caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
+                )
+            pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
             accepted.append((index, pending, pending.prepared()))
         except ItemRefusal as exc:
             outcomes[index] = ItemOutcome(index, error=exc)
+    texts.clear()
     committed = ctx.commit_all([write for _, _, write in accepted])
     for (index, pending, _), outcome in zip(accepted, committed, strict=True):
         if outcome.error is not None and not isinstance(outcome.error, ItemRefusal):

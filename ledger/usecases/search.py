@@ -49,8 +49,8 @@ from ledger.events import (
 )
 from ledger.idempotency import IdempotencyKey
 from ledger.policy_rules import ChunkFacts, PolicyRules, Verdict, rules_from_bundle
-from ledger.retention import format_timestamp
-from ledger.sealing import KeyDestroyed, SealBroken
+from ledger.retention import expiry_key_for, format_timestamp
+from ledger.sealing import KeyDestroyed, SealBroken, document_key_ref, tenant_key_ref
 from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
@@ -571,18 +571,36 @@ def search(
 
 
 def seal_hits(
-    ctx: UseCaseContext, tenant: str, hits: Sequence[SearchHit]
+    ctx: UseCaseContext, tenant: str, hits: Sequence[SearchHit], *, query_keys: bool = False
 ) -> tuple[list[SelectedEntry], dt.datetime]:
     """A ranking's hits as a receipt's selected entries (each snippet sealed like any
     citation's, `ledger.usecases.retrievals.seal_entry`), and the latest expiry among them
-    (the receipt's query must not outlive it). Shared by a search and its replay."""
+    (the receipt's query must not outlive it). Shared by a search and its replay;
+    `query_keys`: also make ready the keys a new query is sealed under (a search's; a
+    replay reuses the original's sealed query)."""
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
-    receipt_expiry = rules.expires_at(now, None)
+    expiries = [rules.expires_at(now, hit.chunk.retention_days) for hit in hits]
+    receipt_expiry = max([rules.expires_at(now, None), *expiries])
+    # The keys this receipt seals under, read (and the expiry-day ones created) together:
+    # one query and at most one durable commit, not one of each per key.
+    ctx.sealer.keys.ensure(
+        [
+            *(document_key_ref(tenant, hit.chunk.document_id) for hit in hits),
+            *(
+                expiry_key_for(tenant, expires, hit.chunk.document_id)
+                for hit, expires in zip(hits, expiries, strict=True)
+            ),
+            *(
+                (tenant_key_ref(tenant), expiry_key_for(tenant, receipt_expiry, "queries"))
+                if query_keys
+                else ()
+            ),
+        ],
+        tenant,
+    )
     entries: list[SelectedEntry] = []
-    for index, hit in enumerate(hits):
-        expires = rules.expires_at(now, hit.chunk.retention_days)
-        receipt_expiry = max(receipt_expiry, expires)
+    for index, (hit, expires) in enumerate(zip(hits, expiries, strict=True)):
         entries.append(
             seal_entry(
                 ctx,
@@ -616,7 +634,7 @@ def _record(
     idempotency: IdempotencyKey | None,
 ) -> Result:
     tenant = caller.tenant_id
-    entries, receipt_expiry = seal_hits(ctx, tenant, run.hits)
+    entries, receipt_expiry = seal_hits(ctx, tenant, run.hits, query_keys=True)
     query = seal_query(ctx, tenant, body.input.query, None, receipt_expiry)
     receipt_id = uuid.uuid4().hex
     payload = RetrievalRecorded(
