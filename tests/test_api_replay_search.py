@@ -223,7 +223,9 @@ def test_erased_document_makes_the_original_unverifiable(server: SearchServer) -
         assert envelope["context_hash"]["changed"] is True
         assert [e["path"] for e in envelope["selected_entries"]["removed"]] == ["hr/salaries.md"]
     events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
-    assert events[-1]["payload"]["integrity_finding"] is None  # not a finding against the ledger
+    # Not a finding against the ledger, but recorded as what it is: the log alone tells an
+    # auditor this replay could not be checked, and why.
+    assert events[-1]["payload"]["integrity_finding"] == "unverifiable.erased_after_receipt"
 
 
 def test_a_corrupted_search_index_is_an_integrity_mismatch(

@@ -378,7 +378,12 @@ def replay(
         body, replay_receipt = _external(ctx, receipt, rules, at_position)
     base = {"original_receipt_id": receipt_id, **body}
     envelope = body["diff"]["data_drift"]
-    finding = "context_hash_mismatch" if body["integrity"] == "mismatch" else None
+    # Recorded on the ledger too, so an auditor reading the log tells "reproduced" from
+    # "could not be checked" (and why) without the response that was returned then.
+    finding = {
+        "mismatch": "context_hash_mismatch",
+        "unverifiable": f"unverifiable.{(body.get('integrity_reason') or {}).get('cause', 'unknown')}",
+    }.get(body["integrity"])
     link = ReplayRecorded(
         original_receipt_id=receipt_id,
         replay_receipt_id=replay_receipt.receipt_id,
