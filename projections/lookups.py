@@ -26,7 +26,7 @@ from ledger.idempotency import IdempotentWrite
 from ledger.store import Store
 from ledger.usecases.context import UseCaseContext, Writer
 from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
-from projections.corpus import CORPUS_TABLE
+from projections.corpus import CORPUS_TABLE, chunk_state
 from projections.history import HISTORY_TABLE
 from projections.receipts import RECEIPTS_TABLE
 from projections.runner import ProjectionRunner
@@ -151,26 +151,11 @@ class ProjectedLookups:
     def _chunk_rows(self, where: str, params: tuple[Any, ...]) -> list[ChunkState]:
         rows = self.store.rows(
             "SELECT tenant_id, document_id, version_id, chunk_id, live_from_position, path, "
-            "start_line, end_line, sensitivity, retention_days, text "
+            "start_line, end_line, sensitivity, retention_days, text, heading_path "
             f"FROM {self.store.table(CORPUS_TABLE)} WHERE {where}",
             params,
         )
-        return [
-            ChunkState(
-                tenant_id=row["tenant_id"],
-                document_id=row["document_id"],
-                version_id=row["version_id"],
-                chunk_id=row["chunk_id"],
-                position=int(row["live_from_position"]),
-                path=row["path"],
-                start_line=int(row["start_line"]),
-                end_line=int(row["end_line"]),
-                sensitivity=row["sensitivity"],
-                retention_days=row["retention_days"],
-                text=orjson.loads(row["text"]) if row["text"] else None,
-            )
-            for row in rows
-        ]
+        return [chunk_state(row) for row in rows]
 
     def source_documents(self, tenant_id: str, source: str) -> dict[str, str]:
         """Path -> document id of the tenant's live (not removed) documents from `source`."""

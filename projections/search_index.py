@@ -35,7 +35,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
 from ledger import adapters
 from ledger.entries import RecordedEvent
@@ -45,7 +44,7 @@ from ledger.signing import KeyDirectory
 from ledger.store import Store
 from ledger.usecases.ports import ChunkState, IndexedChunk
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
-from projections.corpus import CORPUS_TABLE
+from projections.corpus import CORPUS_TABLE, chunk_state
 
 log = logging.getLogger("citeledger.search_index")
 
@@ -506,20 +505,7 @@ class SearchIndex:
             )
             for row in rows:
                 at = wanted[(int(row["live_from_position"]), int(row["ordinal"]))]
-                found[at] = ChunkState(
-                    tenant_id=tenant_id,
-                    document_id=row["document_id"],
-                    version_id=row["version_id"],
-                    chunk_id=row["chunk_id"],
-                    position=int(row["live_from_position"]),
-                    path=row["path"],
-                    start_line=int(row["start_line"]),
-                    end_line=int(row["end_line"]),
-                    sensitivity=row["sensitivity"],
-                    retention_days=row["retention_days"],
-                    text=orjson.loads(row["text"]) if row["text"] else None,
-                    heading_path=orjson.loads(row["heading_path"]) if row["heading_path"] else None,
-                )
+                found[at] = chunk_state(row)
                 if found[at].text is not None:
                     if len(self._states) > STATE_CACHE_MAX:
                         self._states.clear()
