@@ -59,8 +59,9 @@ from ledger.search_text import query_terms, term_counts
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, draft
 from ledger.usecases.policy import parse_bundle
+from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
-from ledger.usecases.search import ENGINE, search
+from ledger.usecases.search import search
 from projections.lookups import ledger_context
 from projections.receipts import RECEIPTS_TABLE
 

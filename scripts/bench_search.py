@@ -40,7 +40,8 @@ from ledger.search_text import terms  # noqa: E402
 from ledger.usecases.commands import DocumentIn, SearchIn  # noqa: E402
 from ledger.usecases.context import Caller  # noqa: E402
 from ledger.usecases.documents import ingest_batch  # noqa: E402
-from ledger.usecases.search import rank, search  # noqa: E402
+from ledger.usecases.ranking import rank  # noqa: E402
+from ledger.usecases.search import search  # noqa: E402
 from projections.lookups import ledger_context  # noqa: E402
 from projections.search_index import SearchIndexProjection  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402

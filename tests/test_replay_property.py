@@ -24,8 +24,9 @@ from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import publish_policy
+from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
-from ledger.usecases.search import ENGINE, search
+from ledger.usecases.search import search
 from projections.lookups import ledger_context
 from tests.conftest import fresh_config
 

@@ -16,13 +16,15 @@ from ledger.claims import DocumentClaims
 from ledger.events import SearchRequest
 from ledger.policy_rules import PolicyRules
 from ledger.search_text import terms as text_terms
+from ledger.usecases import ranking
 from ledger.usecases import search as search_module
 from ledger.usecases.commands import DocumentIn, ErasureIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import publish_policy
+from ledger.usecases.ranking import K1, B, SearchRun, rank
 from ledger.usecases.retention import erase
-from ledger.usecases.search import K1, B, SearchRun, rank, rules_from_snapshot, rules_of, search
+from ledger.usecases.search import rules_from_snapshot, rules_of, search
 from projections.digest import projection_digest
 from projections.lookups import ledger_context
 from projections.search_index import SEARCH_CHUNKS_TABLE
@@ -361,7 +363,7 @@ def test_snippets_occur_verbatim_and_are_capped(ledger: Ledger) -> None:
     body = _search(ctx, ACME, "deployment windows")
     for citation in body["output"]["citations"]:
         start, end = citation["snippet_span"]
-        assert 0 < len(citation["snippet"]) <= search_module.SNIPPET_CHARS
+        assert 0 < len(citation["snippet"]) <= ranking.SNIPPET_CHARS
         assert citation["snippet"] in long_text and end - start == len(citation["snippet"])
         assert any(t.text == "deploy" for t in text_terms(citation["snippet"]))
 

@@ -51,8 +51,9 @@ from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
 from ledger.usecases.ports import PolicyState, ReceiptRecord
+from ledger.usecases.ranking import SearchHit, SearchRun, rank
 from ledger.usecases.replay_entries import STATUSES, entry_reports
-from ledger.usecases.search import SearchHit, SearchRun, rank, rules_from_snapshot, rules_of, seal_hits
+from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"
