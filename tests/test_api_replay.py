@@ -223,9 +223,9 @@ def test_at_position_outside_the_receipt_and_the_log_is_refused(server: Server) 
 def test_refusals_write_nothing(server: Server) -> None:
     receipt_id = server.receipt(server.document())
     size = server.services.ledger.size
-    server.replay(uuid.uuid4().hex)
-    server.replay(receipt_id, who="other")
-    server.replay(receipt_id, at_position=size + 5)
+    _refused(server.replay(uuid.uuid4().hex), 404, "not_found")
+    _refused(server.replay(receipt_id, who="other"), 404, "not_found")
+    _refused(server.replay(receipt_id, at_position=size + 5), 422, "invalid_at_position")
     assert server.services.ledger.size == size
 
 

@@ -145,6 +145,7 @@ def test_default_timeouts_per_call_kind() -> None:
     ledger = _client("http://127.0.0.1:9")
     assert ledger.settings.timeout("search") <= 2.0
     assert ledger.settings.timeout("write") <= 12.0
+    assert ledger.settings.timeout("search") < ledger.settings.timeout("write")
     ledger.close()
 
 

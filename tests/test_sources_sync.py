@@ -240,10 +240,10 @@ def test_batch_claims_are_all_or_nothing_across_writers(ledger: Ledger) -> None:
         pass
 
 
-def test_new_documents_keys_are_created_together_and_a_shredded_one_stays_shredded(
+def test_a_new_documents_key_is_created_and_a_shredded_one_stays_shredded(
     syncer: Syncer, root: Path
 ) -> None:
-    from ledger.sealing import document_key_ref
+    from ledger.sealing import KeyDestroyed, document_key_ref
 
     keys = syncer.ledger.sealer.keys
     index_id = default_document_id(TENANT, "notes", "index.md")
@@ -254,3 +254,5 @@ def test_new_documents_keys_are_created_together_and_a_shredded_one_stays_shredd
     assert rows["guides/guide.md"]["status"] == "ingested"
     guide_key = document_key_ref(TENANT, default_document_id(TENANT, "notes", "guides/guide.md"))
     assert keys.known(guide_key)
+    with pytest.raises(KeyDestroyed):  # the sync did not bring the shredded key back
+        keys.get(document_key_ref(TENANT, index_id))
