@@ -99,10 +99,19 @@ def _split(lines: list[Line]) -> list[list[Line]]:
     line too long on its own is cut."""
     if _size(lines) <= MAX_CHUNK_CHARS:
         return [lines]
+    # Running totals, so the size of any run of lines is one subtraction: summing each
+    # candidate run again made chunking quadratic in a section's line count.
+    ends = [0]
+    for _, text in lines:
+        ends.append(ends[-1] + len(text) + 1)
+
+    def size(first: int, last: int) -> int:
+        return ends[last + 1] - ends[first] - 1
+
     pieces: list[tuple[int, int]] = []  # line-index ranges that fit on their own
     cuts: dict[int, list[str]] = {}  # index of a huge line -> its pieces
     for first, last in _paragraph_ranges(lines):
-        if _size(lines[first : last + 1]) <= MAX_CHUNK_CHARS:
+        if size(first, last) <= MAX_CHUNK_CHARS:
             pieces.append((first, last))
             continue
         for index in range(first, last + 1):
@@ -119,7 +128,7 @@ def _split(lines: list[Line]) -> list[list[Line]]:
                 current = None
             number = lines[first][0]
             parts.extend([(number, piece)] for piece in cuts[first])
-        elif current is not None and _size(lines[current[0] : last + 1]) <= MAX_CHUNK_CHARS:
+        elif current is not None and size(current[0], last) <= MAX_CHUNK_CHARS:
             current = (current[0], last)
         else:
             if current is not None:

@@ -278,59 +278,67 @@ class SearchIndexProjection(Projection):
 
 # --- the query side -------------------------------------------------------------------
 class _Postings:
-    """(key, row, value) triples: a sorted part (searchsorted on unique keys) and a tail."""
+    """(key, row, value) triples: a sorted part (searchsorted on unique keys) and a tail.
+
+    What readers see is one tuple of arrays, replaced whole by `seal` (never changed in
+    place): a search on another thread reads a consistent set while a load adds rows."""
 
     TAIL_MAX = 50_000
 
     def __init__(self, value_dtype: str) -> None:
         self.value_dtype = value_dtype
-        self.keys = np.zeros(0, np.uint64)  # unique, sorted
-        self.starts = np.zeros(1, np.int64)
-        self.rows = np.zeros(0, np.int32)
-        self.values = np.zeros(0, value_dtype)
         self._tail: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int32], npt.NDArray[Any]]] = []
-        self._tail_size = 0
-        self.tail_keys = np.zeros(0, np.uint64)
-        self.tail_rows = np.zeros(0, np.int32)
-        self.tail_values = np.zeros(0, value_dtype)
+        empty_keys, empty_rows = np.zeros(0, np.uint64), np.zeros(0, np.int32)
+        empty_values = np.zeros(0, value_dtype)
+        # keys (unique, sorted), starts, rows, values; then the unsorted tail's keys, rows, values
+        self._visible = (
+            empty_keys,
+            np.zeros(1, np.int64),
+            empty_rows,
+            empty_values,
+            empty_keys,
+            empty_rows,
+            empty_values,
+        )
 
     def add(
         self, keys: npt.NDArray[np.uint64], rows: npt.NDArray[np.int32], values: npt.NDArray[Any]
     ) -> None:
         if len(keys):
             self._tail.append((keys, rows, values.astype(self.value_dtype)))
-            self._tail_size += len(keys)
 
     def seal(self) -> None:
         """Make appended postings visible (merging the tail into the sorted part when large)."""
         if not self._tail:
             return
-        keys = np.concatenate([self.tail_keys, *(t[0] for t in self._tail)])
-        rows = np.concatenate([self.tail_rows, *(t[1] for t in self._tail)])
-        values = np.concatenate([self.tail_values, *(t[2] for t in self._tail)])
-        self._tail, self._tail_size = [], 0
-        if len(keys) > max(self.TAIL_MAX, len(self.rows) // 5):
-            full_keys = np.concatenate([np.repeat(self.keys, np.diff(self.starts)), keys])
-            rows = np.concatenate([self.rows, rows])
-            values = np.concatenate([self.values, values])
+        s_keys, s_starts, s_rows, s_values, t_keys, t_rows, t_values = self._visible
+        keys = np.concatenate([t_keys, *(t[0] for t in self._tail)])
+        rows = np.concatenate([t_rows, *(t[1] for t in self._tail)])
+        values = np.concatenate([t_values, *(t[2] for t in self._tail)])
+        self._tail = []
+        if len(keys) > max(self.TAIL_MAX, len(s_rows) // 5):
+            full_keys = np.concatenate([np.repeat(s_keys, np.diff(s_starts)), keys])
             order = np.argsort(full_keys, kind="stable")
-            full_keys, self.rows, self.values = full_keys[order], rows[order], values[order]
-            self.keys, first = np.unique(full_keys, return_index=True)
-            self.starts = np.append(first, len(full_keys)).astype(np.int64)
+            full_keys = full_keys[order]
+            s_rows = np.concatenate([s_rows, rows])[order]
+            s_values = np.concatenate([s_values, values])[order]
+            s_keys, first = np.unique(full_keys, return_index=True)
+            s_starts = np.append(first, len(full_keys)).astype(np.int64)
             keys, rows, values = np.zeros(0, np.uint64), np.zeros(0, np.int32), np.zeros(0, self.value_dtype)
-        self.tail_keys, self.tail_rows, self.tail_values = keys, rows, values
+        self._visible = (s_keys, s_starts, s_rows, s_values, keys, rows, values)
 
     def lookup(self, key: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
-        at = int(np.searchsorted(self.keys, np.uint64(key)))
-        rows, values = self.rows[:0], self.values[:0]
-        if at < len(self.keys) and int(self.keys[at]) == key:
-            rows = self.rows[self.starts[at] : self.starts[at + 1]]
-            values = self.values[self.starts[at] : self.starts[at + 1]]
-        if len(self.tail_keys):
-            hit = np.nonzero(self.tail_keys == np.uint64(key))[0]
+        s_keys, s_starts, s_rows, s_values, t_keys, t_rows, t_values = self._visible
+        at = int(np.searchsorted(s_keys, np.uint64(key)))
+        rows, values = s_rows[:0], s_values[:0]
+        if at < len(s_keys) and int(s_keys[at]) == key:
+            rows = s_rows[s_starts[at] : s_starts[at + 1]]
+            values = s_values[s_starts[at] : s_starts[at + 1]]
+        if len(t_keys):
+            hit = np.nonzero(t_keys == np.uint64(key))[0]
             if len(hit):
-                rows = np.concatenate([rows, self.tail_rows[hit]])
-                values = np.concatenate([values, self.tail_values[hit]])
+                rows = np.concatenate([rows, t_rows[hit]])
+                values = np.concatenate([values, t_values[hit]])
         return rows, values
 
 
@@ -401,13 +409,21 @@ class AsOfView:
 
     def body_postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
         rows, tf = self._index.body.lookup(self._hash(term))
-        keep = self.live[rows]
+        keep = self._live(rows)
         return rows[keep], tf[keep]
 
     def field_postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
         rows, codes = self._index.fields.lookup(self._hash(term))
-        keep = self.live[rows]
+        keep = self._live(rows)
         return rows[keep], codes[keep]
+
+    def _live(self, rows: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+        """Rows a load added after this view was taken are past its mask: not live here
+        (they opened after its position)."""
+        inside = rows < len(self.live)
+        keep = np.zeros(len(rows), np.bool_)
+        keep[inside] = self.live[rows[inside]]
+        return keep
 
     def chunk(self, row: int) -> IndexedChunk:
         return self._index.chunks[row]
@@ -542,7 +558,8 @@ class SearchIndex:
             erased = cursor.fetchall()[0]["last"] or 0
             if index is None or erased > index.erased_through:
                 index = _TenantIndex()
-                for key in [k for k in self._states if k[0] == tenant_id]:
+                # A copy of the keys first: other threads' chunk_states write to the cache.
+                for key in [k for k in list(self._states) if k[0] == tenant_id]:
                     del self._states[key]
             cursor.execute(
                 store.sql(

@@ -489,3 +489,21 @@ def test_replay_of_a_ledger_run_search_reproduces_its_context_hash(ledger: Ledge
     assert answer["integrity"] == "ok", answer
     assert answer["diff"]["as_of_original"]["context_hash"]["changed"] is False
     assert answer["diff"]["data_drift"]["context_hash"]["changed"] is True
+
+
+def test_a_view_taken_before_a_load_stays_consistent_while_the_index_grows(ledger: Ledger) -> None:
+    """Searches run on many threads: a view taken at one position must keep answering, the
+    same, after another search loaded newer chunks into the shared in-memory index (it once
+    indexed its live mask with the new rows: IndexError, a 500)."""
+    ctx = ledger_context(ledger)
+    _ingest(ctx, ACME, "kb/zebra.md", "# Zebra\n\nZebra crossings are painted white.")
+    index = ctx.search_index
+    assert index is not None
+    old = index.view("acme", index.refresh())
+    before = [array.tolist() for array in old.body_postings("zebra")]
+    assert before[0], "the term is indexed"
+    for n in range(3):
+        _ingest(ctx, ACME, f"kb/more-{n}.md", f"# More {n}\n\nZebra herds number {n} hundred.")
+    newer = index.view("acme", index.refresh())
+    assert len(newer.body_postings("zebra")[0]) == 4
+    assert [array.tolist() for array in old.body_postings("zebra")] == before
