@@ -62,6 +62,9 @@ def run_demo(config: LedgerConfig, retrievals: int, console: Console, corpus: Pa
     except UseCaseError as exc:  # e.g. the corpus lies under a denylisted system path
         console.print(f"refused ({exc.code}): {exc.message}", markup=False, soft_wrap=True)
         return 1
+    except steps.UnfitCorpus as exc:
+        console.print(str(exc), markup=False, soft_wrap=True)
+        return 1
 
 
 def _run(

@@ -88,6 +88,10 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return answer, time.perf_counter() - started
 
 
+class UnfitCorpus(Exception):
+    """A `--corpus` the demo's steps cannot run on (its questions find nothing there)."""
+
+
 def default_corpus() -> Path:
     """tests/corpus of the checkout this package runs from (an editable install of a clone)."""
     return Path(__file__).resolve().parents[1] / "tests" / "corpus"
@@ -184,6 +188,11 @@ def search_corpus(demo: Demo) -> dict[str, Any]:
         f"with {len(absent['output']['gaps'])} gaps"
     )
     english = answers["English"]
+    if not english["output"]["citations"]:
+        raise UnfitCorpus(
+            f"the corpus does not answer the demo's English question {QUERIES[0][1]!r}: "
+            "run the demo on the sample corpus (tests/corpus)"
+        )
     first = english["output"]["citations"][0]
     reason = ", ".join(f"{c['component']} {c['value']}" for c in first["reason"]["score_breakdown"])
     terms = ", ".join(f"{t['term']} {t['bm25']}" for t in first["reason"]["terms"])

@@ -105,6 +105,17 @@ def test_demo_reads_a_copy_of_a_corpus_under_a_denylisted_path(tmp_path: Path) -
     assert "229 ingested" in out and "verify --deep: OK" in out
 
 
+def test_demo_on_a_corpus_that_answers_nothing_says_so_in_one_line(tmp_path: Path) -> None:
+    other = tmp_path / "recipes"
+    other.mkdir()
+    (other / "soup.md").write_text("# Soup\n\nSimmer the onions slowly.\n")
+    demo = citeledger("demo", "--corpus", str(other), data_dir=tmp_path / "data")
+    assert demo.returncode == 1
+    last = (demo.stdout + demo.stderr).strip().splitlines()[-1]
+    assert last.startswith("the corpus does not answer the demo's English question"), last
+    assert "Traceback" not in demo.stdout + demo.stderr
+
+
 def test_private_key_never_printed(tmp_path: Path) -> None:
     data = tmp_path / "data"
     demo = citeledger("demo", "--events", "5", data_dir=data)
