@@ -60,6 +60,9 @@ class DocumentClaims:
         """`hold` for many documents at once (a source sync), in a few transactions instead of
         two per document; all or none: raises `ClaimBusy` after `wait_s`."""
         wanted = sorted(set(document_ids))  # one order: two batches never wait on each other
+        if not wanted:  # a re-sync of unchanged files: no claim, no transaction
+            yield
+            return
         owner = uuid.uuid4().hex
         deadline = time.monotonic() + wait_s
         with ExitStack() as locks:

@@ -70,28 +70,20 @@ Cursor = Annotated[
 ]
 
 
-Since = Annotated[
-    str | None,
-    QueryParameter(
-        name="since",
+def _moment(name: str, description: str) -> Any:
+    """An optional RFC 3339 query parameter bounding recorded_at."""
+    return QueryParameter(
+        name=name,
         max_length=40,
         pattern=TIME_PATTERN,
         format=OpenAPIFormat.DATE_TIME,
         required=False,
-        description="Inclusive lower bound on recorded_at (RFC 3339)",
-    ),
-]
-Until = Annotated[
-    str | None,
-    QueryParameter(
-        name="until",
-        max_length=40,
-        pattern=TIME_PATTERN,
-        format=OpenAPIFormat.DATE_TIME,
-        required=False,
-        description="Exclusive upper bound on recorded_at (RFC 3339)",
-    ),
-]
+        description=description,
+    )
+
+
+Since = Annotated[str | None, _moment("since", "Inclusive lower bound on recorded_at (RFC 3339)")]
+Until = Annotated[str | None, _moment("until", "Exclusive upper bound on recorded_at (RFC 3339)")]
 
 
 def history_page(

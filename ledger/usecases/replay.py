@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.canonical import canonical_json
 from ledger.entries import RecordedEvent
 from ledger.events import (
     FilterApplied,
@@ -53,6 +52,7 @@ from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
 from ledger.usecases.ports import PolicyState, ReceiptRecord
 from ledger.usecases.ranking import SearchHit, SearchRun, rank
 from ledger.usecases.replay_entries import STATUSES, entry_reports
+from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
 
 log = logging.getLogger("citeledger.replay")
@@ -302,9 +302,7 @@ def _external(
             if report.status == "filtered_by_snapshot_policy" and report.rule_id
         ),
     ]
-    context_hash = hashlib.sha256(
-        canonical_json([[e.document_id, e.chunk_id, e.snapshot.commitment] for e in kept])
-    ).hexdigest()
+    context_hash = entries_context_hash(kept)
     replay_receipt = _replay_receipt(
         receipt,
         entries=kept,

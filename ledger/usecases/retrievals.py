@@ -152,6 +152,15 @@ def seal_entry(
     )
 
 
+def entries_context_hash(entries: Sequence[SelectedEntry]) -> str:
+    """The context hash of a receipt whose engine gave none: what it cited (document, chunk,
+    and the commitment of the cited text), in order. A replay of an `external:` receipt
+    computes its own the same way."""
+    return hashlib.sha256(
+        canonical_json([[e.document_id, e.chunk_id, e.snapshot.commitment] for e in entries])
+    ).hexdigest()
+
+
 def seal_query(
     ctx: UseCaseContext, tenant: str, query: str, subject_id: str | None, receipt_expiry: dt.datetime
 ) -> Sealed:
@@ -229,12 +238,7 @@ def retrieval_write(
         receipt_expiry = max(receipt_expiry, expires)
         entries.append(entry)
     query = seal_query(ctx, tenant, body.query, body.subject_id, receipt_expiry)
-    context_hash = (
-        body.context_hash
-        or hashlib.sha256(
-            canonical_json([[e.document_id, e.chunk_id, e.snapshot.commitment] for e in entries])
-        ).hexdigest()
-    )
+    context_hash = body.context_hash or entries_context_hash(entries)
     receipt_id = uuid.uuid4().hex
     payload = RetrievalRecorded(
         receipt_id=receipt_id,

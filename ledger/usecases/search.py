@@ -24,7 +24,7 @@ from ledger.events import (
 )
 from ledger.idempotency import IdempotencyKey
 from ledger.policy_rules import PolicyRules, rules_from_bundle
-from ledger.retention import expiry_key_for, format_timestamp
+from ledger.retention import expiry_key_for
 from ledger.sealing import document_key_ref, tenant_key_ref
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
@@ -276,4 +276,3 @@ def _citation(hit: SearchHit, entry: SelectedEntry) -> dict[str, Any]:
     }
 
 
-__all__ = ["ENGINE", "SearchHit", "SearchRun", "format_timestamp", "rank", "seal_hits", "search"]
