@@ -293,6 +293,23 @@ def test_document_edited_after_the_receipt(server: Server) -> None:
     assert then["diff"]["data_drift"]["context_hash"]["changed"] is False
 
 
+def test_a_section_unchanged_in_a_new_version_is_unchanged(server: Server) -> None:
+    """Chunk ids come from content: editing another section keeps the cited one's id, and
+    the cited text stands as it was, so the entry is unchanged (and kept by the replay)."""
+    doc = server.document()
+    receipt_id = server.receipt(doc)
+    edited = server.document(
+        "# Retention\n\nAudit logs are kept for 180 days.\n\n## Access\n\nEveryone may read.\n",
+        document_id=doc["document_id"],
+    )
+    assert edited["version"] == 2 and edited["chunks"][0]["chunk_id"] == doc["chunks"][0]["chunk_id"]
+    body = server.replayed(receipt_id)
+    [entry] = body["entries"]
+    assert entry["status"] == "unchanged", entry
+    envelope = body["diff"]["data_drift"]
+    assert envelope["selected_entries"]["removed"] == [] and envelope["selected_entries"]["common"] == 1
+
+
 def test_removed_scrubbed_and_expired_entries(server: Server) -> None:
     removed_doc = server.document(document_id="doc-removed")
     removed_receipt = server.receipt(removed_doc)

@@ -100,6 +100,9 @@ def entry_report(
     gone = _gone(cited)
     if gone is not None:
         return gone
+    still_live = next((v for v in same_id if v.live_to is None), None)
+    if cited.live_to is not None and still_live is not None:
+        cited = still_live  # the same id is the same text: only other sections changed
     expires = entry.get("expires_at")
     if expires and parse_timestamp(expires) <= moment:
         return EntryReport("expired")
