@@ -38,8 +38,16 @@ IdempotencyKeyHeader = Annotated[
 _DIGITS = re.compile(r"^[0-9]{1,16}$")
 
 
-def _integer_query_names(handler: Any) -> list[str]:
-    """The parameters of a handler typed as integers (query or path), by their name in the URL."""
+def _integer_query_names(handler: Any) -> tuple[str, ...]:
+    """The parameters of a handler typed as integers (query or path), by their name in the URL;
+    worked out once and kept in the handler's own options (its signature never changes)."""
+    known: tuple[str, ...] | None = handler.opt.get("citeledger_integer_names")
+    if known is None:
+        known = handler.opt["citeledger_integer_names"] = _integer_names_of(handler)
+    return known
+
+
+def _integer_names_of(handler: Any) -> tuple[str, ...]:
     names = []
     for name, field in handler.parsed_fn_signature.parameters.items():
         kwarg = field.kwarg_definition
@@ -47,7 +55,7 @@ def _integer_query_names(handler: Any) -> list[str]:
             continue
         if int in (field.annotation, *get_args(field.annotation)):
             names.append(kwarg.query if isinstance(kwarg, ParameterKwarg) and kwarg.query else name)
-    return names
+    return tuple(names)
 
 
 async def strict_query_integers(request: AnyRequest) -> None:
