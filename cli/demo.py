@@ -10,6 +10,8 @@ what the ledger itself proves (counts, the checkpoint line by line, a bundle, ve
 from __future__ import annotations
 
 import hashlib
+import shutil
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -143,7 +145,12 @@ def prove(
     public_key = ledger.keydir.root_public_key_path
 
     demo.heading("9. What the ledger proves")
-    demo.say(f"Recorded {ledger.size - existing} signed entries in {elapsed:.2f} s (wall time of steps 1-8):")
+    demo.say(
+        f"Recorded {ledger.size - existing} signed entries in {elapsed:.2f} s (wall time of steps 1-8); "
+        f"the log now holds {ledger.size}: these and the {existing} before them"
+        + (" (the genesis entry that publishes the root key)" if existing == 1 else "")
+        + ":"
+    )
     for event_type, count in sorted(counts.items()):
         demo.say(f"  {count:6d}  {event_type}")
     demo.say("")
@@ -158,14 +165,25 @@ def prove(
         f"Bundle for the receipt at position {bundle_entry['position']} written to {bundle_file}; "
         "it verifies offline with the root public key alone:"
     )
-    demo.say(f"  citeledger verify-bundle {bundle_file} --public-key {public_key}")
+    demo.say(f"  {citeledger_command()} verify-bundle {bundle_file} --public-key {public_key}")
     demo.say("")
+    command = citeledger_command()
     demo.say("Next, try:")
-    demo.say(f"  citeledger verify --data-dir {config.data_dir}")
-    demo.say(f"  citeledger export --data-dir {config.data_dir} --out log.jsonl")
-    demo.say(f"  citeledger serve --data-dir {config.data_dir}   (the HTTP API; see README)")
+    demo.say(f"  {command} verify --data-dir {config.data_dir}")
+    demo.say(f"  {command} export --data-dir {config.data_dir} --out log.jsonl")
+    demo.say(f"  {command} serve --data-dir {config.data_dir}   (the HTTP API; see README)")
     demo.say(f"The root public key an auditor receives: {public_key}")
     return report
+
+
+def citeledger_command() -> str:
+    """How to call this very `citeledger` again: the executable beside the running Python (a
+    virtual environment's bin/, which is not on the PATH unless it was activated)."""
+    beside = Path(sys.executable).parent / "citeledger"
+    on_path = shutil.which("citeledger")
+    if beside.exists() and (on_path is None or Path(on_path).resolve() != beside.resolve()):
+        return str(beside)
+    return "citeledger"
 
 
 def explain_checkpoint(demo: steps.Demo, seq: int, note: str) -> None:

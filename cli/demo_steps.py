@@ -33,7 +33,7 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retention import erase
 from ledger.usecases.search import search
 from ledger.usecases.sources import add_source, remove_source, sync_source
-from projections.queries import ReadModels
+from projections.queries import HistoryFilter, ReadModels
 
 SOURCE_NAME = "demo-corpus"
 EXCERPT_CHARS = 160
@@ -260,6 +260,14 @@ def chunk_paths(demo: Demo) -> dict[str, str]:
 def erase_a_document(demo: Demo) -> None:
     """Erase the top document of a search: its key is destroyed, its citations read back gone."""
     demo.heading("6. Erase a document (an erasure request); its citations are gone")
+    earlier = _earlier_demo_erasure(demo)
+    if earlier is not None:  # a rerun: the same step finds its work done, and erases nothing more
+        position, document_ids = earlier
+        demo.say(
+            f"already done by an earlier run: document {', '.join(document_ids)} was erased at position "
+            f"{position} (RetentionScrubbed); its key stays destroyed, so nothing more is erased now"
+        )
+        return
     answer, _ = run_search(demo, ERASURE_QUERY)
     citations = answer["output"]["citations"]
     if not citations:
@@ -280,6 +288,18 @@ def erase_a_document(demo: Demo) -> None:
         demo.say(f"citation {cited['citation_id']} reads back: gone (404 {gone.code}: {gone.message})")
         return
     raise RuntimeError("an erased document's citation still reads back")
+
+
+def _earlier_demo_erasure(demo: Demo) -> tuple[int, list[str]] | None:
+    """The erasure request an earlier demo run recorded (position, document ids), if any."""
+    page = ReadModels(demo.ledger.store).events(
+        demo.caller.tenant_id, HistoryFilter(types=["RetentionScrubbed"], actor=demo.caller.actor), limit=50
+    )
+    for entry in page.items:
+        event = demo.ledger.get(entry.position)
+        if event is not None and event.payload.get("reason") == "erasure_request":
+            return entry.position, list(event.payload.get("document_ids", []))
+    return None
 
 
 # --- replay -------------------------------------------------------------------------------

@@ -329,7 +329,8 @@ def demo(
     verify: the embedded default end to end."""
     from cli.demo import run_demo
 
-    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, console, corpus))
+    # The demo's narration is its result: stdout (logs and errors stay on stderr).
+    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, Console(), corpus))
 
 
 register_server(app)

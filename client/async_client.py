@@ -106,6 +106,7 @@ class AsyncClient(Shared):
         except LedgerError as error:
             if self.spool is None or not should_spool(error):
                 raise
+            self.spool.tell_outage(self.settings.base_url, error.code)
             await asyncio.to_thread(self.spool.append, self.spool_record(model, key, self.settings, call))
             return Spooled(idempotency_key=key, run_id=self.settings.run_id, trace_id=call.trace_id)
 
@@ -121,6 +122,7 @@ class AsyncClient(Shared):
             except LedgerError as error:
                 if self.spool is None or not should_spool(error):
                     raise
+                self.spool.tell_outage(self.settings.base_url, error.code)
                 records = [
                     SpoolRecord(i.idempotency_key, body(i.retrieval), self.settings.run_id, call.trace_id)
                     for i in items

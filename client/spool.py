@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +32,8 @@ ROTATE_BYTES = 4 * 1024 * 1024  # a new segment once the newest is this big
 MAX_RECORD_BYTES = 1024 * 1024
 BATCH_ITEMS = 500  # records per delivery request (the endpoint takes up to 1,000)
 BATCH_BYTES = 2 * 1024 * 1024  # and stays well under the server's 4 MiB body limit
+
+log = logging.getLogger("citeledger.client.spool")
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class Spool:
         self._drain_lock = self.directory / "drain.lock"
         self._cursor_path = self.directory / "cursor.json"
         self._rejected_path = self.directory / "rejected.jsonl"
+        self._outage_told = False
 
     # -- segments and the cursor ------------------------------------------------------------
     def _segments(self) -> list[Path]:
@@ -152,6 +156,22 @@ class Spool:
         _fsync_dir(self.directory)
 
     # -- appending ---------------------------------------------------------------------------
+    def tell_outage(self, ledger_url: str, reason: str) -> None:
+        """Say once, loudly, that writes now go to the spool because the ledger cannot take
+        them (a mistyped URL would otherwise spool every record silently); said again only
+        after the spool has drained empty. A warning: Python prints it on stderr even when
+        the service configured no logging."""
+        if self._outage_told:
+            return
+        self._outage_told = True
+        log.warning(
+            "citeledger: the ledger at %s cannot take writes now (%s); spooling them to %s until it "
+            "answers (check the URL and the server if this persists)",
+            ledger_url,
+            reason,
+            self.directory,
+        )
+
     def append(self, record: SpoolRecord) -> None:
         self.append_many([record])
 
@@ -292,7 +312,10 @@ class Spool:
                 if max_seconds is not None and time.monotonic() - started > max_seconds:
                     stopped_by = "time limit"
                     break
-        return DrainReport(delivered, rejected, self.pending_count(), time.monotonic() - started, stopped_by)
+        remaining = self.pending_count()
+        if remaining == 0 and stopped_by is None:
+            self._outage_told = False
+        return DrainReport(delivered, rejected, remaining, time.monotonic() - started, stopped_by)
 
     def _reject(self, refusals: Sequence[tuple[SpoolRecord, str]]) -> None:
         lines = b"".join(

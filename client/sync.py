@@ -113,6 +113,7 @@ class Client(Shared):
         except LedgerError as error:
             if self.spool is None or not should_spool(error):
                 raise
+            self.spool.tell_outage(self.settings.base_url, error.code)
             self.spool.append(self.spool_record(model, key, self.settings, call))
             return Spooled(idempotency_key=key, run_id=self.settings.run_id, trace_id=call.trace_id)
 
@@ -130,6 +131,7 @@ class Client(Shared):
             except LedgerError as error:
                 if self.spool is None or not should_spool(error):
                     raise
+                self.spool.tell_outage(self.settings.base_url, error.code)
                 records = [
                     SpoolRecord(i.idempotency_key, i.retrieval.model_dump(mode="json", exclude_none=True),
                                 self.settings.run_id, call.trace_id)

@@ -76,7 +76,7 @@ def _services(request: AnyRequest) -> Services:
     return services
 
 
-def _caller(request: AnyRequest, services: Services) -> Caller:
+def _caller(request: AnyRequest, services: NamedDependency[Services]) -> Caller:
     # Depending on `services` orders the two: Litestar then resolves them one after the
     # other instead of spawning a task group for every request.
     principal = principal_of(request)
@@ -90,11 +90,11 @@ def _caller(request: AnyRequest, services: Services) -> Caller:
     )
 
 
-def _context(services: Services) -> UseCaseContext:
+def _context(services: NamedDependency[Services]) -> UseCaseContext:
     return services.context
 
 
-def _read_models(services: Services) -> ReadModels:
+def _read_models(services: NamedDependency[Services]) -> ReadModels:
     return services.read_models
 
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The README's test command: everything the suite needs on a fresh Debian machine, then pytest.
+#   - a virtual environment in .venv with the project and its dev extras;
+#   - PostgreSQL answering at 127.0.0.1:5432 and Redis at 127.0.0.1:6379 (started when they
+#     do not answer: the suite uses both, and fails rather than skips without them);
+#   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time).
+# Arguments are passed to pytest (e.g. `bash scripts/test.sh tests/test_search.py -x`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "test.sh: $*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"; else return 1; fi
+}
+
+ensure_postgres() {
+  pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null && return 0
+  if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    say "PostgreSQL is not installed: installing Debian's postgresql"
+    (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q postgresql) \
+      >/dev/null 2>&1 || { say "could not install postgresql"; return 0; }
+  fi
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -1)
+  [ -n "$version" ] && as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start >/dev/null 2>&1 || true
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null && return 0; sleep 1; done
+  say "PostgreSQL does not answer at 127.0.0.1:5432; the PostgreSQL tests will fail"
+}
+
+ensure_redis() {
+  redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && return 0
+  if ! command -v redis-server >/dev/null 2>&1; then
+    say "Redis is not installed: installing Debian's redis-server"
+    (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q redis-server) \
+      >/dev/null 2>&1 || { say "could not install redis-server"; return 0; }
+  fi
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" >/dev/null 2>&1 || true
+  for _ in $(seq 1 30); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && return 0; sleep 1; done
+  say "Redis does not answer at 127.0.0.1:6379; the Redis tests will fail"
+}
+
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  say "Chromium is missing: installing Debian's chromium for the browser tests"
+  (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q chromium) \
+    >/dev/null 2>&1 || say "could not install chromium; the browser tests will fail"
+}
+
+ensure_postgres
+ensure_redis
+ensure_chromium
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install -q -e '.[dev]'
+exec .venv/bin/python -m pytest -q "$@"
