@@ -268,3 +268,27 @@ def test_replay_by_a_caller_without_the_scope_leaks_nothing(server: RestrictedSe
     assert body["integrity"] == "ok"
     common = body["diff"]["as_of_original"]["selected_entries"]
     assert common["common"] == len(common["common_entries"]) == len(searched["output"]["citations"]) - 1
+
+
+def test_an_idempotency_key_never_hands_a_stored_restricted_answer_to_a_caller_without_the_scope(
+    server: RestrictedServer,
+) -> None:
+    server.visible()
+    doc = server.restricted()
+    search = {"input": {"query": QUERY, "top_k": 3}}
+    cite = _retrieval(doc, RESTRICTED_SNIPPET)
+    for route, body, key in (("/v1/search", search, "k-search"), ("/v1/retrievals", cite, "k-cite")):
+        first = server.client.post(
+            route, json=body, headers=server.headers("scoped", **{"Idempotency-Key": key})
+        )
+        assert first.status_code in (200, 201) and RESTRICTED_PATH in first.text
+        again = server.client.post(
+            route, json=body, headers=server.headers("scoped", **{"Idempotency-Key": key})
+        )
+        assert again.status_code == first.status_code and again.json()["dedup"] is True
+        # Same tenant, same key, same body, another token without the scope: not the same request.
+        other = server.client.post(
+            route, json=body, headers=server.headers("writer", **{"Idempotency-Key": key})
+        )
+        assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency_key_reused"
+        assert _leaks(other.text, doc) == []
