@@ -292,3 +292,22 @@ def test_an_idempotency_key_never_hands_a_stored_restricted_answer_to_a_caller_w
         )
         assert other.status_code == 409 and other.json()["error"]["code"] == "idempotency_key_reused"
         assert _leaks(other.text, doc) == []
+
+
+def test_replay_of_a_day_whose_restricted_text_was_erased_names_no_restricted_document(
+    server: RestrictedServer,
+) -> None:
+    server.visible()
+    doc = server.restricted()
+    searched = server.search(QUERY, "scoped")
+    erased = server.client.post(
+        "/v1/erasures", json={"document_id": doc["document_id"]}, headers=server.headers()
+    )
+    assert erased.status_code == 200, erased.text
+    full = server.replay(searched["receipt_id"], who="admin").json()
+    assert full["integrity"] == "unverifiable"
+    assert full["integrity_reason"]["document_ids"] == [doc["document_id"]]
+    shown = server.replay(searched["receipt_id"], who="replayer")
+    assert shown.status_code == 201, shown.text
+    assert shown.json()["integrity_reason"] == {"cause": "erased_after_receipt", "document_ids": []}
+    assert _leaks(shown.text, doc) == []

@@ -54,7 +54,7 @@ from ledger.usecases.ranking import SearchHit, SearchRun, rank
 from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
-from ledger.usecases.visibility import hidden_from, sees_restricted
+from ledger.usecases.visibility import hidden_from, may_see, sees_restricted
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"
@@ -371,6 +371,22 @@ def _replay_receipt(
     )
 
 
+def _erased_shown(ctx: UseCaseContext, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+    """`integrity_reason` without the erased documents that were restricted, for a caller
+    without the scope (document ids derive from paths)."""
+    reason = body.get("integrity_reason") or {}
+    if not reason.get("document_ids") or sees_restricted(caller.scopes):
+        return body
+    position = int(body["corpus_position"])
+
+    def restricted(document_id: str) -> bool:
+        versions = ctx.lookups.document_chunks(caller.tenant_id, document_id, position)
+        return any(not may_see(caller.scopes, v.sensitivity) for v in versions)
+
+    kept = [d for d in reason["document_ids"] if not restricted(d)]
+    return {**body, "integrity_reason": {**reason, "document_ids": kept}}
+
+
 def _shown(body: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
     """The answer as a caller who may not see the `hidden` (restricted) chunks gets it:
     their entries, filters and paths left out of every diff and entry list."""
@@ -407,7 +423,7 @@ def replay(
         body, replay_receipt, restricted = _external(ctx, receipt, rules, at_position)
     # The ledger records the whole diff; the caller sees what its own scopes may see.
     hidden = frozenset() if sees_restricted(caller.scopes) else restricted
-    base = {"original_receipt_id": receipt_id, **_shown(body, hidden)}
+    base = {"original_receipt_id": receipt_id, **_shown(_erased_shown(ctx, caller, body), hidden)}
     envelope = body["diff"]["data_drift"]
     # Recorded on the ledger too, so an auditor reading the log tells "reproduced" from
     # "could not be checked" (and why) without the response that was returned then.
