@@ -277,5 +277,3 @@ def _citation(hit: SearchHit, entry: SelectedEntry) -> dict[str, Any]:
         "sensitivity": hit.sensitivity,
         "expires_at": entry.expires_at,
     }
-
-
