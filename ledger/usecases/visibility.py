@@ -92,9 +92,9 @@ def visible_corpus(view: CorpusView, scopes: Collection[str]) -> tuple[CorpusVie
     if sees_restricted(scopes):
         return view, 0
     hidden = view.live & view.restricted
-    withheld = int(hidden.sum())
+    withheld = int(np.count_nonzero(hidden))
     if withheld == 0:
         return view, 0
-    live = view.live & ~view.restricted
-    total = int(np.asarray(view.lengths)[live].sum())
-    return VisibleCorpus(view, live, int(live.sum()), total), withheld
+    # Subtracted rather than summed again: restricted versions are usually the few.
+    total = view.total_length - int(np.asarray(view.lengths)[np.flatnonzero(hidden)].sum())
+    return VisibleCorpus(view, view.live & ~view.restricted, view.live_count - withheld, total), withheld
