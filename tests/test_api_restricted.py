@@ -311,3 +311,26 @@ def test_replay_of_a_day_whose_restricted_text_was_erased_names_no_restricted_do
     assert shown.status_code == 201, shown.text
     assert shown.json()["integrity_reason"] == {"cause": "erased_after_receipt", "document_ids": []}
     assert _leaks(shown.text, doc) == []
+
+
+def test_replay_hides_an_entry_whose_document_became_restricted(server: RestrictedServer) -> None:
+    text = "# Budget\n\nThe acquisition budget is reviewed in March.\n"
+    doc = server.document(text, path="finance/budget.md")  # internal when cited
+    cited = server.client.post(
+        "/v1/retrievals",
+        json=_retrieval(doc, "The acquisition budget is reviewed in March."),
+        headers=server.headers("writer"),
+    )
+    assert cited.status_code == 201, cited.text
+    now = server.document(
+        text + "The Nightjar line is 40 million.\n",
+        path="finance/budget.md",
+        document_id=doc["document_id"],
+        sensitivity="restricted",
+    )
+    full = server.replay(cited.json()["receipt_id"], who="admin").json()
+    [entry] = full["entries"]
+    assert entry["status"] == "superseded" and entry["current_chunk_id"] == now["chunks"][0]["chunk_id"]
+    shown = server.replay(cited.json()["receipt_id"], who="replayer")
+    assert shown.status_code == 201, shown.text
+    assert shown.json()["entries"] == [] and now["chunks"][0]["chunk_id"] not in shown.text

@@ -337,7 +337,13 @@ def _external(
         "entry_counts": counts,
         "diff": {"data_drift": diff(outcome_of_receipt(payload), replay_outcome)},
     }
-    return body, replay_receipt, hidden_from(frozenset(), entries)
+    # An entry is hidden when the chunk it cited or the version it is in now is restricted.
+    moved = [
+        {"chunk_id": entry["chunk_id"], "sensitivity": report.current_sensitivity}
+        for entry, report in zip(entries, reports, strict=True)
+        if report.current_sensitivity is not None
+    ]
+    return body, replay_receipt, hidden_from(frozenset(), [*entries, *moved])
 
 
 # --- the use case ----------------------------------------------------------------------
