@@ -54,7 +54,7 @@ from ledger.usecases.ranking import SearchHit, SearchRun, rank
 from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
-from ledger.usecases.visibility import hidden_from, may_see, sees_restricted
+from ledger.usecases.visibility import may_see, restricted_chunk_ids, sees_restricted
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"
@@ -273,7 +273,7 @@ def _bm25(
         search=now_request,
         withheld=data_run.withheld,
     )
-    restricted = hidden_from(frozenset(), payload["selected_entries"]).union(
+    restricted = restricted_chunk_ids(payload["selected_entries"]).union(
         *(r.restricted_ids for r in (original_run, data_run, policy_run))
     )
     return body, replay_receipt, restricted
@@ -343,7 +343,7 @@ def _external(
         for entry, report in zip(entries, reports, strict=True)
         if report.current_sensitivity is not None
     ]
-    return body, replay_receipt, hidden_from(frozenset(), [*entries, *moved])
+    return body, replay_receipt, restricted_chunk_ids([*entries, *moved])
 
 
 # --- the use case ----------------------------------------------------------------------

@@ -5,7 +5,7 @@ hold `knowledge.restricted.read`: its text, snippets, path, heading path and id.
 rule is built in: no policy bundle can lift it (a bundle may only add rules). Search
 ranks as if the chunks the caller may not see were never ingested (`VisibleCorpus`),
 a recorded retrieval that cites one is refused exactly like a citation of a chunk the
-ledger does not hold, and a replay answers without them (`hidden_from`).
+ledger does not hold, and a replay answers without them (`restricted_chunk_ids`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ def narrowed(held: Collection[str], claimed: Iterable[str] | None) -> frozenset[
     return frozenset(held) if claimed is None else frozenset(held) & frozenset(claimed)
 
 
-def hidden_from(scopes: Collection[str], entries: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """Chunk ids among `entries` (dicts with `chunk_id` and `sensitivity`) the caller may not see."""
-    return frozenset(str(e["chunk_id"]) for e in entries if not may_see(scopes, str(e["sensitivity"])))
+def restricted_chunk_ids(entries: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Chunk ids among `entries` (dicts with `chunk_id` and `sensitivity`) that only the
+    restricted scope may see."""
+    return frozenset(str(e["chunk_id"]) for e in entries if not may_see((), str(e["sensitivity"])))
 
 
 @dataclass(frozen=True)
