@@ -218,6 +218,10 @@ class RetrievalRecorded(Schema):
     filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64
     status: RetrievalStatus
+    # Searches the ledger ran: how many live chunk versions the task's scopes could not see
+    # (`ledger.usecases.visibility`), never which. Absent (omitted from the signed JSON) on
+    # receipts recorded before that rule, which replay without it.
+    withheld: SafeInt | None = None
 
 
 class RetentionScrubbed(Schema):
@@ -242,7 +246,7 @@ class LegalHoldReleased(Schema):
 
 
 class AccessDenied(Schema):
-    resource_type: Literal["citation", "document", "receipt"]
+    resource_type: Literal["citation", "document", "receipt", "chunk"]
     resource_id: Identifier
     required_scope: Identifier
     reason: Identifier
@@ -301,7 +305,7 @@ EventType = Literal[
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
-OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search"})
+OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search", "withheld"})
 
 
 class EventRejected(ValueError):

@@ -350,6 +350,7 @@ class _TenantIndex:
         self.live_to = np.zeros(0, np.int64)
         self.length = np.zeros(0, np.int64)
         self.ordinal = np.zeros(0, np.int64)
+        self.restricted = np.zeros(0, np.bool_)
         self.document_number = np.zeros(0, np.int64)
         self.document_numbers: dict[str, int] = {}
         self.chunks: list[IndexedChunk] = []
@@ -369,6 +370,9 @@ class _TenantIndex:
         ).astype(np.int64)
         self.length = np.concatenate([self.length, [int(r["length"]) for r in rows]]).astype(np.int64)
         self.ordinal = np.concatenate([self.ordinal, [int(r["ordinal"]) for r in rows]]).astype(np.int64)
+        self.restricted = np.concatenate(
+            [self.restricted, [r["sensitivity"] == "restricted" for r in rows]]
+        ).astype(np.bool_)
         numbers = self.document_numbers
         self.document_number = np.concatenate(
             [self.document_number, [numbers.setdefault(r["document_id"], len(numbers)) for r in rows]]
@@ -402,6 +406,7 @@ class AsOfView:
     lengths: npt.NDArray[np.int64]
     ordinals: npt.NDArray[np.int64]
     document_numbers: npt.NDArray[np.int64]
+    restricted: npt.NDArray[np.bool_]
     live_count: int
     total_length: int
     _index: _TenantIndex
@@ -490,6 +495,7 @@ class SearchIndex:
                 lengths=lengths,
                 ordinals=index.ordinal,
                 document_numbers=index.document_number,
+                restricted=index.restricted,
                 live_count=int(live.sum()),
                 total_length=int(lengths[live].sum()),
                 _index=index,

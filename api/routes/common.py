@@ -18,6 +18,7 @@ from api.contract import ApiError, correlation
 from api.services import Services
 from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
+from ledger.usecases.visibility import sees_restricted
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
@@ -131,10 +132,14 @@ def ok(
     return Response(content=body, status_code=status, media_type="application/json")
 
 
-def fingerprint(route: str, value: Any) -> str:
-    """What makes two requests 'the same body' for Idempotency-Key."""
+def fingerprint(route: str, value: Any, caller: Caller) -> str:
+    """What makes two requests 'the same body' for Idempotency-Key. A stored answer can hold
+    what only `knowledge.restricted.read` may see, so a request with the scope is never the
+    same request as one without it (another token of the tenant reusing the key gets 409,
+    not the first answer)."""
+    audience = b"\0restricted" if sees_restricted(caller.scopes) else b""
     return hashlib.sha256(
-        route.encode() + b"\0" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        route.encode() + b"\0" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS) + audience
     ).hexdigest()
 
 
@@ -154,7 +159,7 @@ async def write(
     idempotency: IdempotencyKey | None = None
     if key is not None:
         try:
-            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body))
+            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body, caller))
         except ValueError:
             raise ApiError(
                 400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters"

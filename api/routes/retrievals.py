@@ -24,7 +24,7 @@ ROUTE = "POST /v1/retrievals"
 
 
 def _key(caller: Caller, key: str, body: RetrievalIn) -> IdempotencyKey:
-    return IdempotencyKey(caller.tenant_id, key, fingerprint(ROUTE, body.model_dump(mode="json")))
+    return IdempotencyKey(caller.tenant_id, key, fingerprint(ROUTE, body.model_dump(mode="json"), caller))
 
 
 @post(

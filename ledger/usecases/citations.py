@@ -18,6 +18,7 @@ from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, CitationUnavailable
 from ledger.usecases.ports import CitationReader
 from ledger.usecases.scopes import RESTRICTED_SCOPE
+from ledger.usecases.visibility import may_see
 
 _ID_MAX = MAX_IDENTIFIER_CHARS
 
@@ -56,7 +57,7 @@ def read_citation(
     if citation is None or _expired(citation.expires_at, now):
         # Expired counts as not found whether or not the scrub job has run yet.
         raise CitationUnavailable("chunk_not_found")
-    if citation.sensitivity == "restricted" and RESTRICTED_SCOPE not in caller.scopes:
+    if not may_see(caller.scopes, citation.sensitivity):
         denial = AccessDeniedEvent(
             resource_type="citation",
             resource_id=citation_id,

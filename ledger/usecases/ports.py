@@ -214,6 +214,11 @@ class CorpusView(Protocol):
         ...
 
     @property
+    def restricted(self) -> Any:
+        """numpy bool array: which chunk versions belong to `restricted` documents."""
+        ...
+
+    @property
     def live_count(self) -> int: ...
 
     @property

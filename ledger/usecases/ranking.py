@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -43,7 +43,8 @@ from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
-from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk
+from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, SearchIndexReader
+from ledger.usecases.visibility import visible_corpus
 
 log = logging.getLogger("citeledger.search")
 
@@ -102,6 +103,12 @@ class SearchRun:
     context_hash: str
     files_scanned: int
     denied_rule: str | None = None
+    # Live chunk versions the caller's scopes may not see, left out before ranking (None: the
+    # run ranked without the built-in rule, as receipts recorded before it did).
+    withheld: int | None = None
+    # Chunk ids of restricted chunks among the hits and filters: what an answer to a caller
+    # without the scope must leave out (a replay's diff; `ledger.usecases.visibility`).
+    restricted_ids: frozenset[str] = frozenset()
 
     @property
     def metrics(self) -> dict[str, int]:
@@ -206,28 +213,60 @@ def rank(
     policy: PolicyRules,
     auth_scope: frozenset[str],
     deadline_s: float | None,
+    *,
+    withhold_restricted: bool = True,
 ) -> SearchRun:
     """Rank `tenant_id`'s corpus as of `request.corpus_position` (a pure read).
 
-    `deadline_s`: seconds this call may take (None: no limit); past it the answer is `timeout`."""
+    `deadline_s`: seconds this call may take (None: no limit); past it the answer is `timeout`.
+    `withhold_restricted`: the built-in rule (`ledger.usecases.visibility`): chunks `auth_scope`
+    may not see are left out before anything is ranked (the run's `withheld` counts them).
+    Only the replay of a receipt recorded before the rule (it has no `withheld`) turns it off,
+    to reproduce that receipt as it was ranked."""
     started = time.monotonic()
-    position = request.corpus_position
-
-    def late() -> bool:
-        return deadline_s is not None and time.monotonic() - started > deadline_s
-
     index = ctx.search_index
     if index is None:
         raise RuntimeError("this process has no search index")
-    wanted = query_terms(query)
-    if not wanted:
-        return empty_run("no_hit", position, ["the query has no searchable words; ask with content words"])
+    position = request.corpus_position
     try:
         view = index.view(tenant_id, position)
     except LookupError:
         raise Busy(
             f"the search index has not reached position {position} yet; retry", code="index_behind"
         ) from None
+    withheld: int | None = None
+    if withhold_restricted:
+        view, withheld = visible_corpus(view, auth_scope)
+    restricted: set[str] = set()
+    run = _rank(
+        ctx, index, tenant_id, query, request, policy, auth_scope, deadline_s, view, started, restricted
+    )
+    restricted.update(hit.chunk_id for hit in run.hits if hit.sensitivity == "restricted")
+    return replace(run, withheld=withheld, restricted_ids=frozenset(restricted))
+
+
+def _rank(
+    ctx: UseCaseContext,
+    index: SearchIndexReader,
+    tenant_id: str,
+    query: str,
+    request: SearchRequest,
+    policy: PolicyRules,
+    auth_scope: frozenset[str],
+    deadline_s: float | None,
+    view: CorpusView,
+    started: float,
+    restricted: set[str],
+) -> SearchRun:
+    """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
+    position = request.corpus_position
+
+    def late() -> bool:
+        return deadline_s is not None and time.monotonic() - started > deadline_s
+
+    wanted = query_terms(query)
+    if not wanted:
+        return empty_run("no_hit", position, ["the query has no searchable words; ask with content words"])
     if late():
         return empty_run("timeout", position)
     n = view.live_count
@@ -315,6 +354,8 @@ def rank(
         for rule_id, action in verdict.applied:
             if len(filters) < MAX_FILTERS_APPLIED:
                 filters.append((rule_id, state.chunk_id, action))
+                if state.sensitivity == "restricted":
+                    restricted.add(state.chunk_id)
             if action == "deny" and first_deny is None:
                 first_deny = rule_id
     if not allowed:

@@ -32,6 +32,7 @@ from ledger.usecases.errors import Invalid
 from ledger.usecases.ports import PolicyState
 from ledger.usecases.ranking import ENGINE, SearchHit, SearchRun, empty_run, rank
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
+from ledger.usecases.visibility import narrowed
 
 log = logging.getLogger("citeledger.search")
 
@@ -62,8 +63,9 @@ def rules_from_snapshot(bundle_yaml: str | None) -> PolicyRules:
 
 
 def _scopes(caller: Caller, body: SearchIn) -> frozenset[str]:
-    """Least privilege: the envelope's `auth_scope` narrows the token's scopes, never widens them."""
-    return caller.scopes & frozenset(body.auth_scope) if body.auth_scope else caller.scopes
+    """Least privilege: the envelope's `auth_scope` narrows the token's scopes, never widens
+    them (an empty list claims nothing: the token's scopes)."""
+    return narrowed(caller.scopes, body.auth_scope or None)
 
 
 def _outside_roots(roots: Sequence[str]) -> bool:
@@ -197,6 +199,7 @@ def _record(
         filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in run.filters_applied],  # type: ignore[arg-type]
         context_hash=run.context_hash,
         status=run.status,
+        withheld=run.withheld,
     )
     log.info(
         "search tenant=%s status=%s position=%d hits=%s",
@@ -274,5 +277,3 @@ def _citation(hit: SearchHit, entry: SelectedEntry) -> dict[str, Any]:
         "sensitivity": hit.sensitivity,
         "expires_at": entry.expires_at,
     }
-
-
