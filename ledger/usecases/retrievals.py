@@ -330,7 +330,7 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                 raise Invalid(item.problem or "item is malformed", code="invalid_item")
             earlier = stored.get(item.idempotency.key)
             if earlier is not None:
-                status, body = earlier.replay(item.idempotency)
+                status, body = earlier.replay(item.idempotency, ctx.sealer)
                 outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
                 continue
             own = caller
