@@ -74,6 +74,13 @@ def stem_word(word: str) -> str:
     return stem
 
 
+def forget_words() -> None:
+    """Drop the cached words (plaintext of documents and queries) after an erasure: no
+    word of erased text outlives its key in this process's memory."""
+    with _stemmer_lock:
+        _stems.clear()
+
+
 def split_words(text: str) -> list[str]:
     """The scoring tokens of `text` before stemming (lowercased words and CJK bigrams):
     also the splitter handed to bm25s's Tokenizer, so the reference ranker sees the same terms."""
