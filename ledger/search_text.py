@@ -38,6 +38,7 @@ MAX_QUERY_TERMS = 64
 MAX_WORD_CHARS = 64  # longer "words" (hashes, base64) are not search terms
 _stemmer_lock = threading.Lock()
 _stemmer = Stemmer.Stemmer("english")
+_stemmer.maxCacheSize = 0  # no second cache of plaintext words beside `_stems` (which an erasure drops)
 
 
 class Term(NamedTuple):
