@@ -7,6 +7,11 @@ the same key either finds the row (the entries exist: answer it again,
 `dedup: true`) or does not (nothing was written: run it again) — there is no
 "pending" state to wait out, and no entry is ever written twice.
 
+Neither does the record's fingerprint of the request, when the request quotes such text
+(a query, snippets, a document): it is kept as a MAC under the data keys of that text
+(`bound`), so once one is shredded it confirms no guess of the request, and a retry with
+the key is refused (409 `idempotency_key_erased`) instead of being matched blindly.
+
 The stored copy holds no text a data key protects. A use case marks such parts
 of its answer `Protected` (a query, a snippet, a heading path, the query's
 terms): the answer it returns shows them in plain, the row holds them sealed
@@ -18,10 +23,11 @@ never the old text.
 
 from __future__ import annotations
 
+import hmac
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -43,15 +49,39 @@ class IdempotencyKeyReused(ValueError):
     """The key was already used for a different request."""
 
 
+class IdempotencyRecordErased(IdempotencyKeyReused):
+    """The key's record can no longer be matched: the text its request quoted was erased."""
+
+
+_MAC_PREFIX = "mac1:"  # a stored fingerprint bound to data keys (else the bare fingerprint)
+
+
 @dataclass(frozen=True)
 class IdempotencyKey:
     tenant_id: str
     key: str
     fingerprint: str  # what makes two requests "the same request"
+    stored: str | None = None  # what the record keeps of it when bound to data keys
 
     def __post_init__(self) -> None:
         if not KEY_PATTERN.match(self.key):
             raise ValueError("Idempotency-Key must be 1-255 visible ASCII characters")
+
+
+def bound(key: IdempotencyKey | None, sealer: Sealer, key_refs: Iterable[str]) -> IdempotencyKey | None:
+    """The key of a request that quotes text sealed under `key_refs`: its record keeps a MAC
+    of the fingerprint under those keys, never the bare hash of the text (a guess of an
+    erased query or snippet could be confirmed against it)."""
+    refs = sorted(set(key_refs))
+    if key is None or not refs:
+        return key
+    mac = sealer.mac(key.fingerprint.encode(), tenant_id=key.tenant_id, key_refs=refs)
+    return replace(key, stored=_MAC_PREFIX + orjson.dumps({"refs": refs, "mac": mac}).decode())
+
+
+def sealed_refs(*values: Sealed | None) -> list[str]:
+    """Every key ref the sealed values are under."""
+    return [ref for value in values if value is not None for ref in (value.key_ref, *value.extra_key_refs)]
 
 
 @dataclass(frozen=True)
@@ -139,13 +169,25 @@ class StoredAnswer:
     def replay(self, idempotency: IdempotencyKey, sealer: Sealer) -> Answer:
         """The first answer again, marked as a repeat, its protected parts opened through
         `sealer` (withheld, with the reason, when shredded); a different request is refused."""
-        if self.fingerprint != idempotency.fingerprint:
+        if not self._matches(idempotency, sealer):
             raise IdempotencyKeyReused(idempotency.key)
         withheld: list[dict[str, str]] = []
         body = _opened(self.body, "", sealer, idempotency.tenant_id, withheld)
         if withheld:
             body["withheld"] = withheld
         return self.status, {**body, "dedup": True}
+
+    def _matches(self, idempotency: IdempotencyKey, sealer: Sealer) -> bool:
+        if not self.fingerprint.startswith(_MAC_PREFIX):
+            return hmac.compare_digest(self.fingerprint, idempotency.fingerprint)
+        stored = orjson.loads(self.fingerprint[len(_MAC_PREFIX) :])
+        try:
+            mac = sealer.mac(
+                idempotency.fingerprint.encode(), tenant_id=idempotency.tenant_id, key_refs=stored["refs"]
+            )
+        except KeyDestroyed:
+            raise IdempotencyRecordErased(idempotency.key) from None
+        return hmac.compare_digest(mac, stored["mac"])
 
 
 @dataclass(frozen=True)
@@ -192,7 +234,7 @@ def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answe
             IdempotencyRecord(
                 key.tenant_id,
                 key.key,
-                key.fingerprint,
+                key.stored or key.fingerprint,
                 status,
                 orjson.dumps(_stored_form(body)),
                 position,

@@ -8,6 +8,7 @@ file of a drained client spool, and no in-memory cache of the process that erase
 from __future__ import annotations
 
 import gc
+import hashlib
 import secrets
 import sqlite3
 import uuid
@@ -19,12 +20,13 @@ import httpx
 import orjson
 import pytest
 
+from api.routes.common import fingerprint
 from client import Client, Spooled
 from ledger import search_text
 from ledger.application import Ledger
 from ledger.config import LedgerConfig
 from ledger.search_text import stem_word
-from ledger.usecases.commands import ErasureIn, SearchIn
+from ledger.usecases.commands import DocumentIn, ErasureIn, RetrievalIn, SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.retention import erase
 from ledger.usecases.search import search
@@ -204,14 +206,36 @@ def test_document_erasure_leaves_no_text_in_storage_logs_or_retried_answers(runn
     assert erased.status_code == 200, erased.text
 
     _check_withheld_retry(running, "search-1", answer, marker)
-    for path, body, key in (
-        ("/v1/retrievals", _retrieval(vault, snippet, "where is the vault"), "ret-1"),
-        (f"/v1/receipts/{answer['receipt_id']}/replay", {}, "replay-1"),
-    ):
-        retried = running.post(path, body, key=key)
-        assert retried.status_code in (200, 201) and retried.json()["dedup"] is True, retried.text
-        assert marker not in retried.text
+    # a request that quoted the erased text can no longer be matched to its record: refused,
+    # never answered blindly; one that quoted none is answered from its record as before
+    quoting = [
+        (
+            "POST /v1/documents",
+            "/v1/documents",
+            {"path": "secret/vault.md", "text": _vault(marker)},
+            "doc-secret/vault.md",
+        ),
+        ("POST /v1/retrievals", "/v1/retrievals", _retrieval(vault, snippet, "where is the vault"), "ret-1"),
+    ]
+    for _, path, body, key in quoting:
+        refused = running.post(path, body, key=key)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "idempotency_key_erased" and marker not in refused.text
+    replayed = running.post(f"/v1/receipts/{answer['receipt_id']}/replay", {}, key="replay-1")
+    assert replayed.status_code == 201 and replayed.json()["dedup"] is True, replayed.text
     assert residue(running.config, marker, running.log) == []
+    # nor does any record keep the bare fingerprint (a hash of the request, text and all)
+    searched = {"input": {"query": VAULT_QUERY, "top_k": 5}}
+    requests = [*quoting, ("POST /v1/search", "", searched, "")]
+    for (route, _, body, _), model in zip(requests, (DocumentIn, RetrievalIn, SearchIn), strict=True):
+        bare = fingerprint(route, model.model_validate_json(orjson.dumps(body)).model_dump(mode="json"))
+        assert residue(running.config, bare) == [], route
+    # nor a bare hash of it, which would confirm a guess of the text: the log line of a search
+    # carries the snippet's salted commitment, gone with the key
+    logged = running.log.read_text()
+    assert "search tenant=" in logged
+    for cited in _cited_snippets(answer):
+        assert hashlib.sha256(cited.encode()).hexdigest()[:16] not in logged
 
     # and nothing answers the old text since: not the index, not a cache
     for query in (marker, VAULT_QUERY, f"# Vault {marker}"):
@@ -244,7 +268,7 @@ def test_subject_erasure_leaves_no_text_in_storage_logs_or_retried_answers(runni
         _retrieval(about, "nobody else knows it", f"what is {marker}", subject_id=subject),
         key="ret-s",
     )
-    assert retried.status_code == 201 and retried.json()["dedup"] is True, retried.text
+    assert retried.status_code == 409 and retried.json()["error"]["code"] == "idempotency_key_erased"
     assert residue(running.config, marker, running.log) == []
 
 

@@ -4,7 +4,6 @@ current position under the live policy, then one signed receipt for every search
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import time
 import uuid
@@ -23,7 +22,7 @@ from ledger.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey, Protected, protect_json
+from ledger.idempotency import IdempotencyKey, Protected, bound, protect_json, sealed_refs
 from ledger.policy_rules import PolicyRules, rules_from_bundle
 from ledger.retention import expiry_key_for
 from ledger.sealing import KeyDestroyed, Sealer, document_key_ref, tenant_key_ref
@@ -199,6 +198,8 @@ def _record(
         context_hash=run.context_hash,
         status=run.status,
     )
+    # The snippet's salted commitment, not a bare hash: once its key is shredded a log line
+    # can no longer confirm a guess of the text.
     log.info(
         "search tenant=%s status=%s position=%d hits=%s",
         tenant,
@@ -208,10 +209,10 @@ def _record(
             {
                 "path": h.path,
                 "lines": [h.start_line, h.end_line],
-                "snippet_sha256": hashlib.sha256(h.snippet.encode()).hexdigest()[:16],
+                "snippet_commitment": entry.snapshot.commitment[:16],
                 "snippet_chars": len(h.snippet),
             }
-            for h in run.hits
+            for h, entry in zip(run.hits, entries, strict=True)
         ],
     )
 
@@ -269,7 +270,7 @@ def _record(
             **entry_facts(events[0]),
         }
 
-    return record(ctx, caller, [payload], answer, idempotency)
+    return record(ctx, caller, [payload], answer, bound(idempotency, ctx.sealer, sealed_refs(query)))
 
 
 def _refs(sealed: Sealed) -> list[str]:
