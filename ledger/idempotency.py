@@ -7,11 +7,6 @@ the same key either finds the row (the entries exist: answer it again,
 `dedup: true`) or does not (nothing was written: run it again) — there is no
 "pending" state to wait out, and no entry is ever written twice.
 
-Neither does the record's fingerprint of the request, when the request quotes such text
-(a query, snippets, a document): it is kept as a MAC under the data keys of that text
-(`bound`), so once one is shredded it confirms no guess of the request, and a retry with
-the key is refused (409 `idempotency_key_erased`) instead of being matched blindly.
-
 The stored copy holds no text a data key protects. A use case marks such parts
 of its answer `Protected` (a query, a snippet, a heading path, the query's
 terms): the answer it returns shows them in plain, the row holds them sealed
@@ -19,6 +14,11 @@ terms): the answer it returns shows them in plain, the row holds them sealed
 them again. Once a key is shredded a retry still gets the answer (`dedup:
 true`) with those parts withheld and named under `withheld` with the reason,
 never the old text.
+
+Neither does the record's fingerprint of the request, when the request quotes such text
+(a query, snippets, a document): it is kept as a MAC under the data keys of that text
+(`bound`), so once one is shredded it confirms no guess of the request, and a retry with
+the key is refused (409 `idempotency_key_erased`) instead of being matched blindly.
 """
 
 from __future__ import annotations

@@ -224,7 +224,9 @@ def _record(
             for hit, entry in zip(run.hits, entries, strict=True)
         ]
         gaps: list[str] | Protected = (
-            protect_json(ctx.sealer, list(run.gaps), tenant_id=tenant, key_refs=_refs(query), withheld=[])
+            protect_json(
+                ctx.sealer, list(run.gaps), tenant_id=tenant, key_refs=sealed_refs(query), withheld=[]
+            )
             if run.gaps
             else []
         )
@@ -273,10 +275,6 @@ def _record(
     return record(ctx, caller, [payload], answer, bound(idempotency, ctx.sealer, sealed_refs(query)))
 
 
-def _refs(sealed: Sealed) -> list[str]:
-    return [sealed.key_ref, *sealed.extra_key_refs]
-
-
 def _citation(
     sealer: Sealer, tenant: str, hit: SearchHit, entry: SelectedEntry, query: Sealed
 ) -> dict[str, Any]:
@@ -305,7 +303,7 @@ def _citation(
         "reason": {
             "score_breakdown": [{"component": c, "value": v} for c, v in hit.score_breakdown],
             "terms": protect_json(
-                sealer, terms, tenant_id=tenant, key_refs=[*_refs(entry.snapshot), *_refs(query)], withheld=[]
+                sealer, terms, tenant_id=tenant, key_refs=sealed_refs(entry.snapshot, query), withheld=[]
             )
             if terms
             else [],
