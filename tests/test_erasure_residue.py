@@ -12,7 +12,7 @@ import hashlib
 import secrets
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pytest
 
 from api.routes.common import fingerprint
 from client import Client, Spooled
+from client.spool import ItemVerdict, Spool, SpoolRecord
 from ledger import search_text
 from ledger.application import Ledger
 from ledger.config import LedgerConfig
@@ -340,3 +341,31 @@ def test_no_in_memory_cache_holds_erased_words(ledger: Ledger) -> None:
     assert _strings_reachable(roots, marker) == []
     again = search(ctx, caller, SearchIn.model_validate({"input": {"query": VAULT_QUERY}}))
     assert all(marker not in c["snippet"] for c in again.body["output"]["citations"])
+
+
+def test_a_spool_stopped_mid_segment_blanks_what_it_delivered(tmp_path: Path) -> None:
+    """Delivery stopped by the ledger after two records: their text is gone from the segment
+    the cursor stays in, the two behind them are still there and delivered next, in order."""
+    spool = Spool(tmp_path / "spool")
+    markers = [_marker() for _ in range(4)]
+    spool.append_many([SpoolRecord(f"key-{i}", {"query": m}) for i, m in enumerate(markers)])
+    sent: list[str] = []
+
+    def ledger_takes_two(records: Sequence[SpoolRecord]) -> list[ItemVerdict]:
+        verdicts = []
+        for record in records:
+            if len(sent) < 2:
+                sent.append(record.idempotency_key)
+                verdicts.append(ItemVerdict(delivered=True))
+            else:
+                verdicts.append(ItemVerdict(delivered=False, retryable=True, reason="busy"))
+        return verdicts
+
+    first = spool.drain(ledger_takes_two)
+    assert (first.delivered, first.pending) == (2, 2) and sent == ["key-0", "key-1"]
+    [segment] = list((tmp_path / "spool").glob("segment-*.jsonl"))
+    data = segment.read_bytes()
+    assert [m.encode() in data for m in markers] == [False, False, True, True]
+    rest = spool.drain(lambda records: [ItemVerdict(delivered=True) for _ in records])
+    assert (rest.delivered, rest.pending) == (2, 0)
+    assert list((tmp_path / "spool").glob("segment-*.jsonl")) == []
