@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.contract import ApiError
-from ledger.idempotency import IdempotencyKeyReused
+from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
 from ledger.usecases import errors
 
 # Most specific first: the first class the error is an instance of decides.
@@ -20,6 +20,14 @@ _STATUS: tuple[tuple[type[errors.UseCaseError], int, bool], ...] = (
 
 def to_api_error(exc: Exception) -> ApiError | None:
     """The HTTP form of a domain error; None for anything that is not one."""
+    if isinstance(exc, IdempotencyRecordErased):
+        return ApiError(
+            409,
+            "idempotency_key_erased",
+            "Idempotency-Key's request quoted text that was erased since; its record can no longer be "
+            "matched (use a new key)",
+            retryable=False,
+        )
     if isinstance(exc, IdempotencyKeyReused):
         return ApiError(
             409,

@@ -328,7 +328,10 @@ class SearchCitation(BaseModel):
     document_id: Id
     chunk_id: Id
     path: str
-    snippet: str = Field(description="Verbatim from the chunk (at most 240 characters); empty when redacted")
+    snippet: str = Field(
+        description="Verbatim from the chunk (at most 240 characters); empty when redacted, or in a "
+        "repeat (`dedup`) after the document was erased (then listed under `withheld`)"
+    )
     snippet_span: list[int] | None = None
     locator: SearchLocator
     score: str = Field(description="Decimal string, 6 places")
@@ -345,8 +348,18 @@ class SearchOutput(BaseModel):
     gaps: list[str]
 
 
+class WithheldOut(BaseModel):
+    """A part of a repeated answer whose text was erased since it was first given."""
+
+    model_config = ConfigDict(extra="allow")
+    field: str = Field(description="Where it was, e.g. `output.citations[0].snippet`")
+    reason: Literal["text_erased", "text_unreadable"]
+
+
 class SearchOut(Answer):
-    """Seed 004 §9.4: the task's status, output, errors and metrics, and the receipt recorded."""
+    """Seed 004 §9.4: the task's status, output, errors and metrics, and the receipt recorded.
+    A repeat (`dedup: true`) is the first answer as it stands now: text erased since is empty
+    (a list: empty) and named in `withheld`."""
 
     task_id: str | None = None
     status: Literal["ok", "no_hit", "denied", "timeout", "error"]
@@ -358,6 +371,9 @@ class SearchOut(Answer):
     corpus_position: int = Field(ge=0)
     position: int = Field(ge=1)
     dedup: bool = False
+    withheld: list[WithheldOut] = []
+
+
 class SourceFileOut(BaseModel):
     """One markdown file of a sync: what became of it (never its text)."""
 

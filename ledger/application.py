@@ -83,20 +83,20 @@ class _AlreadyRecorded(Exception):
         self.settled = settled
 
 
-def _replayed(stored: StoredAnswer, key: IdempotencyKey) -> WriteOutcome:
+def _replayed(stored: StoredAnswer, key: IdempotencyKey, sealer: Sealer) -> WriteOutcome:
     try:
-        return WriteOutcome([], stored.replay(key))
+        return WriteOutcome([], stored.replay(key, sealer))
     except IdempotencyKeyReused as exc:
         return WriteOutcome([], None, exc)
 
 
-def _repeat_of(first: WriteOutcome, write: Write, first_write: Write) -> WriteOutcome:
+def _repeat_of(first: WriteOutcome, write: Write, first_write: Write, sealer: Sealer) -> WriteOutcome:
     """A second write with the same key in one batch: answered like a retry of the first."""
     if first.error is not None or first.answer is None:
         return first
     assert write.idempotent is not None and first_write.idempotent is not None
     stored = StoredAnswer(first_write.idempotent.key.fingerprint, *first.answer)
-    return _replayed(stored, write.idempotent.key)
+    return _replayed(stored, write.idempotent.key, sealer)
 
 
 def prepare_all(drafts: Sequence[EventDraft], *, tenant_id: str | None = None) -> list[PreparedDraft]:
@@ -371,7 +371,7 @@ class Ledger:
                     for i, stored_answer in already.settled.items():
                         k = writes[i].idempotent
                         assert k is not None
-                        outcomes[i] = _replayed(stored_answer, k.key)
+                        outcomes[i] = _replayed(stored_answer, k.key, self.sealer)
                     for i in keyed:
                         if i not in already.settled:
                             outcomes.pop(i, None)
@@ -402,12 +402,12 @@ class Ledger:
                 self._head_hash = flat[-1].leaf_hash.hex() if flat else self._head_hash
                 self._appended.set()
                 for index, first in repeats.items():
-                    outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
+                    outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first], self.sealer)
                 return [outcomes[i] for i in range(len(writes))], committed
             else:
                 raise AppendConflict(f"no free position after {MAX_APPEND_ATTEMPTS} attempts")
         for index, first in repeats.items():
-            outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
+            outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first], self.sealer)
         return [outcomes[i] for i in range(len(writes))], []
 
     def _sync_in(self, cursor: Any) -> None:

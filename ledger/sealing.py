@@ -286,6 +286,13 @@ class Sealer:
             commitment=commitment,
         )
 
+    def mac(self, data: bytes, *, tenant_id: str, key_refs: Sequence[str]) -> str:
+        """HMAC-SHA256 of `data` under the salt of the key derived from `key_refs` (all live:
+        `KeyDestroyed` once one is shredded): recognises data again while the keys live, and
+        confirms no guess of it after."""
+        key = self._key(tuple(sorted(set(key_refs))), tenant_id, create=False)
+        return hmac.new(key.salt, b"citeledger/mac/v1|" + data, hashlib.sha256).hexdigest()
+
     def unseal(self, sealed: Sealed | dict[str, Any], *, tenant_id: str) -> str:
         value = sealed if isinstance(sealed, Sealed) else Sealed.model_validate(sealed)
         refs = (value.key_ref, *value.extra_key_refs)

@@ -85,12 +85,19 @@ class ServerProcess:
     """`citeledger serve` on 127.0.0.1 in its own session (process group)."""
 
     def __init__(
-        self, data_dir: Path, env: dict[str, str], *, workers: int = 1, log_path: Path | None = None
+        self,
+        data_dir: Path,
+        env: dict[str, str],
+        *,
+        workers: int = 1,
+        log_path: Path | None = None,
+        log_level: str = "warning",
     ) -> None:
         self.data_dir = data_dir
         self.env = env
         self.workers = workers
         self.log_path = log_path
+        self.log_level = log_level
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -118,7 +125,7 @@ class ServerProcess:
                     "--workers",
                     str(self.workers),
                     "--log-level",
-                    "warning",
+                    self.log_level,
                 ],
                 cwd=ROOT,
                 env=self.env,

@@ -166,7 +166,8 @@ async def write(
             ) from None
         stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
         if stored is not None:
-            created, answer = stored.replay(idempotency)  # a different body: 409 via api.errors
+            # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
+            created, answer = stored.replay(idempotency, services.ledger.sealer)
             return ok(request, services, answer, created_status if created else 200)
     result = await services.blocking(use_case, idempotency)
     return ok(request, services, result.body, created_status if result.created else 200)

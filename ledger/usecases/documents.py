@@ -25,7 +25,7 @@ from ledger.events import (
     RemovalReason,
     Sealed,
 )
-from ledger.idempotency import IdempotencyKey
+from ledger.idempotency import IdempotencyKey, bound, sealed_refs
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
@@ -180,6 +180,9 @@ def ingest_document(
         if current is not None and _unchanged(current, content_sha256):
             return Result(_dedup_answer(document_id, current), created=False)
         payload = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
+        # The request holds the document's text: its record is bound to the keys sealing it.
+        texts_refs = sealed_refs(payload.title, *(chunk.text for chunk in payload.chunks))
+        idempotency = bound(idempotency, ctx.sealer, texts_refs)
         return record(ctx, caller, [payload], lambda events: _version_answer(payload, events[0]), idempotency)
 
 

@@ -30,7 +30,7 @@ from ledger.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, lookup_many
+from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, bound, lookup_many, sealed_refs
 from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
 from ledger.timestamps import parse_timestamp
@@ -317,7 +317,9 @@ def retrieval_write(
             "status": body.status,
         }
 
-    return Pending(caller, [payload], answer, idempotency)
+    # The request quotes the query and the snippets: its record is bound to their keys.
+    texts_refs = sealed_refs(query, *(e.snapshot for e in entries), *(e.explanation for e in entries))
+    return Pending(caller, [payload], answer, bound(idempotency, ctx.sealer, texts_refs))
 
 
 @dataclass(frozen=True)
@@ -364,7 +366,7 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                 raise Invalid(item.problem or "item is malformed", code="invalid_item")
             earlier = stored.get(item.idempotency.key)
             if earlier is not None:
-                status, body = earlier.replay(item.idempotency)
+                status, body = earlier.replay(item.idempotency, ctx.sealer)
                 outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
                 continue
             own = caller
