@@ -55,8 +55,11 @@ def _whole(value: object) -> object:
     return value
 
 
+# The bounds come before the validator: placed after it, pydantic cannot attach them to the
+# integer and publishes them as raw `ge`/`le` keys no JSON Schema reader knows.
 Days = Annotated[RetentionDays, BeforeValidator(_whole)]
 Milliseconds = Annotated[DeadlineMs, BeforeValidator(_whole)]
+TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K), BeforeValidator(_whole)]
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
 
 
@@ -257,7 +260,7 @@ class SearchFiltersIn(RequestModel):
 class SearchInput(RequestModel):
     query: Annotated[str, Field(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
     target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
-    top_k: Annotated[int, BeforeValidator(_whole), Field(ge=1, le=MAX_TOP_K)] = 5
+    top_k: TopK = 5
     filters: SearchFiltersIn = SearchFiltersIn()
 
 
