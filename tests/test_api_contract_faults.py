@@ -151,6 +151,27 @@ def test_a_sync_of_an_overlapping_source_recorded_before_the_rule_is_refused(
         assert own.status_code == 200 and own.json()["totals"]["ingested"] == 2, own.text
 
 
+def test_a_file_whose_name_is_no_document_path_is_skipped_as_bad_path(
+    ledger_config: LedgerConfig, folders: tuple[Path, Path]
+) -> None:
+    _, notes = folders
+    (notes / "a" / "back\\slash.md").write_text("# Odd\n\nA legal POSIX name.\n")
+    add_source(SourceRegistry(ledger_config.data_dir), LIMITS, "acme-notes", str(notes / "a"), "acme")
+    config = api_config(ledger_config)
+    tokens = make_tokens(config)
+    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as http:
+        report = http.post(
+            "/v1/sources/acme-notes/sync", headers={"Authorization": f"Bearer {tokens['admin']}"}
+        )
+    assert report.status_code == 200, report.text
+    rows = {row["path"]: (row["status"], row.get("reason")) for row in report.json()["files"]}
+    assert rows == {
+        "b/two.md": ("ingested", None),
+        "back\\slash.md": ("skipped", "bad_path"),
+        "one.md": ("ingested", None),
+    }
+
+
 # -- ids in bodies ----------------------------------------------------------------------------
 def test_holds_and_erasures_of_unknown_or_other_tenant_targets_are_404(served: Served) -> None:
     ours = served.document(subject_id="subject-1")["document_id"]

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from ledger.claims import DocumentClaims
 from ledger.source_registry import RegistryError, Source, SourceRegistry, valid_name
 from ledger.sources import (
+    BAD_PATH,
     BUILTIN_DENYLIST,
     DENYLISTED,
     SYMLINK_ESCAPE,
@@ -33,7 +34,7 @@ from ledger.sources import (
     denied_by,
     scan,
 )
-from ledger.usecases.commands import DocumentIn
+from ledger.usecases.commands import UNSAFE_PATH, DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch
 from ledger.usecases.errors import Invalid, NotFound
@@ -167,8 +168,10 @@ def sync_source(
             continue
         try:
             doc = DocumentIn(path=file.path, text=file.text, title=_title(file.text), source=name)
-        except ValidationError:
-            rows[file.path] = _row(file, "skipped", "invalid_document")
+        except ValidationError as exc:
+            # A file name no document path may be (`a\\b.md`): the scanner's own reason for it.
+            unsafe = any(error["type"] == UNSAFE_PATH for error in exc.errors())
+            rows[file.path] = _row(file, "skipped", BAD_PATH if unsafe else "invalid_document")
             continue
         readable.append((file, doc))
     total = len(scanned.files)
