@@ -178,6 +178,16 @@ def test_every_bound_is_published_as_minimum_and_maximum(doc: dict[str, Any]) ->
     assert len(bounded) >= 5
 
 
+def test_every_operation_with_a_body_documents_415_and_the_upload_its_fields(doc: dict[str, Any]) -> None:
+    bodies = [(method, path, op) for method, path, op in operations(doc) if op.get("requestBody")]
+    assert len(bodies) >= 8
+    for method, path, op in bodies:
+        refused = op["responses"].get("415")
+        assert refused is not None, (method, path)
+        assert refused["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody"), (method, path)
+    assert doc["components"]["schemas"]["DocumentUpload"]["additionalProperties"] is False
+
+
 def test_every_request_body_has_an_example(doc: dict[str, Any]) -> None:
     bodies = 0
     for method, path, op in operations(doc):
