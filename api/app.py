@@ -27,7 +27,7 @@ from api.routes import (
     search,
     sources,
 )
-from api.routes.common import DEPENDENCIES, strict_query_integers
+from api.routes.common import DEPENDENCIES, check_request
 from api.services import Services
 
 log = logging.getLogger("citeledger.api")
@@ -65,7 +65,7 @@ def create_app(config: ApiConfig) -> ContractApp:
     app = ContractApp(
         route_handlers=ROUTES,
         dependencies=DEPENDENCIES,
-        before_request=strict_query_integers,
+        before_request=check_request,
         # Strict request bodies: "5" is no integer, true is no number of days.
         plugins=[PydanticPlugin(validate_strict=True)],
         on_startup=[startup],

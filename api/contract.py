@@ -13,7 +13,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from litestar.types import Message, Receive, Scope, Send
 
 from ledger.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
 from ledger.timestamps import utc_now
+from ledger.usecases.commands import RULE_ERRORS
 
 access_log = logging.getLogger("citeledger.api.access")
 error_log = logging.getLogger("citeledger.api.error")
@@ -156,6 +157,33 @@ def _validation_message(exc: ValidationException) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+def _where(loc: Sequence[Any]) -> str:
+    """A field's place as the messages name it: `selected_entries[0].snippet`."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "body"
+
+
+def rule_refusal(errors: Sequence[Mapping[str, Any]]) -> ApiError | None:
+    """422 when every problem of a validation is a text rule of the commands (`RULE_ERRORS`:
+    the request is well formed, a ledger rule refuses it), naming the field and the rule;
+    None when something breaks the schema itself (400)."""
+    if not errors or any(error.get("type") not in RULE_ERRORS for error in errors):
+        return None
+    first = errors[0]
+    return ApiError(
+        422, str(first["type"]), f"{_where(first.get('loc', ()))}: {first.get('msg', 'invalid')}"[:400]
+    )
+
+
+def _validation_errors(exc: ValidationException) -> list[Mapping[str, Any]]:
+    # Litestar keeps pydantic's own errors (with their type) on the exception it wraps.
+    errors = getattr(exc.__cause__, "errors", None)
+    errors = errors() if callable(errors) else errors
+    return [e for e in errors if isinstance(e, Mapping)] if isinstance(errors, list) else []
+
+
 def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[str, Any]]:
     """(status, code, message, retryable, headers, extra body) for any exception."""
     from api.errors import to_api_error  # the domain-error table imports this module
@@ -172,6 +200,9 @@ def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[
     if isinstance(exc, EventRejected):
         return 422, "invalid_event", f"{exc.field}: {exc.message}"[:400], False, {}, {}
     if isinstance(exc, ValidationException):
+        refusal = rule_refusal(_validation_errors(exc))
+        if refusal is not None:
+            return 422, refusal.code, refusal.message, False, {}, {}
         return 400, "bad_request", _validation_message(exc), False, {}, {}
     if isinstance(exc, NotAuthorizedException):
         return (

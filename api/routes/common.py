@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
 from litestar import Request, Response
 from litestar.di import NamedDependency, Provide
+from litestar.enums import RequestEncodingType
 from litestar.params import HeaderParameter, ParameterKwarg
 
 from api.auth import principal_of
@@ -70,6 +71,45 @@ async def strict_query_integers(request: AnyRequest) -> None:
             raise ApiError(400, "bad_request", f"invalid request: {name}: give it at most once")
         if values and not _DIGITS.match(values[0]):
             raise ApiError(400, "bad_request", f"invalid request: {name}: must be a whole number")
+
+
+def _body_media_type(handler: Any) -> tuple[str, bool] | None:
+    """(media type, optional) of the handler's request body, None when it takes none; worked
+    out once and kept in the handler's own options."""
+    known: tuple[str, bool] | Literal[False] | None = handler.opt.get("citeledger_body", False)
+    if known is False:
+        data = handler.parsed_fn_signature.parameters.get("data")
+        kwarg = data.kwarg_definition if data is not None else None
+        media = RequestEncodingType(getattr(kwarg, "media_type", None) or RequestEncodingType.JSON).value
+        known = handler.opt["citeledger_body"] = (media, data.is_optional) if data is not None else None
+    return known
+
+
+def _has_body(request: AnyRequest) -> bool:
+    length = request.headers.get("content-length")
+    return "transfer-encoding" in request.headers or (length is not None and length.strip() not in ("", "0"))
+
+
+async def body_media_type(request: AnyRequest) -> None:
+    """Before every handler that takes a body: it comes as the type the route reads (JSON, or a
+    multipart form for the upload), else 415 naming that type; an optional body may be left out.
+    Litestar alone would parse any body as JSON, whatever its Content-Type says."""
+    expected = _body_media_type(request.route_handler)
+    if expected is None:
+        return
+    media, optional = expected
+    given = request.headers.get("content-type")
+    if given is None and optional and not _has_body(request):
+        return
+    if given is not None and given.split(";", 1)[0].strip().lower() == media:
+        return
+    raise ApiError(415, "unsupported_media_type", f"Content-Type must be {media}")
+
+
+async def check_request(request: AnyRequest) -> None:
+    """What every request must satisfy before its handler reads it."""
+    await strict_query_integers(request)
+    await body_media_type(request)
 
 
 def _services(request: AnyRequest) -> Services:

@@ -17,7 +17,7 @@ from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, 
 from api.services import Services
 from ledger.entries import RecordedEvent
 from ledger.usecases.errors import NotFound
-from ledger.usecases.receipts import find_receipt, receipt_bundle, replay_chain
+from ledger.usecases.receipts import receipt_bundle, receipt_with_chain
 from ledger.usecases.replay import replay
 from projections.queries import InvalidCursor, ReceiptFilter, ReceiptView
 
@@ -62,22 +62,18 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
 async def get_receipt(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
 ) -> Response[ReceiptOut]:
-    # A receipt is an immutable signed entry: a recent one is served from memory, without a
-    # thread hop or a database read.
-    event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
-    if event is None:
-        event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
-    chain = await services.blocking(replay_chain, services.context, caller.tenant_id, event)
+    event, chain = await services.blocking(_find, services, caller.tenant_id, receipt_id)
     return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
 
 
-def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
-    """A receipt recorded through another process a moment ago is found after one follow round."""
+def _find(services: Services, tenant_id: str, receipt_id: str) -> tuple[RecordedEvent, dict[str, Any]]:
+    """One lookup (the entry, unless held in memory, and the replays); a receipt recorded
+    through another process a moment ago is found after one follow round."""
     try:
-        return find_receipt(services.context, tenant_id, receipt_id)
+        return receipt_with_chain(services.context, tenant_id, receipt_id)
     except NotFound:
         services.follow_now()
-        return find_receipt(services.context, tenant_id, receipt_id)
+        return receipt_with_chain(services.context, tenant_id, receipt_id)
 
 
 @get(

@@ -134,6 +134,13 @@ class WriteLookups(Protocol):
         """The receipt's signed entry, if it is this tenant's."""
         ...
 
+    def receipt_with_replays(
+        self, tenant_id: str, receipt_id: str
+    ) -> tuple[RecordedEvent, list[tuple[str, int]]] | None:
+        """The receipt's signed entry (if it is this tenant's) and its replays (id, position),
+        in log order, in one lookup."""
+        ...
+
     # -- replay ---------------------------------------------------------------------
     def receipt_record(self, tenant_id: str, receipt_id: str) -> ReceiptRecord | None: ...
 

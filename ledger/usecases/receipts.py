@@ -18,14 +18,20 @@ def find_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> Record
     return event
 
 
-def replay_chain(ctx: UseCaseContext, tenant_id: str, event: RecordedEvent) -> dict[str, Any]:
-    """Where a receipt sits among replays: its parent (a replay's original) and its replays."""
-    payload = event.payload
-    replays = ctx.lookups.replays_of(tenant_id, payload["receipt_id"])
-    return {
-        "parent_receipt_id": payload.get("parent_receipt_id"),
-        "replays": [{"receipt_id": r.receipt_id, "position": r.position} for r in replays],
+def receipt_with_chain(
+    ctx: UseCaseContext, tenant_id: str, receipt_id: str
+) -> tuple[RecordedEvent, dict[str, Any]]:
+    """The receipt's signed entry and where it sits among replays: its parent (a replay's
+    original) and its replays. One lookup; another tenant's receipt is not found."""
+    found = ctx.lookups.receipt_with_replays(tenant_id, receipt_id)
+    if found is None:
+        raise NotFound("receipt")
+    event, replays = found
+    chain = {
+        "parent_receipt_id": event.payload.get("parent_receipt_id"),
+        "replays": [{"receipt_id": replay_id, "position": position} for replay_id, position in replays],
     }
+    return event, chain
 
 
 def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ Log lines name paths, hashes and sizes, never document text.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections import Counter
@@ -22,20 +23,25 @@ from pydantic import ValidationError
 from ledger.claims import DocumentClaims
 from ledger.source_registry import RegistryError, Source, SourceRegistry, valid_name
 from ledger.sources import (
+    BAD_PATH,
+    BUILTIN_DENYLIST,
+    DENYLISTED,
     SYMLINK_ESCAPE,
     PathRefused,
     ScannedFile,
     SourceLimits,
     check_root,
+    denied_by,
     scan,
 )
-from ledger.usecases.commands import DocumentIn
+from ledger.usecases.commands import UNSAFE_PATH, DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch
 from ledger.usecases.errors import Invalid, NotFound
 
 log = logging.getLogger("citeledger.sources")
 
+SOURCE_OVERLAP = "source_overlap"
 SYNC_BATCH_DOCUMENTS = 100  # documents per write (one transaction each)
 MAX_TITLE_CHARS = 256
 _TITLE = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
@@ -47,6 +53,24 @@ def _refused(exc: PathRefused) -> Invalid:
     return Invalid(exc.message, code=exc.rule)
 
 
+def _check_placement(registry: SourceRegistry, root: Path, name: str, *, tell_others: bool) -> None:
+    """A root (a real path) may neither hold nor lie inside the ledger's data directory, a
+    system folder or another source (of any tenant): a sync would record what is not its own
+    (keys, tokens, another tenant's files). At a sync (`tell_others` False) the refusal names
+    no other source."""
+    data_dir = Path(os.path.realpath(registry.data_dir))
+    if denied_by(root, (data_dir,)) or denied_by(data_dir, (root,)):
+        raise PathRefused(DENYLISTED, f"{root} holds or lies inside the ledger's data directory")
+    system = next((p for p in map(Path, BUILTIN_DENYLIST) if denied_by(p, (root,))), None)
+    if system is not None:
+        raise PathRefused(DENYLISTED, f"{root} holds the system path {system}")
+    for other in registry.all():
+        other_root = Path(other.path)
+        if other.name != name and (denied_by(root, (other_root,)) or denied_by(other_root, (root,))):
+            what = f"source {other.name} ({other_root})" if tell_others else "another source"
+            raise PathRefused(SOURCE_OVERLAP, f"{root} holds or lies inside {what}")
+
+
 def add_source(
     registry: SourceRegistry, limits: SourceLimits, name: str, path: str, tenant_id: str
 ) -> dict[str, Any]:
@@ -55,6 +79,7 @@ def add_source(
         raise Invalid(f"source name {name!r} must be 1-63 of a-z 0-9 _ - (first a letter or digit)")
     try:
         root = check_root(path, limits)
+        _check_placement(registry, root, name, tell_others=True)
         registry.add(Source(name=name, path=str(root), tenant_id=tenant_id))
     except PathRefused as exc:
         raise _refused(exc) from None
@@ -129,6 +154,7 @@ def sync_source(
         root = check_root(source.path, limits)
         if root != Path(source.path):  # the folder became a link to somewhere else
             raise PathRefused(SYMLINK_ESCAPE, f"source {name} now resolves outside its recorded root")
+        _check_placement(registry, root, name, tell_others=False)  # a registry written before the rule
         scanned = scan(root, replace(limits, scan_timeout_s=budget), under=under)
     except PathRefused as exc:
         log.warning("source sync refused name=%s tenant=%s rule=%s", name, tenant, exc.rule)
@@ -142,8 +168,10 @@ def sync_source(
             continue
         try:
             doc = DocumentIn(path=file.path, text=file.text, title=_title(file.text), source=name)
-        except ValidationError:
-            rows[file.path] = _row(file, "skipped", "invalid_document")
+        except ValidationError as exc:
+            # A file name no document path may be (`a\\b.md`): the scanner's own reason for it.
+            unsafe = any(error["type"] == UNSAFE_PATH for error in exc.errors())
+            rows[file.path] = _row(file, "skipped", BAD_PATH if unsafe else "invalid_document")
             continue
         readable.append((file, doc))
     total = len(scanned.files)
