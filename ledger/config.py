@@ -53,7 +53,10 @@ class LedgerConfig:
         if self.database_url is None:
             return {
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                "SQLITE_DBNAME": str(self.sqlite_path),
+                # mode=rw: never open read-only. Where the file cannot be written SQLite would
+                # otherwise fall back to a read-only connection, and keep it read-only after
+                # the file is writable again (every write on it failing until a restart).
+                "SQLITE_DBNAME": f"{self.sqlite_path.absolute().as_uri()}?mode=rw",
                 "SQLITE_LOCK_TIMEOUT": "30",
             }
         url = urlparse(self.database_url)

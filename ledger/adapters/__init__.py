@@ -21,6 +21,8 @@ from ledger.adapters.base import (
     IdempotencyRow,
     LogRow,
     StoreAdapter,
+    StoreUnavailable,
+    caused_by,
 )
 from ledger.adapters.postgres import PostgresAdapter
 from ledger.adapters.sqlite import SQLiteAdapter
@@ -35,6 +37,13 @@ DUPLICATE_KEY_ERRORS: tuple[type[Exception], ...] = tuple(
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = tuple(
     dict.fromkeys(error for adapter in ADAPTERS for error in adapter.transient_errors)
 )
+
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot serve now (read-only, full, unreachable,
+    restarting, busy) rather than that the request or the code is wrong."""
+    return caused_by(exc, TRANSIENT_ERRORS)
 
 
 def adapter_class(config: LedgerConfig) -> type[StoreAdapter]:
@@ -66,6 +75,8 @@ __all__ = [
     "PostgresAdapter",
     "SQLiteAdapter",
     "StoreAdapter",
+    "StoreUnavailable",
     "adapter_class",
     "open_adapter",
+    "store_unavailable",
 ]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 from uuid import UUID
 
+from eventsourcing import persistence
 from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
@@ -35,6 +36,30 @@ TRACKING_TABLE = "citeledger_projection_tracking"
 
 # `find` reads idempotency records in chunks so one statement never binds too many parameters.
 _IDEMPOTENCY_CHUNK = 500
+
+
+class StoreUnavailable(persistence.OperationalError):
+    """The database cannot serve this statement now (read-only, full, unreachable, restarting,
+    busy): the same request may succeed later. The connection it failed on is not reused."""
+
+
+def caused_by(exc: BaseException, errors: tuple[type[BaseException], ...]) -> bool:
+    """Whether `exc`, or an exception it was raised from, is one of `errors` (eventsourcing
+    re-raises driver errors as its own classes, `from` the driver's)."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            return False
+        if isinstance(current, errors):
+            return True
+        current = current.__cause__
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's own words, first line only (no statement, no parameters), bounded."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
 class EventStoreApp(Application[UUID]):
@@ -106,7 +131,8 @@ class StoreAdapter(ABC):
     real: ClassVar[str]
     #: What a write raises when a unique key (a log position, an idempotency key) is taken.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]]
-    #: What a lost connection or a busy database raises: worth a retry, not a failure.
+    #: What a database that cannot serve now raises (lost connection, read-only, full, busy):
+    #: worth a retry, not a failure. `transaction` re-raises each as `StoreUnavailable`.
     transient_errors: ClassVar[tuple[type[Exception], ...]]
     #: Whether several processes may serve one store (API workers, projection workers);
     #: without it the embedded default runs one process that also applies read models.
@@ -148,9 +174,36 @@ class StoreAdapter(ABC):
 
     @contextmanager
     def transaction(self, *, commit: bool) -> Iterator[Any]:
-        """A cursor in one transaction on eventsourcing's pool (committed when `commit`)."""
-        with self.recorder.datastore.transaction(commit=commit) as cursor:
-            yield cursor
+        """A cursor in one transaction on eventsourcing's pool (committed when `commit`).
+
+        A transient failure (see `transient_errors`) comes out as `StoreUnavailable`, and
+        the connection it happened on is closed instead of going back to the pool: a
+        connection can stay broken after the fault is gone (SQLite opened read-only, a
+        PostgreSQL session of a read-only server), and a pool that kept it would fail
+        every write that draws it until a restart."""
+        try:
+            with self._pooled_connection(commit=commit) as connection:
+                try:
+                    with self._transaction_on(connection, commit=commit) as cursor:
+                        yield cursor
+                except Exception as exc:
+                    if caused_by(exc, self.transient_errors):
+                        connection.close()  # the pool drops a closed connection
+                    raise
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            if not caused_by(exc, self.transient_errors):
+                raise
+            raise StoreUnavailable(_first_line(exc)) from exc
+
+    @abstractmethod
+    def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
+        """A connection from eventsourcing's pool, returned to it afterwards."""
+
+    @abstractmethod
+    def _transaction_on(self, connection: Any, *, commit: bool) -> AbstractContextManager[Any]:
+        """A cursor in one transaction on `connection` (committed when `commit`)."""
 
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL in one transaction, under `ddl_guard`."""

@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from uuid import UUID
@@ -42,11 +42,13 @@ class SQLiteAdapter(StoreAdapter):
     real: ClassVar[str] = "REAL"
     # eventsourcing's SQLite datastore turns sqlite3.IntegrityError into its own.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError,)
-    # eventsourcing wraps driver errors raised inside its transactions in its own classes
-    # ("database is locked" is the usual one here).
+    # eventsourcing wraps driver errors raised inside its transactions in its own classes:
+    # "database is locked", "attempt to write a readonly database", "database or disk is
+    # full", "disk I/O error"; a connection that cannot be opened is its InterfaceError.
     transient_errors: ClassVar[tuple[type[Exception], ...]] = (
         sqlite3.OperationalError,
         persistence.OperationalError,
+        persistence.InterfaceError,
     )
     scale_out: ClassVar[bool] = False
 
@@ -67,6 +69,12 @@ class SQLiteAdapter(StoreAdapter):
         with recorder.datastore.transaction(commit=True) as cursor:
             cursor.execute("PRAGMA secure_delete=ON")
         return app
+
+    def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
+        return self.recorder.datastore.get_connection(commit=commit)  # type: ignore[no-any-return]
+
+    def _transaction_on(self, connection: Any, *, commit: bool) -> AbstractContextManager[Any]:
+        return connection.transaction(commit=commit)  # type: ignore[no-any-return]
 
     def table(self, name: str) -> str:
         return name
