@@ -223,7 +223,9 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
         # The store's state, not a bug: one line, no traceback (it repeats on every request
         # while it lasts; the repeat filter counts the repeats). The driver's first line only.
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        error_log.error("storage unavailable: %s", reason, extra={"run_id": ids.run_id, "trace_id": ids.trace_id})
+        error_log.error(
+            "storage unavailable: %s", reason, extra={"run_id": ids.run_id, "trace_id": ids.trace_id}
+        )
     elif status >= 500:
         error_log.error(
             "unhandled error",

@@ -127,11 +127,13 @@ def project(
     ] = 0.0,
 ) -> None:
     """Follow the log and keep the read models current until SIGTERM/SIGINT."""
+    from ledger import log_repeats
     from ledger.config import LedgerConfig
     from ledger.store import Store
     from projections.worker import run_worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_repeats.install(log_repeats.interval_from_env())
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

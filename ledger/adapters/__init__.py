@@ -39,7 +39,6 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = tuple(
 )
 
 
-
 def store_unavailable(exc: BaseException) -> bool:
     """Whether `exc` says the database cannot serve now (read-only, full, unreachable,
     restarting, busy) rather than that the request or the code is wrong."""
