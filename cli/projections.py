@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.common import ledger_config
+
 if TYPE_CHECKING:
     from ledger.store import Store
     from projections.runner import ProjectionRunner
@@ -31,10 +33,9 @@ ProjectionNames = Annotated[
 
 
 def _store(data_dir: Path | None) -> Store:
-    from ledger.config import LedgerConfig
     from ledger.store import Store
 
-    return Store(LedgerConfig.from_env(data_dir, run_checkpointer=False))
+    return Store(ledger_config(data_dir, run_checkpointer=False))
 
 
 def _runner(store: Store, batch_size: int = 1_000) -> ProjectionRunner:
@@ -128,7 +129,6 @@ def project(
 ) -> None:
     """Follow the log and keep the read models current until SIGTERM/SIGINT."""
     from ledger import log_repeats
-    from ledger.config import LedgerConfig
     from ledger.store import Store
     from projections.worker import run_worker
 
@@ -141,7 +141,7 @@ def project(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
+    config = ledger_config(data_dir, run_checkpointer=False)
     store = Store(config)
     try:
         runner = _runner(store, batch_size)
@@ -168,11 +168,10 @@ def verify_projections(data_dir: DataDir = None) -> None:
     """Check the latest signed projection checkpoint: signature, log root, a scratch rebuild
     of the log prefix and the live read models; exit 1 on any difference."""
     from ledger.application import Ledger
-    from ledger.config import LedgerConfig
     from projections.checkpoints import ProjectionCheckpoints
     from projections.runner import ProjectionRunner
 
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
+    config = ledger_config(data_dir, run_checkpointer=False)
     with Ledger(config) as ledger:
         checkpoints = ProjectionCheckpoints(ledger, ProjectionRunner(ledger.store))
         report = checkpoints.verify()
@@ -194,11 +193,10 @@ def verify_projections(data_dir: DataDir = None) -> None:
 def projection_checkpoint(data_dir: DataDir = None) -> None:
     """Sign the read models as of the latest log checkpoint now and print the record."""
     from ledger.application import Ledger
-    from ledger.config import LedgerConfig
     from projections.checkpoints import ProjectionCheckpoints
     from projections.runner import ProjectionRunner
 
-    with Ledger(LedgerConfig.from_env(data_dir, run_checkpointer=False)) as ledger:
+    with Ledger(ledger_config(data_dir, run_checkpointer=False)) as ledger:
         ledger.issue_checkpoint()
         runner = ProjectionRunner(ledger.store)
         record = ProjectionCheckpoints(ledger, runner).issue()

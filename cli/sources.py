@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from cli.common import ledger_config
+
 if TYPE_CHECKING:
     from ledger.sources import SourceLimits
 
@@ -23,9 +25,8 @@ CLI_ACTOR = "cli"
 
 
 def _data_dir(data_dir: Path | None) -> Path:
-    from ledger.config import LedgerConfig
-
-    return LedgerConfig.from_env(data_dir).data_dir
+    """The data directory of an existing ledger (where the allowlist lives)."""
+    return ledger_config(data_dir).data_dir
 
 
 def _limits() -> SourceLimits:
@@ -126,14 +127,13 @@ def sync(
 
     from ledger.application import Ledger
     from ledger.claims import DocumentClaims
-    from ledger.config import LedgerConfig
     from ledger.source_registry import SourceRegistry
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import sync_source
     from projections.lookups import ledger_context
 
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=True)
+    config = ledger_config(data_dir, run_checkpointer=True)
     registry = SourceRegistry(config.data_dir)
     limits = _limits()
     # The operator at the machine syncs for the tenant the source is bound to.

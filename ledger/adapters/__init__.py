@@ -22,7 +22,7 @@ from ledger.adapters.base import (
     LogRow,
     StoreAdapter,
     StoreUnavailable,
-    caused_by,
+    generic_transient,
 )
 from ledger.adapters.postgres import PostgresAdapter
 from ledger.adapters.sqlite import SQLiteAdapter
@@ -41,8 +41,13 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = tuple(
 
 def store_unavailable(exc: BaseException) -> bool:
     """Whether `exc` says the database cannot serve now (read-only, full, unreachable,
-    restarting, busy) rather than that the request or the code is wrong."""
-    return caused_by(exc, TRANSIENT_ERRORS)
+    restarting, busy) rather than that the request or the code is wrong: the driver's own
+    error decides where there is one."""
+    for adapter in ADAPTERS:
+        verdict = adapter.transient(exc)
+        if verdict is not None:
+            return verdict
+    return generic_transient(exc)
 
 
 def adapter_class(config: LedgerConfig) -> type[StoreAdapter]:

@@ -56,6 +56,22 @@ def caused_by(exc: BaseException, errors: tuple[type[BaseException], ...]) -> bo
     return False
 
 
+def driver_error(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of `kind` in `exc`'s `from` chain (the driver's own error)."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None or isinstance(current, kind):
+            return current
+        current = current.__cause__
+    return None
+
+
+def generic_transient(exc: BaseException) -> bool:
+    """For an error no driver raised: eventsourcing's pool (no connection to be had in
+    time, a connection that could not be opened) or an already classified failure."""
+    return caused_by(exc, (StoreUnavailable, persistence.OperationalError, persistence.InterfaceError))
+
+
 def _first_line(exc: BaseException) -> str:
     """The driver's own words, first line only (no statement, no parameters), bounded."""
     text = str(exc).strip().splitlines()
@@ -131,8 +147,8 @@ class StoreAdapter(ABC):
     real: ClassVar[str]
     #: What a write raises when a unique key (a log position, an idempotency key) is taken.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]]
-    #: What a database that cannot serve now raises (lost connection, read-only, full, busy):
-    #: worth a retry, not a failure. `transaction` re-raises each as `StoreUnavailable`.
+    #: What a lost connection or a busy database raises: worth a retry, not a failure
+    #: (for `except` clauses; `transient` decides precisely, from the driver's error).
     transient_errors: ClassVar[tuple[type[Exception], ...]]
     #: Whether several processes may serve one store (API workers, projection workers);
     #: without it the embedded default runs one process that also applies read models.
@@ -187,15 +203,27 @@ class StoreAdapter(ABC):
                     with self._transaction_on(connection, commit=commit) as cursor:
                         yield cursor
                 except Exception as exc:
-                    if caused_by(exc, self.transient_errors):
+                    if self.unavailable(exc):
                         connection.close()  # the pool drops a closed connection
                     raise
         except StoreUnavailable:
             raise
         except Exception as exc:
-            if not caused_by(exc, self.transient_errors):
+            if not self.unavailable(exc):
                 raise
             raise StoreUnavailable(_first_line(exc)) from exc
+
+    @classmethod
+    @abstractmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        """Whether this backend's driver error in `exc`'s chain says the database cannot
+        serve now (read-only, full, unreachable, restarting, busy) rather than that the
+        statement is wrong; None when no error of this driver is in the chain."""
+
+    @classmethod
+    def unavailable(cls, exc: BaseException) -> bool:
+        verdict = cls.transient(exc)
+        return generic_transient(exc) if verdict is None else verdict
 
     @abstractmethod
     def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:

@@ -14,7 +14,7 @@ from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from psycopg.errors import UniqueViolation
 
-from ledger.adapters.base import KEYS_TABLE, RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+from ledger.adapters.base import KEYS_TABLE, RATE_TABLE, EventStoreApp, LogRow, StoreAdapter, driver_error
 from ledger.config import LedgerConfig
 
 
@@ -77,6 +77,15 @@ class PostgresAdapter(StoreAdapter):
         persistence.InterfaceError,
     )
     scale_out: ClassVar[bool] = True
+
+    @classmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        driver = driver_error(exc, psycopg.Error)
+        if driver is None:
+            return None
+        # Connection lost or refused, server shutting down or out of resources, lock or
+        # statement timeouts (OperationalError), and a read-only server's refusal.
+        return isinstance(driver, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction))
 
     def _open_app(self) -> EventStoreApp:
         with _ddl_lock(self.config):

@@ -15,7 +15,12 @@ from uuid import UUID
 from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter, driver_error
+
+# Primary result codes of a file that cannot be written or read now (it may be later):
+# PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. Not SQLITE_ERROR
+# ("no such table": the statement or the schema is wrong) nor CORRUPT (evidence).
+_TRANSIENT_CODES = frozenset({3, 5, 6, 7, 8, 10, 13, 14, 15})
 
 
 def _ensure_wal(database: Path, wait_s: float = 30.0) -> None:
@@ -51,6 +56,16 @@ class SQLiteAdapter(StoreAdapter):
         persistence.InterfaceError,
     )
     scale_out: ClassVar[bool] = False
+
+    @classmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        driver = driver_error(exc, sqlite3.Error)
+        if driver is None:
+            return None
+        code = getattr(driver, "sqlite_errorcode", None)
+        if code is None:  # not from the library (e.g. a closed connection)
+            return isinstance(driver, sqlite3.OperationalError)
+        return code & 0xFF in _TRANSIENT_CODES
 
     def _open_app(self) -> EventStoreApp:
         data_dir = self.config.data_dir
