@@ -88,7 +88,7 @@ class RepeatFilter(logging.Filter):
             first.levelno,
             first.pathname,
             first.lineno,
-            "%s [repeated %d more times in %.0f s]",
+            "%s [repeated %d more times in %.1f s]",
             (_first_line(first), count, elapsed),
             None,
         )

@@ -55,9 +55,11 @@ def server_env(config: LedgerConfig, bootstrap_token: str, **extra: str) -> dict
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", CLI_MODULE, *args],
+        [*prefix, sys.executable, "-m", CLI_MODULE, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
