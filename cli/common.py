@@ -6,7 +6,8 @@ Exit codes:
   1  the command ran and found a problem: invalid evidence (a signature, root, proof or
      bundle that does not check), an integrity mismatch, a stopped read model
   2  bad usage or unreadable input: a malformed argument or setting, an input file that is
-     missing, unreadable or not what it should be (a key that is not a key)
+     missing, unreadable or not what it should be (a key that is not a key), an --out file
+     that cannot be written
   3  no ledger there: the data directory or PostgreSQL schema holds none (`citeledger init`)
   4  the store cannot be used now: read-only, full, unreachable, permission denied
   70 an unexpected error (a bug): one line; CITELEDGER_TRACEBACK=1 prints the traceback
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import typer
 from typer import _click as click  # typer's own copy of click (its exceptions, its Context)
@@ -64,6 +65,14 @@ def read_input(path: Path, what: str) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def open_output(path: Path) -> BinaryIO:
+    """An output file the user named (`--out`), opened for writing; exit 2 if it cannot be."""
+    try:
+        return path.open("wb")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cli.common import CommandGroup, InputError, fail, ledger_config, read_input
+from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.projections import register as register_projections
 from cli.replay import register as register_replay
 from cli.server import register as register_server
@@ -232,7 +232,7 @@ def export(
         from ledger.application import Ledger
         from ledger.tenant_export import iter_tenant_export
 
-        with Ledger(_config(data_dir)) as ledger, out.open("wb") as handle:
+        with Ledger(_config(data_dir)) as ledger, open_output(out) as handle:
             for line in iter_tenant_export(ledger, tenant):
                 handle.write(line)
         console.print(f"exported tenant {tenant!r} to {out}")
@@ -244,7 +244,7 @@ def export(
     config = _config(data_dir)
     store = Store(config)
     try:
-        with out.open("wb") as handle:
+        with open_output(out) as handle:
             entries, checkpoints = write_export(
                 store, handle, KeyDirectory(config.keys_dir).root_public_key()
             )
@@ -287,7 +287,8 @@ def bundle(
     if out is None:
         sys.stdout.buffer.write(text + b"\n")
     else:
-        out.write_bytes(text + b"\n")
+        with open_output(out) as handle:
+            handle.write(text + b"\n")
 
 
 @app.command("verify-bundle")

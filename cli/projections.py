@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cli.common import ledger_config
+from cli.common import fail, ledger_config
 
 if TYPE_CHECKING:
     from ledger.store import Store
@@ -49,8 +49,7 @@ def _check_names(runner: ProjectionRunner, names: list[str] | None) -> list[str]
         for name in names or []:
             runner.projection(name)
     except KeyError as exc:
-        console.print(f"[red]{exc.args[0]}")
-        raise typer.Exit(2) from None
+        fail(str(exc.args[0]), 2)
     return names or None
 
 
@@ -86,7 +85,7 @@ def rebuild(
         )
         typer.echo(json.dumps(digests(selected, store)))
         if not runner.health()["ok"]:
-            console.print("[red]a projection stopped on an event; see `citeledger lag`")
+            typer.echo("a projection stopped on an event; see `citeledger lag`", err=True)
             raise typer.Exit(1)
     finally:
         store.close()
@@ -186,7 +185,7 @@ def verify_projections(data_dir: DataDir = None) -> None:
         console.print(f"[green]OK[/green] read models match the log prefix of size {summary['log_size']}")
     else:
         for problem in report.problems:
-            console.print(f"[red]FAILED[/red] {problem}")
+            typer.echo(f"FAILED {problem}", err=True)
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -201,8 +200,7 @@ def projection_checkpoint(data_dir: DataDir = None) -> None:
         runner = ProjectionRunner(ledger.store)
         record = ProjectionCheckpoints(ledger, runner).issue()
     if record is None:
-        console.print("[red]no projection checkpoint: empty log or a projection has stopped")
-        raise typer.Exit(1)
+        fail("no projection checkpoint: empty log or a projection has stopped", 1)
     typer.echo(json.dumps(record.to_json()))
 
 

@@ -14,7 +14,6 @@ from rich.table import Table
 from cli.common import ledger_config
 
 out = Console()
-err = Console(stderr=True)
 
 
 def replay_command(
@@ -48,7 +47,7 @@ def replay_command(
         try:
             result = replay(ledger_context(ledger), caller, receipt_id, at_position)
         except UseCaseError as exc:
-            err.print(f"[red]refused ({exc.code}): {exc.message}")
+            typer.echo(f"refused ({exc.code}): {exc.message}", err=True)
             raise typer.Exit(2) from None
     body = result.body
     if as_json:

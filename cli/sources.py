@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from cli.common import ledger_config
+from cli.common import fail, ledger_config
 
 if TYPE_CHECKING:
     from ledger.sources import SourceLimits
@@ -36,13 +36,12 @@ def _limits() -> SourceLimits:
     try:
         return SourceLimits.from_env()
     except SettingError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
 
 
 def _fail(exc: Exception) -> typer.Exit:
     code = getattr(exc, "code", "error")
-    console.print(f"[red]refused ({code}):[/red] {getattr(exc, 'message', exc)}")
+    typer.echo(f"refused ({code}): {getattr(exc, 'message', exc)}", err=True)
     return typer.Exit(1)
 
 
@@ -139,8 +138,7 @@ def sync(
     # The operator at the machine syncs for the tenant the source is bound to.
     bound = next((s for s in registry.all() if s.name == name), None)
     if bound is None:
-        console.print(f"[red]no source named {name}")
-        raise typer.Exit(1)
+        fail(f"no source named {name}", 1)
     caller = Caller(tenant_id=bound.tenant_id, actor=CLI_ACTOR, scopes=frozenset({"ingest.write"}))
     with Ledger(config) as ledger:
         ctx = ledger_context(ledger)
