@@ -15,6 +15,7 @@ code kept the read-only sessions in its pool, answering 500 long after.
 from __future__ import annotations
 
 import itertools
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -191,6 +192,64 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
         _assert_refusals_are_503(_recovered(server.base_url))
         # A restart of the database: every session dropped at once, then back at once.
         _terminate(role)
+        _assert_refusals_are_503(_recovered(server.base_url))
+        assert server.process is not None and server.process.poll() is None
+    finally:
+        server.stop()
+    assert any("storage unavailable" in line for line in lines), lines[:20]
+    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
+    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 48 MB filesystem (tmpfs) of its own, to fill up."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=48m,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"this test needs to mount a tmpfs (root): {done.stderr}"
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with filler.open("wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * (1 << 20))
+                handle.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_sqlite_full_disk_answers_503_and_recovers_when_space_is_freed(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    config = LedgerConfig(data_dir=small_disk / "data", run_checkpointer=False)
+    log = tmp_path / "serve.log"
+    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
+    server = ServerProcess(config.data_dir, env, log_path=log).start()
+    try:
+        assert {a[0] for a in _load(server.base_url)} == {201}
+        before = len(log.read_text(errors="replace"))
+        filler = _fill(small_disk)
+        try:
+            during = _fault_answers(server.base_url)
+            time.sleep(float(REPEAT_INTERVAL_S) * 2)
+        finally:
+            filler.unlink()
+        _assert_refusals_are_503(during)
+        refused = sum(1 for a in during if a[0] >= 400)
+        lines = _log_lines(log, before)
         _assert_refusals_are_503(_recovered(server.base_url))
         assert server.process is not None and server.process.poll() is None
     finally:
