@@ -51,6 +51,7 @@ def serve(
     import uvicorn
 
     from api.auth import ensure_bootstrap_token
+    from ledger import log_repeats
     from ledger.adapters import adapter_class
     from ledger.application import Ledger
 
@@ -82,6 +83,7 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=10,
     )
+    log_repeats.flush_all()  # the counts of the last interval, before the process ends
 
 
 tokens_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manage API bearer tokens")
