@@ -192,7 +192,7 @@ class StoreAdapter(ABC):
     def transaction(self, *, commit: bool) -> Iterator[Any]:
         """A cursor in one transaction on eventsourcing's pool (committed when `commit`).
 
-        A transient failure (see `transient_errors`) comes out as `StoreUnavailable`, and
+        A transient failure (see `transient`) comes out as `StoreUnavailable`, and
         the connection it happened on is closed instead of going back to the pool: a
         connection can stay broken after the fault is gone (SQLite opened read-only, a
         PostgreSQL session of a read-only server), and a pool that kept it would fail
