@@ -29,6 +29,7 @@ from api.routes import (
 )
 from api.routes.common import DEPENDENCIES, check_request
 from api.services import Services
+from ledger import log_repeats
 
 log = logging.getLogger("citeledger.api")
 
@@ -84,5 +85,8 @@ def create_app(config: ApiConfig) -> ContractApp:
 
 
 def app_from_env() -> ContractApp:
-    """uvicorn --factory entry point: configuration comes from CITELEDGER_* variables."""
-    return create_app(ApiConfig.from_env())
+    """uvicorn --factory entry point: configuration comes from CITELEDGER_* variables.
+    Runs after uvicorn configured logging: a repeated failure is logged once, then counted."""
+    config = ApiConfig.from_env()
+    log_repeats.install(config.log_repeat_interval_s)
+    return create_app(config)

@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ledger import log_repeats
 from ledger.config import LedgerConfig, SettingError
 from ledger.events import (
     MAX_BUNDLE_YAML_CHARS,
@@ -64,6 +65,7 @@ class ApiConfig:
     retention: RetentionRules = field(default_factory=RetentionRules)
     tenant_retention_days: dict[str, int] = field(default_factory=dict)  # overrides retention.default_days
     retention_interval_s: float = 3600.0  # how often `serve` sweeps expired text; 0 disables
+    log_repeat_interval_s: float = 60.0  # a repeated failure: logged once, then a count per interval
     source_limits: SourceLimits = field(default_factory=SourceLimits)  # see SourceLimits.from_env
 
     def retention_for(self, tenant: str) -> RetentionRules:
@@ -111,6 +113,7 @@ class ApiConfig:
             tenant_retention_days=_tenant_days(env.get("CITELEDGER_TENANT_RETENTION_DAYS")),
             retention_interval_s=_number(env, "CITELEDGER_RETENTION_INTERVAL_S", "3600", float, 0, 10**7),
             source_limits=SourceLimits.from_env(env),
+            log_repeat_interval_s=log_repeats.interval_from_env(env),
         )
         return replace(config, **overrides)
 

@@ -61,6 +61,7 @@ CODES: dict[int, str] = {
     503: "unavailable",
 }
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_AFTER_S = 1  # what a retryable 5xx without a better figure tells the client to wait
 
 
 @dataclass(frozen=True)
@@ -236,11 +237,27 @@ def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[
     return 500, "internal_error", "internal error", True, {}, {}
 
 
+def with_retry_after(status: int, retryable: bool, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Every retryable 5xx says when to come back (a 429 names its own wait)."""
+    chosen = dict(headers or {})
+    if status >= 500 and retryable and not any(k.lower() == "retry-after" for k in chosen):
+        chosen["Retry-After"] = str(RETRY_AFTER_S)
+    return chosen
+
+
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     status, code, message, retryable, headers, extra = describe(exc)
+    headers = with_retry_after(status, retryable, headers)
     ids = correlation(request.scope)
     request.scope.setdefault("state", {})[_STATE_ERROR] = code
-    if status >= 500:
+    if code == "storage_unavailable":
+        # The store's state, not a bug: one line, no traceback (it repeats on every request
+        # while it lasts; the repeat filter counts the repeats). The driver's first line only.
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        error_log.error(
+            "storage unavailable: %s", reason, extra={"run_id": ids.run_id, "trace_id": ids.trace_id}
+        )
+    elif status >= 500:
         error_log.error(
             "unhandled error",
             exc_info=exc if not isinstance(exc, ApiError) else None,
@@ -260,6 +277,7 @@ async def send_error(
     headers: Mapping[str, str] | None = None,
 ) -> None:
     body = orjson.dumps(error_body(code, message, retryable, ids))
+    headers = with_retry_after(status, retryable, headers)
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from api.contract import ApiError
+from api.contract import RETRY_AFTER_S, ApiError
+from ledger.adapters import store_unavailable
 from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
 from ledger.usecases import errors
 
@@ -34,6 +35,16 @@ def to_api_error(exc: Exception) -> ApiError | None:
             "idempotency_key_reused",
             "Idempotency-Key was already used with a different request",
             retryable=False,
+        )
+    if store_unavailable(exc):
+        # Read-only, full, unreachable or restarting: nothing was written (a write's
+        # transaction rolled back), and the same request can succeed once the store is back.
+        return ApiError(
+            503,
+            "storage_unavailable",
+            "the ledger's store cannot be written or read right now; retry after Retry-After seconds",
+            retryable=True,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     if not isinstance(exc, errors.UseCaseError):
         return None

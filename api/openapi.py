@@ -69,7 +69,8 @@ _WHY: dict[int, str] = {
     422: "Well formed, but refused by a rule the schema cannot express (a snippet not in the cited "
     "chunk, an expiry past the retention window, an unknown chunk); nothing was written",
     429: "The token's rate limit is spent; wait `Retry-After` seconds",
-    503: "The event store did not answer in time",
+    503: "The event store cannot serve now (did not answer in time, read-only, full, unreachable); "
+    "retry after `Retry-After` seconds",
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.projections import register as register_projections
 from cli.replay import register as register_replay
 from cli.server import register as register_server
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from ledger.tenant_export import TenantExportReport
     from ledger.verify import VerifyReport
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, cls=CommandGroup)
 console = Console(stderr=True)
 
 DataDir = Annotated[
@@ -38,20 +39,31 @@ PublicKey = Annotated[
 
 
 def _config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfig:
-    from ledger.config import LedgerConfig
-
-    return LedgerConfig.from_env(data_dir, run_checkpointer=checkpointer)
+    """An existing ledger's configuration (a directory or schema without one is refused)."""
+    return ledger_config(data_dir, run_checkpointer=checkpointer)
 
 
 def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
-    from ledger.signing import KeyDirectory, KeyFileError, read_public_key_file
+    from ledger.signing import KeyDirectory
 
-    path = public_key or KeyDirectory(config.keys_dir).root_public_key_path
+    return _read_key(public_key or KeyDirectory(config.keys_dir).root_public_key_path)
+
+
+def _read_key(path: Path) -> bytes:
+    """A trusted public key file; missing or unreadable is exit 2, not a key is exit 2 too."""
+    from ledger.signing import read_public_key_file
+
     try:
         return read_public_key_file(path)
-    except (OSError, KeyFileError) as exc:
-        console.print(f"[red]cannot read trusted public key: {exc}")
-        raise typer.Exit(2) from None
+    except OSError as exc:
+        raise InputError(f"cannot read trusted public key {path}: {exc.strerror or exc}") from None
+
+
+def _text(raw: bytes, path: Path) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
 
 
 def _print_report(report: VerifyReport, *, as_json: bool) -> None:
@@ -159,23 +171,21 @@ def verify(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ledger.audit import verify_export, verify_store
+    from ledger.config import LedgerConfig
     from ledger.store import Store
     from ledger.tenant_export import is_tenant_export, verify_tenant_export
 
-    config = _config(data_dir)
+    # Offline (--export) needs no store: only the trusted key, by default the data dir's.
+    config = LedgerConfig.from_env(data_dir) if export_file is not None else _config(data_dir)
     trusted = _trusted_key(config, public_key)
+    held = [_text(read_input(path, "held checkpoint"), path) for path in held_checkpoint or []]
     try:
-        held = [path.read_text(encoding="utf-8") for path in held_checkpoint or []]
         partial = export_file is not None and is_tenant_export(export_file)
     except OSError as exc:
-        console.print(f"[red]cannot read: {exc}")
-        raise typer.Exit(2) from None
+        raise InputError(f"cannot read export {export_file}: {exc.strerror or exc}") from None
     if partial and export_file is not None:
         if held:
-            console.print(
-                "[red]--held-checkpoint needs a whole-log export (a tenant export holds one checkpoint)"
-            )
-            raise typer.Exit(2)
+            fail("--held-checkpoint needs a whole-log export (a tenant export holds one checkpoint)", 2)
         tenant_report = verify_tenant_export(export_file, trusted)
         _print_tenant_report(tenant_report, as_json=as_json)
         raise typer.Exit(0 if tenant_report.ok else 1)
@@ -222,7 +232,7 @@ def export(
         from ledger.application import Ledger
         from ledger.tenant_export import iter_tenant_export
 
-        with Ledger(_config(data_dir)) as ledger, out.open("wb") as handle:
+        with Ledger(_config(data_dir)) as ledger, open_output(out) as handle:
             for line in iter_tenant_export(ledger, tenant):
                 handle.write(line)
         console.print(f"exported tenant {tenant!r} to {out}")
@@ -234,7 +244,7 @@ def export(
     config = _config(data_dir)
     store = Store(config)
     try:
-        with out.open("wb") as handle:
+        with open_output(out) as handle:
             entries, checkpoints = write_export(
                 store, handle, KeyDirectory(config.keys_dir).root_public_key()
             )
@@ -272,13 +282,13 @@ def bundle(
         try:
             document = build_bundle(ledger, position)
         except LookupError as exc:
-            console.print(f"[red]{exc}")
-            raise typer.Exit(1) from None
+            fail(str(exc), 1)
     text = orjson.dumps(document, option=orjson.OPT_INDENT_2)
     if out is None:
         sys.stdout.buffer.write(text + b"\n")
     else:
-        out.write_bytes(text + b"\n")
+        with open_output(out) as handle:
+            handle.write(text + b"\n")
 
 
 @app.command("verify-bundle")
@@ -290,16 +300,16 @@ def verify_bundle_command(
     import orjson
 
     from ledger.bundle import BundleError, verify_bundle
-    from ledger.signing import read_public_key_file
 
-    trusted = read_public_key_file(public_key)
+    trusted = _read_key(public_key)
+    raw = read_input(bundle_file, "bundle")
     try:
-        document = orjson.loads(bundle_file.read_bytes())
+        document = orjson.loads(raw)
         if isinstance(document, dict) and isinstance(document.get("bundle"), dict):
             document = document["bundle"]  # as downloaded from GET /v1/receipts/{id}/bundle
         entry = verify_bundle(document, trusted)
     except (BundleError, orjson.JSONDecodeError) as exc:
-        console.print(f"[red]FAILED[/red] {exc}")
+        typer.echo(f"FAILED {exc}", err=True)  # invalid evidence: exit 1 (unreadable input is 2)
         raise typer.Exit(1) from None
     console.print(
         f"[green]OK[/green] entry at position {entry['position']} ({entry['type']}) is signed and "
@@ -330,7 +340,33 @@ def demo(
     from cli.demo import run_demo
 
     # The demo's narration is its result: stdout (logs and errors stay on stderr).
-    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, Console(), corpus))
+    raise typer.Exit(
+        run_demo(ledger_config(data_dir, create=True, run_checkpointer=True), events, Console(), corpus)
+    )
+
+
+@app.command()
+def init(data_dir: DataDir = None) -> None:
+    """Create a ledger (keys, store, genesis entry) in the data directory or PostgreSQL schema;
+    only `init`, `serve` and `demo` create one. A ledger already there is left as it is."""
+    from ledger.application import Ledger
+    from ledger.presence import NoLedger, require_ledger
+
+    config = ledger_config(data_dir, create=True, run_checkpointer=False)
+    try:
+        require_ledger(config)
+        existed = True
+    except NoLedger:
+        existed = False
+    with Ledger(config) as ledger:
+        size = ledger.size
+    where = (
+        f"PostgreSQL schema {config.eventsourcing_env()['POSTGRES_SCHEMA']!r}"
+        if config.is_postgres
+        else str(config.data_dir)
+    )
+    verb = "a ledger already exists in" if existed else "created a ledger in"
+    typer.echo(f"{verb} {where} ({size} entries); root public key: {config.keys_dir / 'root.pub'}")
 
 
 register_server(app)

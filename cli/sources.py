@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from cli.common import fail, ledger_config
+
 if TYPE_CHECKING:
     from ledger.sources import SourceLimits
 
@@ -23,9 +25,8 @@ CLI_ACTOR = "cli"
 
 
 def _data_dir(data_dir: Path | None) -> Path:
-    from ledger.config import LedgerConfig
-
-    return LedgerConfig.from_env(data_dir).data_dir
+    """The data directory of an existing ledger (where the allowlist lives)."""
+    return ledger_config(data_dir).data_dir
 
 
 def _limits() -> SourceLimits:
@@ -35,13 +36,12 @@ def _limits() -> SourceLimits:
     try:
         return SourceLimits.from_env()
     except SettingError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
 
 
 def _fail(exc: Exception) -> typer.Exit:
     code = getattr(exc, "code", "error")
-    console.print(f"[red]refused ({code}):[/red] {getattr(exc, 'message', exc)}")
+    typer.echo(f"refused ({code}): {getattr(exc, 'message', exc)}", err=True)
     return typer.Exit(1)
 
 
@@ -126,21 +126,19 @@ def sync(
 
     from ledger.application import Ledger
     from ledger.claims import DocumentClaims
-    from ledger.config import LedgerConfig
     from ledger.source_registry import SourceRegistry
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import sync_source
     from projections.lookups import ledger_context
 
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=True)
+    config = ledger_config(data_dir, run_checkpointer=True)
     registry = SourceRegistry(config.data_dir)
     limits = _limits()
     # The operator at the machine syncs for the tenant the source is bound to.
     bound = next((s for s in registry.all() if s.name == name), None)
     if bound is None:
-        console.print(f"[red]no source named {name}")
-        raise typer.Exit(1)
+        fail(f"no source named {name}", 1)
     caller = Caller(tenant_id=bound.tenant_id, actor=CLI_ACTOR, scopes=frozenset({"ingest.write"}))
     with Ledger(config) as ledger:
         ctx = ledger_context(ledger)

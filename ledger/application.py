@@ -38,6 +38,7 @@ from ledger.entries import (
 from ledger.events import EventRejected, SigningKeyRotated
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
 from ledger.keychain import KeyChainError, check_key_event, possession_message
+from ledger.log_repeats import log_failure
 from ledger.sealing import Sealer, shared_data_keys
 from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64
 from ledger.store import (
@@ -306,8 +307,8 @@ class Ledger:
             for listener in self._commit_listeners:
                 try:
                     listener(committed)
-                except Exception:  # the entries are committed; a reader's failure is its own
-                    log.exception("commit listener failed")
+                except Exception as exc:  # noqa: BLE001 - committed; a reader's failure is its own
+                    log_failure(log, "commit listener failed", exc)
         return outcomes
 
     def _commit_locked(
@@ -589,8 +590,8 @@ class Ledger:
             self._appended.clear()
             try:
                 self.issue_checkpoint()
-            except Exception:  # the loop must survive a transient store error
-                log.exception("checkpoint issuance failed; retrying next interval")
+            except Exception as exc:  # noqa: BLE001 - the loop survives a store fault
+                log_failure(log, "checkpoint issuance failed; retrying next interval", exc)
 
     # -- proofs ------------------------------------------------------------------
     def inclusion_proof(self, position: int, tree_size: int) -> list[bytes]:

@@ -46,6 +46,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from ledger.log_repeats import log_failure
 from ledger.merkle import EMPTY_ROOT, HASH_SIZE, MerkleProofs, check_hash_arg, fold_right, node_hash
 from ledger.store import Store
 
@@ -322,8 +323,8 @@ class TiledMerkleTree(MerkleProofs):
             return  # memory-only: full tiles stay in `_dirty` for good
         try:
             self.flush()
-        except Exception:  # see docstring; retried at the next flush
-            log.warning("could not store Merkle tiles; they stay behind the log", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - see docstring; retried at the next flush
+            log_failure(log, "could not store Merkle tiles; they stay behind the log", exc)
 
     # -- reading ------------------------------------------------------------------
     def root(self, size: int | None = None) -> bytes:

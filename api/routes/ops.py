@@ -7,7 +7,7 @@ from typing import Any
 
 from litestar import Response, Router, get
 
-from api.contract import correlation, error_body
+from api.contract import RETRY_AFTER_S, correlation, error_body
 from api.openapi import contract
 from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok
@@ -42,7 +42,12 @@ async def healthz(request: AnyRequest, services: ServicesDep) -> Response[Health
             ),
             **health,
         }
-        return Response(content=body, status_code=503, media_type="application/json")  # type: ignore[arg-type]
+        return Response(
+            content=body,  # type: ignore[arg-type]
+            status_code=503,
+            media_type="application/json",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return ok(request, services, health)
 
 
