@@ -116,8 +116,9 @@ def test_a_source_root_may_not_overlap_a_source_the_data_directory_or_a_system_f
     (notes / "c").mkdir()
     add_source(registry, LIMITS, "globex-notes", str(notes / "c"), "globex")
 
-    # The command line says why, and exits 1.
+    # The command line says why, in one line.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert run_cli(["init", "--data-dir", str(data_dir)], env=env).returncode == 0
     result = run_cli(["sources", "add", "everything", "/", "--data-dir", str(data_dir)], env=env)
     assert result.returncode == 1 and "denylisted" in result.stderr, result.stdout + result.stderr
 
