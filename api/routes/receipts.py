@@ -62,13 +62,18 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
 async def get_receipt(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
 ) -> Response[ReceiptOut]:
+    return ok(request, services, await receipt_answer(services, caller.tenant_id, receipt_id))
+
+
+async def receipt_answer(services: Services, tenant_id: str, receipt_id: str) -> dict[str, Any]:
+    """One receipt with its replay chain (the HTTP route and the MCP tool and resource)."""
     # A receipt is an immutable signed entry: a recent one is served from memory, without a
     # thread hop or a database read.
-    event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
+    event = services.lookups.cached_receipt(tenant_id, receipt_id)
     if event is None:
-        event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
-    chain = await services.blocking(replay_chain, services.context, caller.tenant_id, event)
-    return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
+        event = await services.blocking(_find, services, tenant_id, receipt_id)
+    chain = await services.blocking(replay_chain, services.context, tenant_id, event)
+    return {**receipt_body(event.envelope), "replay_chain": chain}
 
 
 def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
