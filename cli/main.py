@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.mcp import register as register_mcp
 from cli.projections import register as register_projections
 from cli.replay import register as register_replay
 from cli.server import register as register_server
@@ -334,6 +335,7 @@ def demo(
 
 register_server(app)
 register_projections(app)
+register_mcp(app)
 register_sources(app)
 register_spool(app)
 register_replay(app)
