@@ -115,7 +115,9 @@ class ApiConfig:
             source_limits=SourceLimits.from_env(env),
             mcp_history_resource=_flag(env, "CITELEDGER_MCP_HISTORY_RESOURCE"),
             mcp_allowed_hosts=tuple(
-                host.strip() for host in env.get("CITELEDGER_MCP_ALLOWED_HOSTS", "").split(",") if host.strip()
+                host.strip()
+                for host in env.get("CITELEDGER_MCP_ALLOWED_HOSTS", "").split(",")
+                if host.strip()
             ),
         )
         return replace(config, **overrides)

@@ -18,7 +18,6 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from api.mcp import arguments
 from api.mcp.tools import TOOLS
 from api.responses import CitationOut, ReceiptOut, ReceiptVerificationOut, SearchOut
 from ledger.config import LedgerConfig
@@ -105,7 +104,9 @@ def test_tools_and_resources_are_listed_with_the_http_contracts_schemas(
         # One source: the tool schemas are the models of the HTTP contract's OpenAPI document.
         assert tools["search"].input_schema == SearchIn.model_json_schema()
         assert tools["search"].output_schema == SearchOut.model_json_schema(mode="serialization")
-        assert tools["get_document_chunk"].output_schema == CitationOut.model_json_schema(mode="serialization")
+        assert tools["get_document_chunk"].output_schema == CitationOut.model_json_schema(
+            mode="serialization"
+        )
         record_fields = set(tools["record_retrieval"].input_schema["properties"])
         assert record_fields == set(RetrievalIn.model_fields) | {"idempotency_key"}
         ingest_fields = set(tools["ingest_document"].input_schema["properties"])
@@ -131,8 +132,12 @@ def test_each_tool_answers_and_records_what_its_http_twin_records(mcp_ledger: Le
 
     async def scenario() -> dict[str, Any]:
         async with ledger.client(transport) as client:
-            doc = answer(await client.call_tool("ingest_document", {"path": "handbook/retention.md", "text": TEXT}))
-            again = answer(await client.call_tool("ingest_document", {"path": "handbook/retention.md", "text": TEXT}))
+            doc = answer(
+                await client.call_tool("ingest_document", {"path": "handbook/retention.md", "text": TEXT})
+            )
+            again = answer(
+                await client.call_tool("ingest_document", {"path": "handbook/retention.md", "text": TEXT})
+            )
             recorded = answer(await client.call_tool("record_retrieval", _retrieval(doc), meta=meta))
             envelope = {"task_id": "task-9", "input": {"query": "audit logs kept days", "top_k": 3}}
             found = answer(await client.call_tool("search", envelope, meta=meta))
@@ -142,7 +147,9 @@ def test_each_tool_answers_and_records_what_its_http_twin_records(mcp_ledger: Le
             receipt = answer(await client.call_tool("get_receipt", {"receipt_id": recorded["receipt_id"]}))
             page = answer(await client.call_tool("list_receipts", {"trace_id": "trace-mcp-e2e"}))
             replayed = answer(await client.call_tool("replay_receipt", {"receipt_id": found["receipt_id"]}))
-            verified = answer(await client.call_tool("verify_receipt", {"receipt_id": recorded["receipt_id"]}))
+            verified = answer(
+                await client.call_tool("verify_receipt", {"receipt_id": recorded["receipt_id"]})
+            )
             checkpoint = await client.read_resource("citeledger://checkpoints/latest")
             keys = await client.read_resource("citeledger://keys")
             by_uri = await client.read_resource(f"citeledger://receipts/{recorded['receipt_id']}")
@@ -218,7 +225,9 @@ def test_each_tool_refuses_with_the_http_contracts_error(mcp_ledger: Ledger, tra
     secret = ledger.v1("POST", "/v1/retrievals", json=_retrieval(restricted)).json()
     erased_doc = ledger.v1("POST", "/v1/documents", json={"path": "a/gone.md", "text": TEXT + "\nx\n"}).json()
     erased = ledger.v1("POST", "/v1/retrievals", json=_retrieval(erased_doc)).json()
-    assert ledger.v1("POST", "/v1/erasures", json={"document_id": erased_doc["document_id"]}).status_code == 200
+    assert (
+        ledger.v1("POST", "/v1/erasures", json={"document_id": erased_doc["document_id"]}).status_code == 200
+    )
     theirs = ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc), who="other")
     assert theirs.status_code == 422  # another tenant cannot even cite our document
     their_doc = ledger.v1("POST", "/v1/documents", json={"path": "g.md", "text": TEXT}, who="other").json()
@@ -227,23 +236,33 @@ def test_each_tool_refuses_with_the_http_contracts_error(mcp_ledger: Ledger, tra
     async def scenario() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with ledger.client(transport, "writer") as writer:  # retrieval.write, ingest.write
-            out["missing"] = refusal(await writer.call_tool("get_document_chunk", {"citation_id": "never-was"}))
+            out["missing"] = refusal(
+                await writer.call_tool("get_document_chunk", {"citation_id": "never-was"})
+            )
             out["erased"] = refusal(
                 await writer.call_tool("get_document_chunk", {"citation_id": erased["citation_ids"][0]})
             )
             out["restricted"] = refusal(
                 await writer.call_tool(
-                    "get_document_chunk", {"citation_id": secret["citation_ids"][0]}, meta={"trace_id": "t-denied"}
+                    "get_document_chunk",
+                    {"citation_id": secret["citation_ids"][0]},
+                    meta={"trace_id": "t-denied"},
                 )
             )
             out["their_chunk"] = refusal(
-                await writer.call_tool("get_document_chunk", {"citation_id": their_receipt["citation_ids"][0]})
+                await writer.call_tool(
+                    "get_document_chunk", {"citation_id": their_receipt["citation_ids"][0]}
+                )
             )
-            out["no_scope"] = refusal(await writer.call_tool("get_receipt", {"receipt_id": mine["receipt_id"]}))
+            out["no_scope"] = refusal(
+                await writer.call_tool("get_receipt", {"receipt_id": mine["receipt_id"]})
+            )
             out["bad_args"] = refusal(await writer.call_tool("search", {"input": {"query": 5}}))
             out["extra_arg"] = refusal(await writer.call_tool("search", {"input": {"query": "x"}, "evil": 1}))
             out["snippet"] = refusal(
-                await writer.call_tool("record_retrieval", _retrieval(doc, snippet="Not in the chunk at all."))
+                await writer.call_tool(
+                    "record_retrieval", _retrieval(doc, snippet="Not in the chunk at all.")
+                )
             )
             keyed = {**_retrieval(doc), "idempotency_key": "key-1"}
             out["first"] = answer(await writer.call_tool("record_retrieval", keyed))
@@ -252,10 +271,14 @@ def test_each_tool_refuses_with_the_http_contracts_error(mcp_ledger: Ledger, tra
                 await writer.call_tool("record_retrieval", {**keyed, "query": "another question"})
             )
             out["bad_meta"] = refusal(
-                await writer.call_tool("search", {"input": {"query": "audit"}}, meta={"trace_id": "no spaces"})
+                await writer.call_tool(
+                    "search", {"input": {"query": "audit"}}, meta={"trace_id": "no spaces"}
+                )
             )
         async with ledger.client(transport, "reader") as reader:  # audit.read only
-            out["ingest_denied"] = refusal(await reader.call_tool("ingest_document", {"path": "x.md", "text": "x"}))
+            out["ingest_denied"] = refusal(
+                await reader.call_tool("ingest_document", {"path": "x.md", "text": "x"})
+            )
             out["their_receipt"] = refusal(
                 await reader.call_tool("get_receipt", {"receipt_id": their_receipt["receipt_id"]})
             )
@@ -411,7 +434,11 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": legacy, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            "params": {
+                "protocolVersion": legacy,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
@@ -421,7 +448,12 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
             "method": "tools/call",
             "params": {"name": "search", "arguments": {"input": {"query": "audit logs"}}},
         },
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get_document_chunk", "arguments": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "get_document_chunk", "arguments": {}},
+        },
         {"jsonrpc": "2.0", "id": 5, "method": "no/such/method"},
     ]
     status, lines, stderr = _stdio_exchange(mcp_ledger, "admin", messages)

@@ -34,7 +34,9 @@ from ledger.usecases.context import Caller
 
 _PRINCIPAL = "citeledger.principal"
 _DEADLINE_SHARE = 0.9
-_current: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar("citeledger_mcp_request", default=None)
+_current: ContextVar[ServerRequestContext[Any, Any] | None] = ContextVar(
+    "citeledger_mcp_request", default=None
+)
 
 
 async def bind_request(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -60,10 +62,12 @@ class Surface(Protocol):
 
     def correlation(self, request: ServerRequestContext[Any, Any]) -> Correlation: ...
 
-    def principal(self, request: ServerRequestContext[Any, Any], services: Services) -> Awaitable[Principal]: ...
+    def principal(
+        self, request: ServerRequestContext[Any, Any], services: Services
+    ) -> Awaitable[Principal]: ...
 
 
-def _scope(request: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+def _scope(request: ServerRequestContext[Any, Any]) -> Any:
     scope = getattr(request.request, "scope", None)
     if not isinstance(scope, dict):
         raise RuntimeError("an MCP message over HTTP without its HTTP request")

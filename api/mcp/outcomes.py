@@ -62,7 +62,9 @@ def success(body: dict[str, Any]) -> CallToolResult:
 
 def tool_error(body: dict[str, Any]) -> CallToolResult:
     text = orjson.dumps(body).decode()
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=body, is_error=True
+    )
 
 
 def resource_error(body: dict[str, Any]) -> MCPError:

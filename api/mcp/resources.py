@@ -15,7 +15,6 @@ from mcp.server.mcpserver.resources import FunctionResource
 from pydantic import BaseModel
 
 from api.mcp.arguments import ReceiptRef
-
 from api.mcp.calls import Call, Surface
 from api.mcp.outcomes import log_call, refusal, resource_error
 from api.routes.checkpoints import keys_body, latest_checkpoint_body
@@ -51,7 +50,7 @@ async def read(
     error_code: str | None = None
     try:
         body = await call.perform(AUDIT, model, arguments, produce)
-    except Exception as exc:  # every refusal and failure becomes the error envelope
+    except Exception as exc:  # noqa: BLE001 - every refusal and failure becomes the error envelope
         envelope = refusal(exc, call.ids)
         error_code = envelope["error"]["code"]
         raise resource_error(envelope) from None
@@ -121,8 +120,8 @@ def add_resources(server: MCPServer, surface: Surface, *, history: bool) -> None
                 history_today,
                 HISTORY_URI,
                 name="history-today",
-                description=f"The tenant's entries recorded since 00:00 UTC today (the first {HISTORY_LIMIT}; "
-                "the rest through GET /v1/events)",
+                description=f"The tenant's entries recorded since 00:00 UTC today (the first "
+                f"{HISTORY_LIMIT}; the rest through GET /v1/events)",
                 mime_type=JSON,
             )
         )

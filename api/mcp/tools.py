@@ -265,7 +265,7 @@ def call_tool(spec: ToolSpec, surface: Surface) -> Callable[[dict[str, Any]], Aw
         error_code: str | None = None
         try:
             return success(await call.perform(spec.scopes, spec.arguments, arguments, spec.work))
-        except Exception as exc:  # every refusal and failure is the call's result, never a traceback
+        except Exception as exc:  # noqa: BLE001 - every refusal and failure is the call's result, never a traceback
             body = refusal(exc, call.ids)
             error_code = body["error"]["code"]
             return tool_error(body)
