@@ -45,7 +45,7 @@ class Ledger:
         headers = {**self.headers(who), **kwargs.pop("headers", {})}
         return httpx.request(method, self.base_url + path, headers=headers, timeout=30, **kwargs)
 
-    def stdio_env(self, who: str) -> dict[str, str]:
+    def stdio_env(self, who: str, **settings: str) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
         env.update(
             {
@@ -58,20 +58,22 @@ class Ledger:
         )
         if self.config.ledger.database_url:
             env["CITELEDGER_DATABASE_URL"] = self.config.ledger.database_url
+        env.update(settings)
         return env
 
-    def stdio_params(self, who: str) -> StdioServerParameters:
+    def stdio_params(self, who: str, **settings: str) -> StdioServerParameters:
         return StdioServerParameters(
             command=sys.executable,
             args=["-m", CLI_MODULE, "mcp", "--data-dir", str(self.config.ledger.data_dir)],
             cwd=str(ROOT),
-            env=self.stdio_env(who),
+            env=self.stdio_env(who, **settings),
         )
 
     @asynccontextmanager
-    async def client(self, transport: str, who: str = "admin") -> AsyncIterator[Client]:
+    async def client(self, transport: str, who: str = "admin", **settings: str) -> AsyncIterator[Client]:
+        """An MCP client of `who`; `settings` (CITELEDGER_*) apply to a stdio server."""
         if transport == "stdio":
-            async with Client(self.stdio_params(who), read_timeout_seconds=60) as client:
+            async with Client(self.stdio_params(who, **settings), read_timeout_seconds=60) as client:
                 yield client
             return
         async with httpx2.AsyncClient(headers=self.headers(who), timeout=60) as http:

@@ -470,3 +470,39 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
     status, lines, stderr = _stdio_exchange(mcp_ledger, "operator", messages[:1])
     assert status == 2 and lines == []
     assert "operator" in stderr
+
+
+def test_rate_limit_applies_to_both_transports_and_history_is_an_opt_in_resource(
+    ledger_config: LedgerConfig,
+) -> None:
+    config = api_config(ledger_config, rate_limit_rps=0.001, rate_limit_burst=4, mcp_history_resource=True)
+    tokens = make_tokens(config)
+    with LoopbackServer(config) as server:
+        ledger = Ledger(config, tokens, server)
+        assert (
+            ledger.v1("POST", "/v1/documents", who="writer", json={"path": "a.md", "text": TEXT}).status_code
+            == 201
+        )
+        url = ledger.base_url + "/mcp"
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        headers = {"Accept": "application/json, text/event-stream", **ledger.headers("reader")}
+        statuses = [httpx.post(url, json=call, headers=headers, timeout=10) for _ in range(5)]
+        assert [s.status_code for s in statuses] == [200, 200, 200, 200, 429]
+        assert statuses[-1].json()["error"]["code"] == "rate_limited" and statuses[-1].headers["retry-after"]
+
+        async def scenario() -> tuple[set[str], dict[str, Any], list[dict[str, Any]]]:
+            async with ledger.client("http", "admin") as client:
+                listed = {str(r.uri) for r in (await client.list_resources()).resources}
+                today = await client.read_resource("citeledger://history/today")
+            limited = {"CITELEDGER_RATE_LIMIT_RPS": "0.001", "CITELEDGER_RATE_LIMIT_BURST": "4"}
+            async with ledger.client("stdio", "other", **limited) as client:
+                results = [await client.call_tool("list_receipts", {}) for _ in range(5)]
+            return listed, json.loads(today.contents[0].text), [r.structured_content or {} for r in results]  # type: ignore[union-attr]
+
+        listed, today, results = anyio.run(scenario)
+    assert "citeledger://history/today" in listed
+    assert [e["type"] for e in today["events"]] == ["DocumentIngested"]
+    assert all(e["tenant_id"] == "acme" for e in today["events"])
+    assert [("error" in r) for r in results] == [False, False, False, False, True]
+    assert results[-1]["error"]["code"] == "rate_limited" and results[-1]["retry_after_s"] >= 1
+    assert results[-1]["error"]["retryable"] is True
