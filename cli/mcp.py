@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,7 +23,14 @@ def mcp(
         str | None,
         typer.Option(
             "--url",
-            help="A remote ledger's base URL (http://host:port) instead of the data directory",
+            help="A remote ledger's base URL (http://host:port): each tool calls its /v1 route there",
+        ),
+    ] = None,
+    public_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--public-key",
+            help="With --url: the root public key verify_receipt trusts (default: the ledger's own)",
         ),
     ] = None,
 ) -> None:
@@ -33,7 +41,7 @@ def mcp(
         typer.echo("error: set CITELEDGER_TOKEN to the bearer token the tools act with", err=True)
         raise typer.Exit(2)
     if url is not None:
-        _serve_remote(url, token)
+        _serve_remote(url, token, public_key)
         return
     _serve_local(data_dir, token)
 
@@ -65,13 +73,33 @@ def _serve_local(data_dir: DataDirOption, token: str) -> None:
         services.close()
 
 
-def _serve_remote(url: str, token: str) -> None:
-    typer.echo(
-        "error: --url (a remote ledger) is not supported yet; run `citeledger mcp --data-dir DIR` on "
-        "the ledger's machine, or connect the MCP client to the server's /mcp endpoint",
-        err=True,
-    )
-    raise typer.Exit(2)
+def _serve_remote(url: str, token: str, public_key: Path | None) -> None:
+    import anyio
+
+    from api.config import ApiConfig, SettingError
+    from api.mcp.remote import RemoteSurface
+    from api.mcp.server import build_server
+    from ledger.signing import KeyFileError, read_public_key_file
+
+    if not url.startswith(("http://", "https://")):
+        typer.echo("error: --url must be an http:// or https:// base URL", err=True)
+        raise typer.Exit(2)
+    try:
+        config = ApiConfig.from_env()
+        trusted = read_public_key_file(public_key) if public_key is not None else None
+    except (SettingError, OSError, KeyFileError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    surface = RemoteSurface(url, token, timeout_s=config.request_deadline_s + 5, trusted_root_key=trusted)
+    server = build_server(surface, history_resource=config.mcp_history_resource)
+
+    async def serve() -> None:
+        try:
+            await server.run_stdio_async()
+        finally:
+            await surface.aclose()
+
+    anyio.run(serve)
 
 
 def register(app: typer.Typer) -> None:

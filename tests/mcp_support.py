@@ -22,7 +22,7 @@ from api.config import ApiConfig
 from tests.api_support import LoopbackServer
 from tests.server_process import CLI_MODULE, ROOT
 
-TRANSPORTS = ("http", "stdio")
+TRANSPORTS = ("http", "stdio", "stdio-url")
 SECRET_FIELDS = frozenset({"receipt_id", "citation_id", "captured_at", "ciphertext", "nonce", "commitment"})
 
 
@@ -61,10 +61,13 @@ class Ledger:
         env.update(settings)
         return env
 
-    def stdio_params(self, who: str, **settings: str) -> StdioServerParameters:
+    def stdio_params(self, who: str, *, remote: bool = False, **settings: str) -> StdioServerParameters:
+        """`citeledger mcp` on the store's data directory, or (`remote`) in front of the
+        loopback server with `--url`."""
+        where = ["--url", self.base_url] if remote else ["--data-dir", str(self.config.ledger.data_dir)]
         return StdioServerParameters(
             command=sys.executable,
-            args=["-m", CLI_MODULE, "mcp", "--data-dir", str(self.config.ledger.data_dir)],
+            args=["-m", CLI_MODULE, "mcp", *where],
             cwd=str(ROOT),
             env=self.stdio_env(who, **settings),
         )
@@ -72,8 +75,9 @@ class Ledger:
     @asynccontextmanager
     async def client(self, transport: str, who: str = "admin", **settings: str) -> AsyncIterator[Client]:
         """An MCP client of `who`; `settings` (CITELEDGER_*) apply to a stdio server."""
-        if transport == "stdio":
-            async with Client(self.stdio_params(who, **settings), read_timeout_seconds=60) as client:
+        if transport in ("stdio", "stdio-url"):
+            params = self.stdio_params(who, remote=transport == "stdio-url", **settings)
+            async with Client(params, read_timeout_seconds=60) as client:
                 yield client
             return
         async with httpx2.AsyncClient(headers=self.headers(who), timeout=60) as http:

@@ -55,16 +55,97 @@ def current_request() -> ServerRequestContext[Any, Any]:
     return ctx
 
 
+Work = Callable[[Services, Caller, Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A call's `/v1` twin, for a surface that forwards to a remote ledger (`--url`):
+    method, path, body, query and Idempotency-Key; `then` finishes the answer locally."""
+
+    method: str
+    path: str
+    json: Any = None
+    params: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+    then: Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What a tool or resource does: the scopes it needs, its arguments' model, the work in
+    the ledger's own process, and its `/v1` twin for a remote ledger."""
+
+    scopes: tuple[str, ...]
+    model: type[BaseModel] | None
+    work: Work
+    forward: Callable[[Any], Forward]
+
+
 class Surface(Protocol):
     transport: str
 
-    def services(self, request: ServerRequestContext[Any, Any]) -> Services: ...
-
     def correlation(self, request: ServerRequestContext[Any, Any]) -> Correlation: ...
 
-    def principal(
-        self, request: ServerRequestContext[Any, Any], services: Services
-    ) -> Awaitable[Principal]: ...
+    def answer(
+        self, call: Call, operation: Operation, arguments: Mapping[str, Any] | None
+    ) -> Awaitable[dict[str, Any]]: ...
+
+
+def parse(model: type[BaseModel] | None, arguments: Mapping[str, Any] | None) -> Any:
+    """The arguments validated by `model` (400 naming the fields)."""
+    try:
+        return model.model_validate(arguments or {}) if model is not None else None
+    except ValidationError as exc:
+        raise invalid_arguments(exc) from None
+
+
+class LocalSurface:
+    """A transport served inside the ledger's process: the use cases run here."""
+
+    transport = "local"
+
+    def services(self, request: ServerRequestContext[Any, Any]) -> Services:
+        raise NotImplementedError
+
+    async def principal(self, request: ServerRequestContext[Any, Any], services: Services) -> Principal:
+        raise NotImplementedError
+
+    def correlation(self, request: ServerRequestContext[Any, Any]) -> Correlation:
+        raise NotImplementedError
+
+    async def answer(
+        self, call: Call, operation: Operation, arguments: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Check the caller (401, 429, 403), validate the arguments (400), run the work within
+        the request deadline (408) and answer as `/v1` does (correlation ids, server and
+        policy versions)."""
+        services = self.services(call.request)
+        deadline_s = services.config.request_deadline_s
+        # Within the HTTP deadline of the same request, so the call's own 408 is what answers.
+        with anyio.move_on_after(deadline_s * _DEADLINE_SHARE) as scope:
+            if call.ids.problem is not None:
+                raise ApiError(400, "bad_request", call.ids.problem)
+            principal = call.principal = await self.principal(call.request, services)
+            check_scopes(principal, operation.scopes)
+            caller = Caller(
+                tenant_id=principal.tenant,
+                actor=principal.actor,
+                scopes=principal.scopes,
+                run_id=call.ids.run_id,
+                trace_id=call.ids.trace_id,
+            )
+            parsed = parse(operation.model, arguments)
+            body = await operation.work(services, caller, parsed)
+            return answered(services, body, caller.run_id, caller.trace_id, caller.tenant_id)
+        assert scope.cancelled_caught
+        raise ApiError(
+            408,
+            "request_timeout",
+            f"request exceeded the {deadline_s:g} s deadline; retry with the same idempotency_key to "
+            "learn the outcome of a write",
+            retryable=True,
+        )
 
 
 def _scope(request: ServerRequestContext[Any, Any]) -> Any:
@@ -74,7 +155,7 @@ def _scope(request: ServerRequestContext[Any, Any]) -> Any:
     return scope
 
 
-class HttpSurface:
+class HttpSurface(LocalSurface):
     transport = "streamable-http"
 
     def services(self, request: ServerRequestContext[Any, Any]) -> Services:
@@ -91,7 +172,7 @@ class HttpSurface:
         return principal
 
 
-class StdioSurface:
+class StdioSurface(LocalSurface):
     transport = "stdio"
 
     def __init__(self, services: Services, bearer: str) -> None:
@@ -119,12 +200,11 @@ def _meta_of(request: ServerRequestContext[Any, Any]) -> Mapping[str, Any]:
 
 @dataclass
 class Call:
-    """One tool call or resource read: the worker's services, the correlation ids and, once
-    the token passed, the caller."""
+    """One tool call or resource read: its request, its correlation ids and, once the token
+    passed (in the ledger's process), the principal."""
 
     surface: Surface
     request: ServerRequestContext[Any, Any]
-    services: Services
     ids: Correlation
     principal: Principal | None = None
 
@@ -141,48 +221,7 @@ class Call:
                 names=("_meta.run_id", "_meta.trace_id"),
                 fallback=ids,
             )
-        return cls(surface, request, surface.services(request), ids)
+        return cls(surface, request, ids)
 
-    async def caller(self, scopes: tuple[str, ...]) -> Caller:
-        """The caller, once its token (401), rate limit (429) and scopes (403) allow the call."""
-        if self.ids.problem is not None:
-            raise ApiError(400, "bad_request", self.ids.problem)
-        principal = self.principal = await self.surface.principal(self.request, self.services)
-        check_scopes(principal, scopes)
-        return Caller(
-            tenant_id=principal.tenant,
-            actor=principal.actor,
-            scopes=principal.scopes,
-            run_id=self.ids.run_id,
-            trace_id=self.ids.trace_id,
-        )
-
-    async def perform(
-        self,
-        scopes: tuple[str, ...],
-        model: type[BaseModel] | None,
-        arguments: Mapping[str, Any] | None,
-        work: Callable[[Services, Caller, Any], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
-        """Check the caller, validate the arguments against `model` (400 naming the fields),
-        run `work` within the request deadline (408) and answer as `/v1` does (correlation
-        ids, server and policy versions)."""
-        services = self.services
-        deadline_s = services.config.request_deadline_s
-        # Within the HTTP deadline of the same request, so the call's own 408 is what answers.
-        with anyio.move_on_after(deadline_s * _DEADLINE_SHARE) as scope:
-            caller = await self.caller(scopes)
-            try:
-                parsed = model.model_validate(arguments or {}) if model is not None else None
-            except ValidationError as exc:
-                raise invalid_arguments(exc) from None
-            body = await work(services, caller, parsed)
-            return answered(services, body, caller.run_id, caller.trace_id, caller.tenant_id)
-        assert scope.cancelled_caught
-        raise ApiError(
-            408,
-            "request_timeout",
-            f"request exceeded the {deadline_s:g} s deadline; retry with the same idempotency_key to "
-            "learn the outcome of a write",
-            retryable=True,
-        )
+    async def answer(self, operation: Operation, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        return await self.surface.answer(self, operation, arguments)

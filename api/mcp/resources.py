@@ -4,18 +4,16 @@ operator turns it on (`CITELEDGER_MCP_HISTORY_RESOURCE`) — the tenant's histor
 
 from __future__ import annotations
 
-import datetime as dt
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resources import FunctionResource
-from pydantic import BaseModel
 
+from api.mcp import forwards
 from api.mcp.arguments import ReceiptRef
-from api.mcp.calls import Call, Surface
+from api.mcp.calls import Call, Operation, Surface
 from api.mcp.outcomes import log_call, refusal, resource_error
 from api.routes.checkpoints import keys_body, latest_checkpoint_body
 from api.routes.events import history_page
@@ -31,17 +29,11 @@ CHECKPOINT_URI = "citeledger://checkpoints/latest"
 KEYS_URI = "citeledger://keys"
 RECEIPT_URI = "citeledger://receipts/{receipt_id}"
 HISTORY_URI = "citeledger://history/today"
-HISTORY_LIMIT = 500
-
-Produce = Callable[[Services, Caller, Any], Awaitable[dict[str, Any]]]
+HISTORY_LIMIT = forwards.HISTORY_LIMIT
 
 
 async def read(
-    surface: Surface,
-    name: str,
-    produce: Produce,
-    model: type[BaseModel] | None = None,
-    arguments: dict[str, Any] | None = None,
+    surface: Surface, name: str, operation: Operation, arguments: dict[str, Any] | None = None
 ) -> str:
     """One resource read: the caller must hold `audit.read`; a refusal is a JSON-RPC error
     carrying the HTTP contract's envelope."""
@@ -49,7 +41,7 @@ async def read(
     call = Call.begin(surface)
     error_code: str | None = None
     try:
-        body = await call.perform(AUDIT, model, arguments, produce)
+        body = await call.answer(operation, arguments)
     except Exception as exc:  # noqa: BLE001 - every refusal and failure becomes the error envelope
         envelope = refusal(exc, call.ids)
         error_code = envelope["error"]["code"]
@@ -72,7 +64,7 @@ async def _receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[
 
 
 async def _history_today(services: Services, caller: Caller, _: Any) -> dict[str, Any]:
-    midnight = services.clock().astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    midnight = forwards.today_utc(services.clock())
     flt = HistoryFilter(recorded_from=format_timestamp(midnight))
     page = await services.blocking(history_page, services, caller.tenant_id, flt, None, HISTORY_LIMIT)
     return {"since": format_timestamp(midnight), **page}
@@ -80,10 +72,12 @@ async def _history_today(services: Services, caller: Caller, _: Any) -> dict[str
 
 def add_resources(server: MCPServer, surface: Surface, *, history: bool) -> None:
     async def checkpoint() -> str:
-        return await read(surface, CHECKPOINT_URI, _checkpoint)
+        return await read(
+            surface, CHECKPOINT_URI, Operation(AUDIT, None, _checkpoint, forwards.latest_checkpoint)
+        )
 
     async def keys() -> str:
-        return await read(surface, KEYS_URI, _keys)
+        return await read(surface, KEYS_URI, Operation(AUDIT, None, _keys, forwards.keys))
 
     server.add_resource(
         FunctionResource.from_function(
@@ -108,12 +102,14 @@ def add_resources(server: MCPServer, surface: Surface, *, history: bool) -> None
         RECEIPT_URI, name="receipt", description="One receipt with its signed entry", mime_type=JSON
     )
     async def receipt(receipt_id: str) -> str:
-        return await read(surface, RECEIPT_URI, _receipt, ReceiptRef, {"receipt_id": receipt_id})
+        operation = Operation(AUDIT, ReceiptRef, _receipt, forwards.receipt)
+        return await read(surface, RECEIPT_URI, operation, {"receipt_id": receipt_id})
 
     if history:
 
         async def history_today() -> str:
-            return await read(surface, HISTORY_URI, _history_today)
+            operation = Operation(AUDIT, None, _history_today, forwards.history_today)
+            return await read(surface, HISTORY_URI, operation)
 
         server.add_resource(
             FunctionResource.from_function(

@@ -17,6 +17,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel
 
+from api.mcp import forwards
 from api.mcp.arguments import (
     CitationRef,
     IngestDocumentArgs,
@@ -25,7 +26,7 @@ from api.mcp.arguments import (
     RecordRetrievalArgs,
     ReplayArgs,
 )
-from api.mcp.calls import Call, Surface
+from api.mcp.calls import Call, Forward, Operation, Surface, Work
 from api.mcp.outcomes import log_call, refusal, success, tool_error
 from api.responses import (
     CitationOut,
@@ -51,8 +52,6 @@ from ledger.usecases.retrievals import record_retrieval
 from ledger.usecases.search import search
 from projections.queries import ReceiptFilter
 
-Work = Callable[[Services, Caller, Any], Awaitable[dict[str, Any]]]
-
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -63,8 +62,13 @@ class ToolSpec:
     answer: type[BaseModel]
     scopes: tuple[str, ...]
     work: Work
+    forward: Callable[[Any], Forward]
     read_only: bool = False
     idempotent: bool = False
+
+    @property
+    def operation(self) -> Operation:
+        return Operation(self.scopes, self.arguments, self.work, self.forward)
 
 
 async def _search(services: Services, caller: Caller, data: SearchIn) -> dict[str, Any]:
@@ -147,6 +151,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         SearchOut,
         ("retrieval.write",),
         _search,
+        forwards.search,
         idempotent=True,
     ),
     ToolSpec(
@@ -160,6 +165,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         CitationOut,
         (),
         _get_document_chunk,
+        forwards.get_document_chunk,
         read_only=True,
         idempotent=True,
     ),
@@ -174,6 +180,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ReceiptRecordedOut,
         ("retrieval.write",),
         _record_retrieval,
+        forwards.record_retrieval,
         idempotent=True,
     ),
     ToolSpec(
@@ -185,6 +192,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         DocumentOut,
         ("ingest.write",),
         _ingest_document,
+        forwards.ingest_document,
         idempotent=True,
     ),
     ToolSpec(
@@ -196,6 +204,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ReceiptOut,
         ("audit.read",),
         _get_receipt,
+        forwards.get_receipt,
         read_only=True,
         idempotent=True,
     ),
@@ -208,6 +217,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ReceiptPage,
         ("audit.read",),
         _list_receipts,
+        forwards.list_receipts,
         read_only=True,
         idempotent=True,
     ),
@@ -221,6 +231,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ReplayOut,
         ("replay.run",),
         _replay_receipt,
+        forwards.replay_receipt,
         idempotent=True,
     ),
     ToolSpec(
@@ -233,6 +244,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         ReceiptVerificationOut,
         ("audit.read",),
         _verify_receipt,
+        forwards.verify_receipt,
         read_only=True,
         idempotent=True,
     ),
@@ -264,7 +276,7 @@ def call_tool(spec: ToolSpec, surface: Surface) -> Callable[[dict[str, Any]], Aw
         call = Call.begin(surface)
         error_code: str | None = None
         try:
-            return success(await call.perform(spec.scopes, spec.arguments, arguments, spec.work))
+            return success(await call.answer(spec.operation, arguments))
         except Exception as exc:  # noqa: BLE001 - every refusal and failure is the call's result, never a traceback
             body = refusal(exc, call.ids)
             error_code = body["error"]["code"]
