@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -150,7 +149,8 @@ def run(store: str, calls: int) -> tuple[dict[str, list[float]], dict[str, float
             database_url = f"{PG_DSN}?schema={schema}"
         try:
             config = LedgerConfig(data_dir=data_dir, database_url=database_url)
-            env = server_env(config, TOKEN, CITELEDGER_RATE_LIMIT_RPS="0", CITELEDGER_RETENTION_INTERVAL_S="0")
+            quiet = {"CITELEDGER_RATE_LIMIT_RPS": "0", "CITELEDGER_RETENTION_INTERVAL_S": "0"}
+            env = server_env(config, TOKEN, **quiet)
             if store == "postgres":
                 env["CITELEDGER_EMBEDDED_PROJECTIONS"] = "true"
             headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -168,10 +168,10 @@ def run(store: str, calls: int) -> tuple[dict[str, list[float]], dict[str, float
                     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def table(results: dict[str, tuple[dict[str, list[float]], dict[str, float]]], calls: int) -> str:
+def table(results: dict[str, tuple[dict[str, list[float]], dict[str, float]]]) -> str:
     lines = [
-        "| store | call | /v1 p50 ms | /v1 p95 ms | MCP HTTP p50 ms | MCP HTTP p95 ms | p95 MCP / v1 | target | "
-        "stdio calls/s |",
+        "| store | call | /v1 p50 ms | /v1 p95 ms | MCP HTTP p50 ms | MCP HTTP p95 ms | p95 MCP / v1 "
+        "| target | stdio calls/s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for store, (http_figures, stdio_figures) in results.items():
@@ -181,21 +181,23 @@ def table(results: dict[str, tuple[dict[str, list[float]], dict[str, float]]], c
             verdict = "met" if ratio <= 1.5 else "missed"
             lines.append(
                 f"| {store} | `{tool}` | {statistics.median(v1):.2f} | {percentile(v1, 0.95):.2f} | "
-                f"{statistics.median(mcp):.2f} | {percentile(mcp, 0.95):.2f} | {ratio:.2f}x | <= 1.5x {verdict} | "
-                f"{stdio_figures[tool]:.0f} |"
+                f"{statistics.median(mcp):.2f} | {percentile(mcp, 0.95):.2f} | {ratio:.2f}x | "
+                f"<= 1.5x {verdict} | {stdio_figures[tool]:.0f} |"
             )
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=200, help="calls per kind and side")
     parser.add_argument("--postgres", action="store_true", help="also on PostgreSQL")
     parser.add_argument("--out", type=Path, help="write the table (markdown) here")
     args = parser.parse_args()
     stores = ["sqlite", "postgres"] if args.postgres else ["sqlite"]
     results = {store: run(store, args.calls) for store in stores}
-    rendered = table(results, args.calls)
+    rendered = table(results)
     print(rendered)
     if args.out:
         args.out.write_text(rendered + "\n", encoding="utf-8")

@@ -383,6 +383,27 @@ def test_http_mount_keeps_the_v1_contract(mcp_ledger: Ledger) -> None:
         timeout=10,
     )
     assert "error" in protocol_misuse.json() and "result" not in protocol_misuse.json()
+    unknown_tool = httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+        headers={**accept, **mcp_ledger.headers()},
+        timeout=10,
+    )
+    assert unknown_tool.json()["error"]["message"] == "Unknown tool: nope"
+    # Stateless: no stream to open, no session to end; and the /v1 limits hold.
+    for method in ("GET", "DELETE"):
+        refused = httpx.request(method, url, headers={**accept, **mcp_ledger.headers()}, timeout=10)
+        assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+        assert refused.json()["error"]["code"] == "method_not_allowed"
+    too_large = httpx.post(
+        url,
+        content=b"[" + b"1," * (mcp_ledger.config.limits.max_body_bytes // 2) + b"1]",
+        headers={**accept, **mcp_ledger.headers()},
+        timeout=30,
+    )
+    assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "payload_too_large"
+    elsewhere = httpx.post(url + "/x", json=call, headers={**accept, **mcp_ledger.headers()}, timeout=10)
+    assert elsewhere.status_code == 404
 
 
 def _stdio_exchange(ledger: Ledger, who: str, messages: list[dict[str, Any]]) -> tuple[int, list[str], str]:
@@ -455,17 +476,19 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
             "params": {"name": "get_document_chunk", "arguments": {}},
         },
         {"jsonrpc": "2.0", "id": 5, "method": "no/such/method"},
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
     ]
     status, lines, stderr = _stdio_exchange(mcp_ledger, "admin", messages)
     assert status == 0, stderr
     replies = [json.loads(line) for line in lines]  # every line is JSON-RPC
     assert all(reply.get("jsonrpc") == "2.0" for reply in replies)
     by_id = {reply["id"]: reply for reply in replies if "id" in reply}
-    assert set(by_id) == {1, 2, 3, 4, 5}
+    assert set(by_id) == {1, 2, 3, 4, 5, 6}
     assert by_id[3]["result"]["structuredContent"]["status"] in ("ok", "no_hit")
     assert by_id[4]["result"]["isError"] is True
     assert by_id[4]["result"]["structuredContent"]["error"]["code"] == "bad_request"
     assert "error" in by_id[5]  # protocol misuse is a JSON-RPC error, not a tool result
+    assert by_id[6]["error"]["message"] == "Unknown tool: nope"
 
     status, lines, stderr = _stdio_exchange(mcp_ledger, "operator", messages[:1])
     assert status == 2 and lines == []

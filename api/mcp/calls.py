@@ -16,13 +16,15 @@ the HTTP headers (`api.contract.correlation_of`); they win over the transport's.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
 
 from api.auth import Principal, check_scopes, principal_for
@@ -46,6 +48,21 @@ async def bind_request(ctx: ServerRequestContext[Any, Any], call_next: CallNext)
         return await call_next(ctx)
     finally:
         _current.reset(token)
+
+
+def refuse_unknown_tools(tools: Sequence[Any]) -> ServerMiddleware[Any]:
+    """Server middleware: calling a tool that does not exist is protocol misuse (a JSON-RPC
+    error, as the MCP specification has it), not a tool's failure."""
+    names = frozenset(tool.name for tool in tools)
+
+    async def refuse(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call":
+            name = (ctx.params or {}).get("name")
+            if isinstance(name, str) and name not in names:
+                raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:80]}")
+        return await call_next(ctx)
+
+    return refuse
 
 
 def current_request() -> ServerRequestContext[Any, Any]:

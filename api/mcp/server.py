@@ -23,7 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from api.auth import requires
 from api.config import ApiConfig, server_version
 from api.contract import ApiError
-from api.mcp.calls import HttpSurface, Surface, bind_request
+from api.mcp.calls import HttpSurface, Surface, bind_request, refuse_unknown_tools
 from api.mcp.resources import add_resources
 from api.mcp.tools import ledger_tools
 
@@ -39,13 +39,14 @@ _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 
 def build_server(surface: Surface, *, history_resource: bool) -> MCPServer:
+    tools = ledger_tools(surface)
     server: MCPServer = MCPServer(
         "citeledger",
         title="citeledger",
         version=server_version(),
         instructions=INSTRUCTIONS,
-        tools=ledger_tools(surface),
-        middleware=[bind_request],
+        tools=tools,
+        middleware=[bind_request, refuse_unknown_tools(tools)],
         log_level="WARNING",
     )
     add_resources(server, surface, history=history_resource)
@@ -84,6 +85,17 @@ def mcp_mount(
         """Model Context Protocol, stateless Streamable HTTP (JSON responses)."""
         if any(name == b"mcp-session-id" for name, _ in scope.get("headers", ())):
             raise ApiError(400, "bad_request", SESSION_REFUSED)
+        if scope.get("path", "/") not in ("", "/"):
+            raise ApiError(404, "not_found", "not found")
+        if scope.get("method") != "POST":
+            # Stateless: no server-to-client stream to open (GET) and no session to end (DELETE).
+            # A GET would otherwise hold an SSE stream open past every deadline.
+            raise ApiError(
+                405, "method_not_allowed", "MCP over HTTP is stateless: POST only", headers={"Allow": "POST"}
+            )
+        declared = next((value for name, value in scope.get("headers", ()) if name == b"content-length"), b"")
+        if declared.isdigit() and int(declared) > config.limits.max_body_bytes:
+            raise ApiError(413, "payload_too_large", "request body exceeds the size limit")
         await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
 
     @asynccontextmanager
