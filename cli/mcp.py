@@ -36,6 +36,7 @@ def mcp(
 ) -> None:
     """Serve the MCP tools over stdio (token from CITELEDGER_TOKEN)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("citeledger.mcp").setLevel(logging.INFO)  # one access line per call (ids, no text)
     token = os.environ.get("CITELEDGER_TOKEN", "").strip()
     if not token:
         typer.echo("error: set CITELEDGER_TOKEN to the bearer token the tools act with", err=True)

@@ -5,6 +5,8 @@ loopback with the committed corpus `tests/corpus` ingested:
     connection) against the same calls on `/v1` (`POST /v1/search`, `GET /v1/citations/{id}`,
     one keep-alive httpx client), interleaved in rounds so both see the same machine;
     p50/p95 per call. Target: MCP p95 <= 1.5x /v1.
+    The same MCP calls are also timed as bare JSON-RPC POSTs (httpx, no SDK client): the
+    server's share of the MCP cost without the client's (its output-schema validation).
   - calls/s over stdio (`citeledger mcp` on the same data directory, the SDK's client).
 
     python scripts/bench_mcp.py [--calls 200] [--out docs/benchmarks/mcp.md] [--postgres]
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -21,13 +24,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 import httpx2
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from ledger.config import LedgerConfig
@@ -73,7 +77,9 @@ async def timed(calls: int, one: Callable[[int], Awaitable[None]]) -> list[float
 
 async def http_side(base: str, headers: dict[str, str], calls: int) -> dict[str, list[float]]:
     """Interleaved rounds of /v1 and /mcp for each call kind; latencies in ms."""
-    out: dict[str, list[float]] = {"v1 search": [], "mcp search": [], "v1 chunk": [], "mcp chunk": []}
+    out: dict[str, list[float]] = {
+        f"{side} {kind}": [] for side in ("v1", "mcp", "raw") for kind in ("search", "chunk")
+    }
     per_round = max(1, calls // ROUNDS)
     async with (
         httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as v1,
@@ -101,13 +107,37 @@ async def http_side(base: str, headers: dict[str, str], calls: int) -> dict[str,
             result = await mcp.call_tool("get_document_chunk", {"citation_id": citations[n % len(citations)]})
             assert not result.is_error, result.structured_content
 
-        for warm in (v1_search, mcp_search, v1_chunk, mcp_chunk):  # first-call costs out of the figures
+        rpc_headers = {"Accept": "application/json, text/event-stream"}
+
+        async def raw(name: str, arguments: dict[str, Any]) -> None:
+            call = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
+            answer = await v1.post("/mcp", json=call, headers=rpc_headers)
+            assert answer.status_code == 200 and not answer.json()["result"].get("isError"), answer.text
+
+        async def raw_search(n: int) -> None:
+            await raw("search", {"input": {"query": QUERIES[n % len(QUERIES)]}})
+
+        async def raw_chunk(n: int) -> None:
+            await raw("get_document_chunk", {"citation_id": citations[n % len(citations)]})
+
+        sides = {
+            "v1 search": v1_search,
+            "mcp search": mcp_search,
+            "raw search": raw_search,
+            "v1 chunk": v1_chunk,
+            "mcp chunk": mcp_chunk,
+            "raw chunk": raw_chunk,
+        }
+        for warm in sides.values():  # first-call costs out of the figures
             await timed(10, warm)
         for _ in range(ROUNDS):
-            out["v1 search"] += await timed(per_round, v1_search)
-            out["mcp search"] += await timed(per_round, mcp_search)
-            out["v1 chunk"] += await timed(per_round, v1_chunk)
-            out["mcp chunk"] += await timed(per_round, mcp_chunk)
+            for name, one in sides.items():
+                out[name] += await timed(per_round, one)
     return out
 
 
@@ -118,8 +148,16 @@ async def stdio_side(env: dict[str, str], data_dir: Path, citation: str, calls: 
         cwd=str(ROOT),
         env={**env, "CITELEDGER_TOKEN": TOKEN},
     )
+    # The server's stderr (one access line per call) is not the benchmark's output.
+    with open(os.devnull, "w") as quiet:
+        return await _stdio_rates(
+            Client(stdio_client(params, errlog=quiet), read_timeout_seconds=60), citation, calls
+        )
+
+
+async def _stdio_rates(connect: Client, citation: str, calls: int) -> dict[str, float]:
     rates: dict[str, float] = {}
-    async with Client(params, read_timeout_seconds=60) as client:
+    async with connect as client:
 
         async def search(n: int) -> None:
             result = await client.call_tool("search", {"input": {"query": QUERIES[n % len(QUERIES)]}})
@@ -171,18 +209,23 @@ def run(store: str, calls: int) -> tuple[dict[str, list[float]], dict[str, float
 def table(results: dict[str, tuple[dict[str, list[float]], dict[str, float]]]) -> str:
     lines = [
         "| store | call | /v1 p50 ms | /v1 p95 ms | MCP HTTP p50 ms | MCP HTTP p95 ms | p95 MCP / v1 "
-        "| target | stdio calls/s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| target | bare JSON-RPC p50 / p95 ms | stdio calls/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for store, (http_figures, stdio_figures) in results.items():
         for kind, tool in (("search", "search"), ("chunk", "get_document_chunk")):
-            v1, mcp = http_figures[f"v1 {kind}"], http_figures[f"mcp {kind}"]
+            v1, mcp, bare = (
+                http_figures[f"v1 {kind}"],
+                http_figures[f"mcp {kind}"],
+                http_figures[f"raw {kind}"],
+            )
             ratio = percentile(mcp, 0.95) / percentile(v1, 0.95)
             verdict = "met" if ratio <= 1.5 else "missed"
             lines.append(
                 f"| {store} | `{tool}` | {statistics.median(v1):.2f} | {percentile(v1, 0.95):.2f} | "
                 f"{statistics.median(mcp):.2f} | {percentile(mcp, 0.95):.2f} | {ratio:.2f}x | "
-                f"<= 1.5x {verdict} | {stdio_figures[tool]:.0f} |"
+                f"<= 1.5x {verdict} | {statistics.median(bare):.2f} / {percentile(bare, 0.95):.2f} | "
+                f"{stdio_figures[tool]:.0f} |"
             )
     return "\n".join(lines)
 
