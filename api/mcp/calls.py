@@ -9,6 +9,11 @@ alike can find their request. A `Surface` answers the rest:
   are that request's.
 - stdio: one process, one token (`CITELEDGER_TOKEN`), checked again on every call (a
   revoked token stops working) and counted against the same rate limit.
+- stdio in front of a remote ledger (`citeledger mcp --url`, `api.mcp.remote`): each call
+  goes to its `/v1` twin, where that ledger checks the token.
+
+A tool or resource is an `Operation` (its scopes, its arguments' model, the work done in the
+ledger's process and its `/v1` twin as a `Forward`); the surface decides which runs.
 
 Either way `_meta` may carry `traceparent` (W3C), `trace_id` and `run_id`, under the rule of
 the HTTP headers (`api.contract.correlation_of`); they win over the transport's.
