@@ -21,8 +21,10 @@ from pydantic import BaseModel
 from api.mcp.tools import TOOLS
 from api.responses import CitationOut, ReceiptOut, ReceiptVerificationOut, SearchOut
 from ledger.config import LedgerConfig
+from ledger.store import LEDGER_STREAM_ID
 from ledger.usecases.commands import DocumentIn, RetrievalIn, SearchIn
 from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.conftest import RawStore
 from tests.mcp_support import TRANSPORTS, Ledger, answer, comparable, refusal
 from tests.server_process import CLI_MODULE, ROOT
 
@@ -529,3 +531,35 @@ def test_rate_limit_applies_to_both_transports_and_history_is_an_opt_in_resource
     assert [("error" in r) for r in results] == [False, False, False, False, True]
     assert results[-1]["error"]["code"] == "rate_limited" and results[-1]["retry_after_s"] >= 1
     assert results[-1]["error"]["retryable"] is True
+
+
+def test_verify_receipt_names_what_fails_on_a_rewritten_entry(
+    mcp_ledger: Ledger, raw_store: RawStore
+) -> None:
+    doc = mcp_ledger.v1("POST", "/v1/documents", json={"path": "a.md", "text": TEXT}).json()
+    kept = mcp_ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc)).json()
+    rewritten = mcp_ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc)).json()
+    rows = raw_store.execute(
+        "SELECT state FROM stored_events WHERE originator_id=? AND originator_version=?",
+        (raw_store.stream_value(LEDGER_STREAM_ID), rewritten["position"]),
+    )
+    state = bytes(rows[0][0])
+    assert b'"status":"ok"' in state
+    raw_store.execute(
+        "UPDATE stored_events SET state=? WHERE originator_id=? AND originator_version=?",
+        (
+            state.replace(b'"status":"ok"', b'"status":"no_hit"'),
+            raw_store.stream_value(LEDGER_STREAM_ID),
+            rewritten["position"],
+        ),
+    )
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with mcp_ledger.client("http", "reader") as client:
+            intact = answer(await client.call_tool("verify_receipt", {"receipt_id": kept["receipt_id"]}))
+            broken = answer(await client.call_tool("verify_receipt", {"receipt_id": rewritten["receipt_id"]}))
+        return intact, broken
+
+    intact, broken = anyio.run(scenario)
+    assert intact["intact"] is True and intact["problem"] is None
+    assert broken["intact"] is False and broken["problem"].startswith("entry:")
