@@ -372,6 +372,8 @@ class SearchOut(Answer):
     corpus_position: int = Field(ge=0)
     position: int = Field(ge=1)
     dedup: bool = False
+
+
 class SourceFileOut(BaseModel):
     """One markdown file of a sync: what became of it (never its text)."""
 
