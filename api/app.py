@@ -12,6 +12,7 @@ from litestar.types import ControllerRouterHandler
 
 from api.config import ApiConfig, server_version
 from api.contract import ContractApp, exception_handler
+from api.mcp.server import mcp_mount
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
 from api.routes import (
@@ -63,8 +64,10 @@ def create_app(config: ApiConfig) -> ContractApp:
         if services is not None:
             services.close()
 
+    mcp_endpoint, mcp_lifespan = mcp_mount(config)
     app = ContractApp(
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, mcp_endpoint],
+        lifespan=[mcp_lifespan],
         dependencies=DEPENDENCIES,
         before_request=check_request,
         # Strict request bodies: "5" is no integer, true is no number of days.

@@ -109,26 +109,40 @@ def correlation(scope: Scope) -> Correlation:
     cached = state.get(_STATE_IDS)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    problem = None
-    run_id = _header(scope, b"x-run-id")
-    trace_id = _header(scope, b"x-trace-id")
-    if run_id is not None and not _ID.match(run_id):
-        problem, run_id = f"X-Run-Id must be {_ID_RULE}", None
-    if trace_id is not None and not _ID.match(trace_id):
-        problem, trace_id = f"X-Trace-Id must be {_ID_RULE}", None
-    if trace_id is None:
-        parent = _header(scope, b"traceparent")
-        if parent is not None:
-            match = _TRACEPARENT.match(parent.strip().lower())
-            if match and match.group(1) != "0" * 32:
-                trace_id = match.group(1)
-    ids = Correlation(
-        run_id=run_id or "run-" + uuid.uuid4().hex,
-        trace_id=trace_id or uuid.uuid4().hex,
-        problem=problem,
+    ids = correlation_of(
+        _header(scope, b"x-run-id"), _header(scope, b"x-trace-id"), _header(scope, b"traceparent")
     )
     state[_STATE_IDS] = ids
     return ids
+
+
+def correlation_of(
+    run_id: object,
+    trace_id: object,
+    traceparent: object,
+    *,
+    names: tuple[str, str] = ("X-Run-Id", "X-Trace-Id"),
+    fallback: Correlation | None = None,
+) -> Correlation:
+    """The rule for correlation ids, wherever they come from (HTTP headers, an MCP call's
+    `_meta`): identifiers as given, else the trace id of a W3C `traceparent`, else the
+    `fallback`'s (the transport's own), else new ones."""
+    problem = None
+    run = run_id if isinstance(run_id, str) and _ID.match(run_id) else None
+    trace = trace_id if isinstance(trace_id, str) and _ID.match(trace_id) else None
+    if run_id is not None and run is None:
+        problem = f"{names[0]} must be {_ID_RULE}"
+    if trace_id is not None and trace is None:
+        problem = f"{names[1]} must be {_ID_RULE}"
+    if trace is None and isinstance(traceparent, str):
+        match = _TRACEPARENT.match(traceparent.strip().lower())
+        if match and match.group(1) != "0" * 32:
+            trace = match.group(1)
+    return Correlation(
+        run_id=run or (fallback.run_id if fallback else "run-" + uuid.uuid4().hex),
+        trace_id=trace or (fallback.trace_id if fallback else uuid.uuid4().hex),
+        problem=problem,
+    )
 
 
 def set_principal(scope: Scope, principal: Any) -> None:

@@ -198,6 +198,20 @@ class ReplayOut(Answer):
     dedup: bool = False
 
 
+class ReceiptVerificationOut(Answer):
+    """Whether a receipt is intact: its signature, its inclusion proof against the latest
+    signed checkpoint, that checkpoint's signature and the key chain; `problem` names the
+    first part that fails (null when intact)."""
+
+    receipt_id: Id
+    position: int = Field(ge=1)
+    intact: bool
+    problem: str | None
+    kid: str
+    checkpoint: Checkpoint
+    inclusion_proof: InclusionProof
+
+
 class ReceiptSummary(BaseModel):
     model_config = ConfigDict(extra="allow")
     receipt_id: Id

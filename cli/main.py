@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
+from cli.mcp import register as register_mcp
 from cli.projections import register as register_projections
 from cli.replay import register as register_replay
 from cli.server import register as register_server
@@ -371,6 +372,7 @@ def init(data_dir: DataDir = None) -> None:
 
 register_server(app)
 register_projections(app)
+register_mcp(app)
 register_sources(app)
 register_spool(app)
 register_replay(app)

@@ -29,12 +29,20 @@ def proof_json(position: int, tree_size: int, hashes: list[bytes]) -> dict[str, 
     return {"leaf_index": position - 1, "tree_size": tree_size, "hashes": [h.hex() for h in hashes]}
 
 
-def build_bundle(ledger: Any, position: int, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The bundle for the entry at `position` (issues a checkpoint if none covers it yet)."""
+def build_bundle(
+    ledger: Any,
+    position: int,
+    *,
+    extra: dict[str, Any] | None = None,
+    checkpoint: CheckpointRecord | None = None,
+) -> dict[str, Any]:
+    """The bundle for the entry at `position` against `checkpoint` (by default the first that
+    covers it; one is issued if none does yet)."""
     event: RecordedEvent | None = ledger.get(position)
     if event is None:
         raise LookupError(f"no entry at position {position}")
-    checkpoint: CheckpointRecord = ledger.checkpoint_covering(position)
+    if checkpoint is None:
+        checkpoint = ledger.checkpoint_covering(position)
     size = checkpoint.tree_size
 
     def proven(item: RecordedEvent) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ledger.usecases.export import tenant_export, whole_log_export
 Size = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
 
 
-def _latest(services: Services) -> dict[str, Any]:
+def latest_checkpoint_body(services: Services) -> dict[str, Any]:
     record = services.ledger.latest_checkpoint()
     if record is None:
         raise not_found("checkpoint")
@@ -30,7 +30,7 @@ def _latest(services: Services) -> dict[str, Any]:
 
 @get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint", **contract(404))
 async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[CheckpointOut]:
-    return ok(request, services, await services.blocking(_latest, services))
+    return ok(request, services, await services.blocking(latest_checkpoint_body, services))
 
 
 def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any]:
@@ -78,7 +78,7 @@ checkpoints_router = Router(
 )
 
 
-def _keys(services: Services) -> dict[str, Any]:
+def keys_body(services: Services) -> dict[str, Any]:
     ledger = services.ledger
     ledger.sync()
     events = ledger.key_events()
@@ -110,7 +110,7 @@ def _keys(services: Services) -> dict[str, Any]:
     **contract(),
 )
 async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[KeysOut]:
-    return ok(request, services, await services.blocking(_keys, services))
+    return ok(request, services, await services.blocking(keys_body, services))
 
 
 def _ndjson(body: Iterator[bytes], services: Services, filename: str) -> Stream:

@@ -162,14 +162,21 @@ def ok(
     ids = correlation(request.scope)
     principal = request.scope.get("state", {}).get("citeledger.principal")
     tenant = tenant or getattr(principal, "tenant", None)
-    body = {
+    content = answered(services, body, ids.run_id, ids.trace_id, tenant)
+    return Response(content=content, status_code=status, media_type="application/json")
+
+
+def answered(
+    services: Services, body: dict[str, Any], run_id: str | None, trace_id: str | None, tenant: str | None
+) -> dict[str, Any]:
+    """What every success answer carries beside its own fields (HTTP bodies and MCP results)."""
+    return {
         **body,
-        "run_id": ids.run_id,
-        "trace_id": ids.trace_id,
+        "run_id": run_id,
+        "trace_id": trace_id,
         "server_version": services.server_version,
         "policy_version": services.policy_version(tenant),
     }
-    return Response(content=body, status_code=status, media_type="application/json")
 
 
 def fingerprint(route: str, value: Any, caller: Caller) -> str:
@@ -196,6 +203,20 @@ async def write(
 ) -> Response[Any]:
     """Run a write use case at most once per (tenant, Idempotency-Key): a repeat of a
     recorded request gets the first answer (`dedup: true`) without running again."""
+    result = await run_write(services, caller, key, route, body, use_case)
+    return ok(request, services, result.body, created_status if result.created else 200)
+
+
+async def run_write(
+    services: Services,
+    caller: Caller,
+    key: str | None,
+    route: str,
+    body: Any,
+    use_case: Callable[[IdempotencyKey | None], Result],
+) -> Result:
+    """`write` without HTTP (the MCP tools share it): the same key over either surface is the
+    same request, since `route` names the HTTP route in both."""
     idempotency: IdempotencyKey | None = None
     if key is not None:
         try:
@@ -208,6 +229,5 @@ async def write(
         if stored is not None:
             # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
             created, answer = stored.replay(idempotency, services.ledger.sealer)
-            return ok(request, services, answer, created_status if created else 200)
-    result = await services.blocking(use_case, idempotency)
-    return ok(request, services, result.body, created_status if result.created else 200)
+            return Result(answer, created=bool(created))
+    return await services.blocking(use_case, idempotency)

@@ -62,8 +62,14 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
 async def get_receipt(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
 ) -> Response[ReceiptOut]:
-    event, chain = await services.blocking(_find, services, caller.tenant_id, receipt_id)
-    return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
+    return ok(request, services, await receipt_answer(services, caller.tenant_id, receipt_id))
+
+
+async def receipt_answer(services: Services, tenant_id: str, receipt_id: str) -> dict[str, Any]:
+    """One receipt with its replay chain (the HTTP route and the MCP tool and resource): one
+    indexed lookup of the entry (unless held in memory) and its replays."""
+    event, chain = await services.blocking(_find, services, tenant_id, receipt_id)
+    return {**receipt_body(event.envelope), "replay_chain": chain}
 
 
 def _find(services: Services, tenant_id: str, receipt_id: str) -> tuple[RecordedEvent, dict[str, Any]]:

@@ -1,10 +1,10 @@
-"""Use cases on receipts: find one (tenant-scoped), build its portable bundle."""
+"""Use cases on receipts: find one (tenant-scoped), build its portable bundle, check it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ledger.bundle import build_bundle, proof_json
+from ledger.bundle import BundleError, build_bundle, proof_json, verify_bundle
 from ledger.entries import RecordedEvent
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import NotFound
@@ -68,3 +68,30 @@ def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
             }
         )
     return build_bundle(ledger, event.position, extra={"citations": citations})
+
+
+def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
+    """Is the receipt intact? Its signature, its inclusion proof against the latest signed
+    checkpoint (one is issued first when none covers it yet), that checkpoint's signature and
+    the key chain back to the root key: the offline bundle check, run here. `problem` names
+    the first part that fails."""
+    event = find_receipt(ctx, tenant_id, receipt_id)
+    ledger = ctx.ledger
+    latest = ledger.latest_checkpoint()
+    if latest is None or latest.tree_size < event.position:
+        latest = ledger.checkpoint_covering(event.position)
+    bundle = build_bundle(ledger, event.position, checkpoint=latest)
+    problem: str | None = None
+    try:
+        verify_bundle(bundle, ledger.root_public_key)
+    except BundleError as exc:
+        problem = str(exc)[:300]
+    return {
+        "receipt_id": receipt_id,
+        "position": event.position,
+        "intact": problem is None,
+        "problem": problem,
+        "kid": event.kid,
+        "checkpoint": latest.to_json(),
+        "inclusion_proof": bundle["inclusion_proof"],
+    }
