@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from api.contract import ApiError
 from ledger.idempotency import IdempotencyKeyReused
+from ledger.integrity import IntegrityHold
 from ledger.usecases import errors
 
 # Most specific first: the first class the error is an instance of decides.
@@ -27,6 +28,9 @@ def to_api_error(exc: Exception) -> ApiError | None:
             "Idempotency-Key was already used with a different request",
             retryable=False,
         )
+    if isinstance(exc, IntegrityHold):
+        findings = [finding.to_json() for finding in exc.findings]
+        return ApiError(503, exc.code, str(exc), retryable=False, extra_body={"findings": findings})
     if not isinstance(exc, errors.UseCaseError):
         return None
     status, retryable = next(((s, r) for cls, s, r in _STATUS if isinstance(exc, cls)), (422, False))

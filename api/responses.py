@@ -286,12 +286,24 @@ class KeysOut(Answer):
     origin: str
 
 
+class IntegrityFindingOut(BaseModel):
+    kind: str
+    evidence: str
+    message: str
+
+
+class IntegrityOut(BaseModel):
+    ok: bool = Field(description="false: the log was found cut back or rewritten; writes are refused")
+    findings: list[IntegrityFindingOut]
+
+
 class HealthOut(Answer):
     store_ok: bool
     projections_ok: bool
     lag: int | None
     uptime_s: float
     last_error: str | None
+    integrity: IntegrityOut
 
 
 class VersionOut(Answer):
@@ -358,6 +370,8 @@ class SearchOut(Answer):
     corpus_position: int = Field(ge=0)
     position: int = Field(ge=1)
     dedup: bool = False
+
+
 class SourceFileOut(BaseModel):
     """One markdown file of a sync: what became of it (never its text)."""
 

@@ -307,6 +307,30 @@ def verify_bundle_command(
     )
 
 
+@app.command()
+def repair(
+    data_dir: DataDir = None,
+    actor: Annotated[str, typer.Option("--actor", help="Who repairs (recorded in the entry)")] = "operator",
+    yes: Annotated[bool, typer.Option("--yes", help="Do it (without: only list the findings)")] = False,
+) -> None:
+    """Answer integrity findings (a log cut back or rewritten): append a signed IntegrityRepaired
+    entry naming each finding and what was done, rebuild mismatched tiles, and accept writes again."""
+    from ledger.application import Ledger
+
+    with Ledger(_config(data_dir)) as ledger:
+        findings = list(ledger.findings)
+        for finding in findings:
+            typer.echo(f"{finding.kind}: {finding.message}")
+        if not findings:
+            typer.echo("no integrity finding: nothing to repair")
+            return
+        if not yes:
+            console.print("[yellow]nothing done; run again with --yes to record the repair")
+            raise typer.Exit(1)
+        event = ledger.repair(actor=actor)
+    typer.echo(f"recorded IntegrityRepaired at position {event.position}; writes are accepted again")
+
+
 @app.command("rotate-key")
 def rotate_key(data_dir: DataDir = None) -> None:
     """Introduce a new signing key, announced in the log and signed by the current one."""
