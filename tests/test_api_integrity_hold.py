@@ -14,7 +14,7 @@ from typing import Any
 from ledger.application import Ledger
 from ledger.config import LedgerConfig
 from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
-from tests.api_support import DOC, Api
+from tests.api_support import DOC, Api, make_api  # noqa: F401 - fixture
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft
 from tests.server_process import run_cli, server_env
