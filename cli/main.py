@@ -18,6 +18,7 @@ from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
 from cli.spool import register as register_spool
+from cli.witness import register as register_witness
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
@@ -331,6 +332,23 @@ def repair(
     typer.echo(f"recorded IntegrityRepaired at position {event.position}; writes are accepted again")
 
 
+@app.command()
+def vkey(
+    data_dir: DataDir = None,
+    witnesses: Annotated[bool, typer.Option("--witnesses", help="The witnesses' vkeys")] = False,
+) -> None:
+    """Print the log's verifier key (C2SP vkey of the key signing checkpoints), what
+    `citeledger witness add-log` takes; with --witnesses, each configured witness's vkey."""
+    from ledger.application import Ledger
+
+    with Ledger(_config(data_dir)) as ledger:
+        if not witnesses:
+            typer.echo(ledger.vkey)
+            return
+        for endpoint in ledger.cosigner.endpoints if ledger.cosigner is not None else []:
+            typer.echo(f"{endpoint.witness.vkey} {endpoint.url}")
+
+
 @app.command("rotate-key")
 def rotate_key(data_dir: DataDir = None) -> None:
     """Introduce a new signing key, announced in the log and signed by the current one."""
@@ -361,6 +379,7 @@ register_projections(app)
 register_sources(app)
 register_spool(app)
 register_replay(app)
+register_witness(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

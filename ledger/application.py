@@ -10,6 +10,7 @@ commit: many events, one transaction, all or nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -25,6 +26,7 @@ from ledger import idempotency
 from ledger.adapters import DUPLICATE_KEY_ERRORS
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
+from ledger.cosignature import with_cosignatures
 from ledger.entries import (
     GENESIS_PREV_HASH,
     SYSTEM_TENANT,
@@ -48,6 +50,7 @@ from ledger.integrity import (
     witness_findings,
 )
 from ledger.keychain import KeyChainError, check_key_event, possession_message
+from ledger.note import verifier_key
 from ledger.sealing import Sealer, shared_data_keys
 from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64
 from ledger.store import (
@@ -59,6 +62,7 @@ from ledger.store import (
 )
 from ledger.tree_store import TiledMerkleTree, TileStateError, TileStore
 from ledger.witnessed import WitnessedSizes
+from ledger.witnessing import Cosigner, parse_witnesses
 
 log = logging.getLogger("citeledger.ledger")
 
@@ -169,6 +173,18 @@ class Ledger:
         if self.size == 0 and not self.findings:
             self._append_genesis()
         self.signing_key()  # fail at start, not at the first append, on a bad key file
+        endpoints = parse_witnesses(config.witnesses)
+        self.cosigner = (
+            Cosigner(
+                endpoints,
+                self.witnessed,
+                consistency_proof=self.consistency_proof,
+                log_size=lambda: self.size,
+                on_finding=self.hold,
+            )
+            if endpoints
+            else None
+        )
         # Checkpoints load lazily (`checkpoints()`); opening reads none of them.
         self._checkpointer: threading.Thread | None = None
         if config.run_checkpointer:
@@ -692,14 +708,39 @@ class Ledger:
         raise AppendConflict("could not issue a checkpoint")
 
     def checkpoint_covering(self, position: int) -> CheckpointRecord:
-        """The first checkpoint whose tree contains `position`; issues one if none does yet."""
-        for record in self.sync_checkpoints():
-            if record.tree_size >= position:
-                return record
+        """The first checkpoint whose tree contains `position`, with its cosignatures;
+        issues one if none does yet. With witnesses configured, the first one they
+        cosigned (asking them now if none was)."""
+        covering = [record for record in self.sync_checkpoints() if record.tree_size >= position]
+        if covering and self.cosigner is not None:
+            lines = self.witnessed.lines([record.seq for record in covering])
+            cosigned = [record for record in covering if lines[record.seq]]
+            return self.cosigned(cosigned[0]) if cosigned else self.cosign(covering[-1])
+        if covering:
+            return covering[0]
         issued = self.issue_checkpoint()
         if issued is None or issued.tree_size < position:
             raise LookupError(f"position {position} is not in the log")
-        return issued
+        return self.cosign(issued)
+
+    # -- witnesses ---------------------------------------------------------------
+    @property
+    def vkey(self) -> str:
+        """The log's verifier key (C2SP vkey) for its current signing key: what a
+        witness is told to follow (the key name is the origin)."""
+        return verifier_key(self.origin, self.signing_key().public_raw)
+
+    def cosigned(self, record: CheckpointRecord) -> CheckpointRecord:
+        """`record` with the witnesses' cosignature lines added to its note."""
+        lines = self.witnessed.lines([record.seq])[record.seq]
+        return dataclasses.replace(record, note=with_cosignatures(record.note, lines)) if lines else record
+
+    def cosign(self, record: CheckpointRecord) -> CheckpointRecord:
+        """Ask the configured witnesses to cosign `record` now (C2SP tlog-witness);
+        returns it with every cosignature it has. Refusals are alarmed, not raised."""
+        if self.cosigner is not None:
+            self.cosigner.cosign(record)
+        return self.cosigned(record)
 
     def _checkpoint_loop(self) -> None:
         interval = self.config.checkpoint_interval_s
@@ -713,7 +754,9 @@ class Ledger:
             if self.findings:
                 continue  # held: no checkpoint over this log (reported once, when found)
             try:
-                self.issue_checkpoint()
+                record = self.issue_checkpoint()
+                if record is not None and self.cosigner is not None:
+                    self.cosigner.cosign(record)  # off the write path: this thread only
             except Exception:  # the loop must survive a transient store error
                 log.exception("checkpoint issuance failed; retrying next interval")
 
@@ -747,6 +790,8 @@ class Ledger:
         self._appended.set()
         if self._checkpointer is not None:
             self._checkpointer.join(timeout=5)
+        if self.cosigner is not None:
+            self.cosigner.close()
         try:  # store the right edge too, so the next start reads no tail at all
             self.tree.flush()
         except Exception:  # tiles behind the log are read from the log at the next start

@@ -27,13 +27,18 @@ class LedgerConfig:
     database_url: str | None = None
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
     run_checkpointer: bool = True
+    # C2SP tlog-witnesses to send each checkpoint to: `URL VKEY` entries, `;`-separated.
+    witnesses: str = ""
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, **overrides: Any) -> LedgerConfig:
         directory = Path(data_dir or os.environ.get("CITELEDGER_DATA_DIR", "./citeledger-data"))
         url = os.environ.get("CITELEDGER_DATABASE_URL") or None
         interval = float(os.environ.get("CITELEDGER_CHECKPOINT_INTERVAL_S", DEFAULT_CHECKPOINT_INTERVAL_S))
-        config = cls(data_dir=directory, database_url=url, checkpoint_interval_s=interval)
+        witnesses = os.environ.get("CITELEDGER_WITNESSES", "")
+        config = cls(
+            data_dir=directory, database_url=url, checkpoint_interval_s=interval, witnesses=witnesses
+        )
         return replace(config, **overrides)
 
     @property

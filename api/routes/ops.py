@@ -31,7 +31,10 @@ def _health(services: Services) -> dict[str, Any]:
         "uptime_s": round(time.monotonic() - services.started, 3),
         "last_error": services.last_error,
         # Reads and verification go on while the ledger holds writes: reported, not a 503.
-        "integrity": report(services.ledger.findings),
+        "integrity": {
+            **report(services.ledger.findings),
+            "witness_alarms": list(cosigner.alarms) if (cosigner := services.ledger.cosigner) else [],
+        },
     }
 
 
