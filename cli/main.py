@@ -22,6 +22,7 @@ from cli.witness import register as register_witness
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
+    from ledger.cosignature import Witness
     from ledger.tenant_export import TenantExportReport
     from ledger.verify import VerifyReport
 
@@ -31,6 +32,21 @@ console = Console(stderr=True)
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+WitnessKeys = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--witness-key",
+        help="A file holding a witness's vkey (`citeledger witness vkey`); repeatable",
+    ),
+]
+MinWitnesses = Annotated[
+    int | None,
+    typer.Option(
+        "--min-witnesses",
+        min=0,
+        help="How many of the --witness-key witnesses must have cosigned (default 1 with keys, else 0)",
+    ),
 ]
 PublicKey = Annotated[
     Path | None,
@@ -53,6 +69,42 @@ def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
     except (OSError, KeyFileError) as exc:
         console.print(f"[red]cannot read trusted public key: {exc}")
         raise typer.Exit(2) from None
+
+
+def _witnesses(paths: list[Path] | None, minimum: int | None) -> tuple[list[Witness], int]:
+    """The trusted witnesses and the quorum; exit 2 on an unreadable key or a quorum above them."""
+    from ledger.cosignature import parse_cosigner_vkey
+    from ledger.note import NoteError
+
+    witnesses = []
+    for path in paths or []:
+        try:
+            witnesses.append(parse_cosigner_vkey(path.read_text(encoding="utf-8").strip()))
+        except (OSError, UnicodeDecodeError, NoteError) as exc:
+            console.print(f"[red]cannot read witness key {path}: {exc}")
+            raise typer.Exit(2) from None
+    required = minimum if minimum is not None else (1 if witnesses else 0)
+    if required > len(witnesses):
+        console.print(f"[red]--min-witnesses {required} but only {len(witnesses)} --witness-key given")
+        raise typer.Exit(2)
+    return witnesses, required
+
+
+def _check_cosigned(note: str, witnesses: list[Witness], required: int) -> str | None:
+    """A line naming which trusted witnesses cosigned (None when none is trusted);
+    exit 1 when fewer than `required` did."""
+    from ledger.cosignature import require_cosignatures
+    from ledger.note import NoteError
+
+    if not witnesses:
+        return None
+    try:
+        found = require_cosignatures(note, witnesses, required)
+    except NoteError as exc:
+        typer.echo(f"FAILED: {exc}")
+        raise typer.Exit(1) from None
+    names = ", ".join(f"{c.witness} (at {c.timestamp})" for c in found) or "none"
+    return f"cosigned by {len(found)} of {len(witnesses)} trusted witnesses: {names}"
 
 
 def _print_report(report: VerifyReport, *, as_json: bool) -> None:
@@ -155,6 +207,8 @@ def verify(
             "the log must still match it. Repeatable.",
         ),
     ] = None,
+    witness_key: WitnessKeys = None,
+    min_witnesses: MinWitnesses = None,
 ) -> None:
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -165,6 +219,10 @@ def verify(
 
     config = _config(data_dir)
     trusted = _trusted_key(config, public_key)
+    witnesses, required = _witnesses(witness_key, min_witnesses)
+    if witnesses and export_file is None:
+        console.print("[red]--witness-key checks an export's checkpoint: give --export FILE")
+        raise typer.Exit(2)
     try:
         held = [path.read_text(encoding="utf-8") for path in held_checkpoint or []]
         partial = export_file is not None and is_tenant_export(export_file)
@@ -179,6 +237,10 @@ def verify(
             raise typer.Exit(2)
         tenant_report = verify_tenant_export(export_file, trusted)
         _print_tenant_report(tenant_report, as_json=as_json)
+        if tenant_report.ok and tenant_report.checkpoint is not None:
+            line = _check_cosigned(tenant_report.checkpoint.note, witnesses, required)
+            if line:
+                typer.echo(line)
         raise typer.Exit(0 if tenant_report.ok else 1)
     with Progress(
         TextColumn("verifying"),
@@ -206,6 +268,11 @@ def verify(
             finally:
                 store.close()
     _print_report(report, as_json=as_json)
+    if report.ok and witnesses:
+        latest = report.latest_checkpoint
+        line = _check_cosigned(latest.note if latest else "", witnesses, required)
+        if line:
+            typer.echo(f"latest checkpoint {line}")
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -286,19 +353,22 @@ def bundle(
 def verify_bundle_command(
     bundle_file: Annotated[Path, typer.Argument(help="Bundle JSON file")],
     public_key: Annotated[Path, typer.Option("--public-key", help="Trusted root public key")],
+    witness_key: WitnessKeys = None,
+    min_witnesses: MinWitnesses = None,
 ) -> None:
-    """Check a bundle offline with nothing but the root public key."""
+    """Check a bundle offline with nothing but the root public key (and witnesses' keys)."""
     import orjson
 
     from ledger.bundle import BundleError, verify_bundle
     from ledger.signing import read_public_key_file
 
     trusted = read_public_key_file(public_key)
+    witnesses, required = _witnesses(witness_key, min_witnesses)
     try:
         document = orjson.loads(bundle_file.read_bytes())
         if isinstance(document, dict) and isinstance(document.get("bundle"), dict):
             document = document["bundle"]  # as downloaded from GET /v1/receipts/{id}/bundle
-        entry = verify_bundle(document, trusted)
+        entry = verify_bundle(document, trusted, witnesses=witnesses, min_witnesses=required)
     except (BundleError, orjson.JSONDecodeError) as exc:
         console.print(f"[red]FAILED[/red] {exc}")
         raise typer.Exit(1) from None
@@ -306,6 +376,9 @@ def verify_bundle_command(
         f"[green]OK[/green] entry at position {entry['position']} ({entry['type']}) is signed and "
         f"included in checkpoint of size {document['checkpoint']['tree_size']}"
     )
+    cosigned = _check_cosigned(document["checkpoint"]["note"], witnesses, required)
+    if cosigned:
+        console.print(f"checkpoint {cosigned}")
 
 
 @app.command()

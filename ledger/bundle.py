@@ -8,10 +8,12 @@ auditor must already trust is the ledger's root public key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
+from ledger.cosignature import Witness, require_cosignatures
 from ledger.entries import RecordedEvent, entry_signature_ok
 from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import ProofError, leaf_hash, verify_inclusion
@@ -85,8 +87,16 @@ def _check_inclusion(item: dict[str, Any], root: bytes, size: int, what: str) ->
     return entry
 
 
-def verify_bundle(bundle: dict[str, Any], trusted_root_key: bytes) -> dict[str, Any]:
-    """Check a bundle with nothing but the root public key. Returns the verified entry."""
+def verify_bundle(
+    bundle: dict[str, Any],
+    trusted_root_key: bytes,
+    *,
+    witnesses: Sequence[Witness] = (),
+    min_witnesses: int = 0,
+) -> dict[str, Any]:
+    """Check a bundle with nothing but the root public key (and, to trust no single
+    party, the keys of witnesses of which `min_witnesses` must have cosigned its
+    checkpoint). Returns the verified entry."""
     if bundle.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"format: expected {BUNDLE_FORMAT}")
     origin = origin_for(trusted_root_key)
@@ -109,6 +119,7 @@ def verify_bundle(bundle: dict[str, Any], trusted_root_key: bytes) -> dict[str, 
     # Note: checkpoint root verified before any inclusion is trusted.
     try:
         open_record(record, origin, keys)
+        require_cosignatures(record.note, witnesses, min_witnesses)
     except (NoteError, ValueError) as exc:
         raise BundleError(f"checkpoint: {exc}") from None
     entry = _check_inclusion(bundle, record.root, record.tree_size, "entry")

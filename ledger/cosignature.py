@@ -140,3 +140,16 @@ def open_cosignatures(note: str, witnesses: Sequence[Witness]) -> list[Cosignatu
 def with_cosignatures(note: str, lines: Sequence[str]) -> str:
     """The note with extra signature lines appended (each ending in a newline)."""
     return note + "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def require_cosignatures(note: str, witnesses: Sequence[Witness], min_witnesses: int) -> list[Cosignature]:
+    """The trusted witnesses' valid cosignatures on `note`; NoteError unless at least
+    `min_witnesses` of them cosigned (what an auditor checks instead of trusting the log)."""
+    found = open_cosignatures(note, witnesses)
+    if len(found) < min_witnesses:
+        names = ", ".join(c.witness for c in found) or "none"
+        raise NoteError(
+            f"checkpoint cosigned by {len(found)} of the {len(witnesses)} trusted witnesses ({names}); "
+            f"at least {min_witnesses} required"
+        )
+    return found

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ledger.store import Store
 
-MAX_WITNESS_NAME = 256
+_IN_CHUNK = 500  # seqs per query (bound parameters are limited)
 
 
 class WitnessedSizes:
@@ -62,12 +62,14 @@ class WitnessedSizes:
     def lines(self, seqs: Sequence[int]) -> dict[int, list[str]]:
         """The cosignature lines of each checkpoint in `seqs` (witness name order)."""
         found: dict[int, list[str]] = {seq: [] for seq in seqs}
-        if not seqs:
-            return found
-        marks = ", ".join("?" for _ in seqs)
-        rows = self.store.rows(
-            f"SELECT seq, line FROM {self.lines_table} WHERE seq IN ({marks}) ORDER BY seq, witness", seqs
-        )
-        for row in rows:
-            found[int(row["seq"])].append(str(row["line"]))
+        unique = sorted(found)
+        for start in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[start : start + _IN_CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            rows = self.store.rows(
+                f"SELECT seq, line FROM {self.lines_table} WHERE seq IN ({marks}) ORDER BY seq, witness",
+                chunk,
+            )
+            for row in rows:
+                found[int(row["seq"])].append(str(row["line"]))
         return found

@@ -183,3 +183,70 @@ def test_keys_route_and_cli_publish_vkeys(
     env = server_env(config, "t-" + uuid.uuid4().hex, CITELEDGER_DATA_DIR=str(config.data_dir))
     printed = run_cli(["vkey"], env)
     assert printed.returncode == 0 and printed.stdout.strip() == log_vkey
+
+
+def test_auditor_checks_bundles_and_exports_against_witness_keys_alone(
+    ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path
+) -> None:
+    """verify-bundle and verify --export take --witness-key/--min-witnesses, say which
+    witnesses cosigned, and fail on a checkpoint no trusted witness cosigned."""
+    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
+        key_file = tmp_path / "w1.vkey"
+        key_file.write_text(witness.vkey + "\n")
+        stranger = WitnessProcess(tmp_path / "w2", "witness.test/w1", log_vkey)  # same name, other key
+        stranger_file = tmp_path / "w2.vkey"
+        stranger_file.write_text(stranger.vkey + "\n")
+        ledger = _open(ledger_config)
+        try:
+            _fill(ledger, 10)
+        finally:
+            ledger.close()
+        root_pub = str(ledger_config.data_dir / "keys" / "root.pub")
+        plain = server_env(ledger_config, "t", CITELEDGER_DATA_DIR=str(ledger_config.data_dir))
+        witnessed = {**plain, "CITELEDGER_WITNESSES": witness.setting}
+        check = ["verify-bundle", "--public-key", root_pub, "--witness-key", str(key_file)]
+
+        assert run_cli(["bundle", "5", "--out", str(tmp_path / "alone.json")], plain).returncode == 0
+        alone = run_cli([*check, "--min-witnesses", "1", str(tmp_path / "alone.json")], plain)
+        assert (
+            alone.returncode == 1
+            and "cosigned by 0 of the 1 trusted witnesses" in alone.stderr + alone.stdout
+        )
+        assert (
+            run_cli(
+                ["verify-bundle", "--public-key", root_pub, str(tmp_path / "alone.json")], plain
+            ).returncode
+            == 0
+        )
+
+        assert run_cli(["bundle", "5", "--out", str(tmp_path / "cosigned.json")], witnessed).returncode == 0
+        ok = run_cli([*check, "--min-witnesses", "1", str(tmp_path / "cosigned.json")], plain)
+        assert ok.returncode == 0, ok.stderr + ok.stdout
+        assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in ok.stderr + ok.stdout
+        other = ["verify-bundle", "--public-key", root_pub, "--witness-key", str(stranger_file)]
+        assert run_cli([*other, str(tmp_path / "cosigned.json")], plain).returncode == 1
+        too_many = run_cli([*check, "--min-witnesses", "2", str(tmp_path / "cosigned.json")], plain)
+        assert too_many.returncode == 2
+
+        for kind in (["--tenant", TENANT], []):
+            out = tmp_path / f"export{len(kind)}.jsonl"
+            assert run_cli(["export", "--out", str(out), *kind], witnessed).returncode == 0
+            verified = run_cli(
+                ["verify", "--export", str(out), "--public-key", root_pub, "--witness-key", str(key_file)],
+                plain,
+            )
+            assert verified.returncode == 0, verified.stdout + verified.stderr
+            assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in verified.stdout
+            refused = run_cli(
+                [
+                    "verify",
+                    "--export",
+                    str(out),
+                    "--public-key",
+                    root_pub,
+                    "--witness-key",
+                    str(stranger_file),
+                ],
+                plain,
+            )
+            assert refused.returncode == 1 and "cosigned by 0 of the 1" in refused.stdout
