@@ -26,6 +26,7 @@ from api.routes import (
     retrievals,
     search,
     sources,
+    tiles,
 )
 from api.routes.common import DEPENDENCIES, strict_query_integers
 from api.services import Services
@@ -47,6 +48,7 @@ ROUTES: list[ControllerRouterHandler] = [
     citations.router,
     retention.router,
     sources.router,
+    tiles.router,
     assets_router(),
 ]
 

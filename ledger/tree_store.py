@@ -354,6 +354,16 @@ class TiledMerkleTree(MerkleProofs):
         with self._lock:
             return super().leaf_hash_at(index)
 
+    def tile(self, level: int, index: int, width: int) -> bytes:
+        """The first `width` hashes of tile (level, index) as C2SP tlog-tiles serves it:
+        nodes of height tile_height*level, each complete in the current tree. Raises
+        LookupError when the tree does not have that many yet."""
+        with self._lock:
+            available = (self._size >> (self.tile_height * level)) - (index << self.tile_height)
+            if not 1 <= width <= min(available, self._width) or index < 0 or level < 0:
+                raise LookupError(f"tile {level}/{index} has no {width} hashes in a tree of {self._size}")
+            return b"".join(self._expanded(level, index)[0][:width])
+
     def _node(self, height: int, index: int) -> bytes:
         level, r = divmod(height, self.tile_height)
         first = index << r  # the first base-level node under this one
