@@ -6,8 +6,6 @@ which carry every tenant's metadata: operator token only)."""
 from __future__ import annotations
 
 from litestar import Response, Router, get
-from litestar.connection import ASGIConnection
-from litestar.handlers import BaseRouteHandler
 
 from api.auth import requires_operator
 from api.contract import ApiError, not_found
@@ -17,11 +15,12 @@ from api.services import Services
 from ledger.tlog_tiles import TILE_WIDTH, TilePath, entry_bundle, parse_tile_path
 
 IMMUTABLE = "public, max-age=31536000, immutable"
+PRIVATE_IMMUTABLE = "private, max-age=31536000, immutable"
 OCTETS = "application/octet-stream"
 
 
 def _checkpoint(services: Services) -> str:
-    record = services.ledger.latest_checkpoint()
+    record = services.ledger.latest_checkpoint() or services.ledger.issue_checkpoint()  # a new store
     if record is None:
         raise not_found("checkpoint")
     return services.ledger.cosigned(record).note
@@ -39,14 +38,13 @@ async def checkpoint(services: ServicesDep) -> Response[str]:
 
 
 def _tile(services: Services, tile: TilePath) -> bytes:
-    ledger = services.ledger
+    """From this process's tree (the follower brings in other processes' entries within
+    a second): an anonymous request never costs more than a tile read."""
     assert tile.level is not None
-    for _ in range(2):
-        try:
-            return ledger.tree.tile(tile.level, tile.index, tile.width)
-        except LookupError:
-            ledger.sync()  # entries another process appended
-    raise not_found("tile")
+    try:
+        return services.ledger.tree.tile(tile.level, tile.index, tile.width)
+    except LookupError:
+        raise not_found("tile") from None
 
 
 def _entries(services: Services, tile: TilePath) -> bytes:
@@ -61,30 +59,38 @@ def _entries(services: Services, tile: TilePath) -> bytes:
         raise ApiError(422, "entry_too_large", str(exc), retryable=False) from None
 
 
-async def _operator_for_entries(connection: ASGIConnection, handler: BaseRouteHandler) -> None:  # type: ignore[type-arg]
-    """Entry bundles hold other tenants' entries: the operator token only (tiles are hashes)."""
-    if connection.path_params.get("path", "").lstrip("/").startswith("entries/"):
-        await requires_operator(connection, handler)
+def _parsed(path: str, *, entries: bool) -> TilePath:
+    parsed = parse_tile_path(("entries/" if entries else "") + path.lstrip("/"))
+    if parsed is None or (parsed.level is None) != entries:
+        raise not_found("tile")
+    return parsed
+
+
+@get(
+    "/tile/entries/{path:path}",
+    guards=[requires_operator],
+    summary="An entry bundle (C2SP tlog-tiles): every tenant's entries, so the operator token only",
+    media_type=OCTETS,
+    **contract(404, 422),
+)
+async def entry_bundle_route(services: ServicesDep, path: str) -> Response[bytes]:
+    body = await services.blocking(_entries, services, _parsed(path, entries=True))
+    return Response(
+        body, media_type=OCTETS, headers={"Cache-Control": "private, max-age=31536000, immutable"}
+    )
 
 
 @get(
     "/tile/{path:path}",
-    guards=[_operator_for_entries],
-    summary="A Merkle tile or an entry bundle (C2SP tlog-tiles); entry bundles need the operator token",
+    summary="A Merkle tile (C2SP tlog-tiles): hashes only, public and immutable",
     media_type=OCTETS,
-    **contract(404, 422, public=True),
+    **contract(404, public=True),
 )
 async def tile(services: ServicesDep, path: str) -> Response[bytes]:
-    parsed = parse_tile_path(path.lstrip("/"))
-    if parsed is None:
-        raise not_found("tile")
-    if parsed.level is None:
-        body = await services.blocking(_entries, services, parsed)
-        cache = "private, max-age=31536000, immutable"
-    else:
-        body = await services.blocking(_tile, services, parsed)
-        cache = IMMUTABLE
-    return Response(body, media_type=OCTETS, headers={"Cache-Control": cache})
+    body = await services.blocking(_tile, services, _parsed(path, entries=False))
+    return Response(body, media_type=OCTETS, headers={"Cache-Control": IMMUTABLE})
 
 
-router = Router(path="/v1/tlog", route_handlers=[checkpoint, tile], tags=["tamper evidence"])
+router = Router(
+    path="/v1/tlog", route_handlers=[checkpoint, entry_bundle_route, tile], tags=["tamper evidence"]
+)
