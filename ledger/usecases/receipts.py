@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.bundle import build_bundle, proof_json
+from ledger.bundle import build_bundle, cose_receipt, proof_json
 from ledger.entries import RecordedEvent
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import NotFound
@@ -26,6 +26,13 @@ def replay_chain(ctx: UseCaseContext, tenant_id: str, event: RecordedEvent) -> d
         "parent_receipt_id": payload.get("parent_receipt_id"),
         "replays": [{"receipt_id": r.receipt_id, "position": r.position} for r in replays],
     }
+
+
+def receipt_cose(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> bytes:
+    """The receipt's inclusion proof as a COSE Receipt (RFC 9942), in the first
+    checkpoint that covers it."""
+    event = find_receipt(ctx, tenant_id, receipt_id)
+    return cose_receipt(ctx.ledger, event.position, ctx.ledger.checkpoint_covering(event.position))
 
 
 def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
