@@ -711,13 +711,15 @@ class Ledger:
         """The first checkpoint whose tree contains `position`, with its cosignatures;
         issues one if none does yet. With witnesses configured, the first one they
         cosigned (asking them now if none was)."""
-        covering = [record for record in self.sync_checkpoints() if record.tree_size >= position]
-        if covering and self.cosigner is not None:
-            lines = self.witnessed.lines([record.seq for record in covering])
-            cosigned = [record for record in covering if lines[record.seq]]
-            return self.cosigned(cosigned[0]) if cosigned else self.cosign(covering[-1])
-        if covering:
-            return covering[0]
+        checkpoints = self.sync_checkpoints()
+        covering = next((record for record in checkpoints if record.tree_size >= position), None)
+        if covering is not None and self.cosigner is not None:
+            seq = self.witnessed.first_cosigned(covering.seq)
+            # None cosigned yet: ask for the newest (witnesses only move forward).
+            cosigned = next((record for record in checkpoints if record.seq == seq), None) if seq else None
+            return self.cosigned(cosigned) if cosigned else self.cosign(checkpoints[-1])
+        if covering is not None:
+            return covering
         issued = self.issue_checkpoint()
         if issued is None or issued.tree_size < position:
             raise LookupError(f"position {position} is not in the log")

@@ -36,6 +36,9 @@ class LedgerConfig:
         url = os.environ.get("CITELEDGER_DATABASE_URL") or None
         interval = float(os.environ.get("CITELEDGER_CHECKPOINT_INTERVAL_S", DEFAULT_CHECKPOINT_INTERVAL_S))
         witnesses = os.environ.get("CITELEDGER_WITNESSES", "")
+        from ledger.witnessing import parse_witnesses  # imports this module
+
+        parse_witnesses(witnesses)  # a bad entry stops the start with one line naming it
         config = cls(
             data_dir=directory, database_url=url, checkpoint_interval_s=interval, witnesses=witnesses
         )

@@ -59,6 +59,11 @@ class WitnessedSizes:
                 (witness, tree_size, root.hex(), now),
             )
 
+    def first_cosigned(self, min_seq: int) -> int | None:
+        """The first checkpoint at or after #min_seq that a witness cosigned."""
+        rows = self.store.rows(f"SELECT MIN(seq) AS seq FROM {self.lines_table} WHERE seq >= ?", (min_seq,))
+        return int(rows[0]["seq"]) if rows and rows[0]["seq"] is not None else None
+
     def lines(self, seqs: Sequence[int]) -> dict[int, list[str]]:
         """The cosignature lines of each checkpoint in `seqs` (witness name order)."""
         found: dict[int, list[str]] = {seq: [] for seq in seqs}
