@@ -262,11 +262,24 @@ def verify(
                 typer.echo(f"FAILED: {exc}", err=True)  # one line, never wrapped
                 raise typer.Exit(1) from None
         else:
+            from ledger.integrity import size_findings
+
             store = Store(config)
             try:
                 report = verify_store(store, trusted, deep=deep, progress=tick, held=held)
+                # What the store itself holds as evidence beside the log (tiles, witnesses' sizes):
+                # a log cut back together with its checkpoints does not verify clean.
+                findings = size_findings(store)
             finally:
                 store.close()
+            if findings and report.ok:
+                for finding in findings:
+                    typer.echo(f"FAILED: integrity: {finding.kind}: {finding.message}")
+                if not as_json:
+                    _print_report(report, as_json=False)
+                else:
+                    typer.echo(json.dumps({"ok": False, "integrity": [f.to_json() for f in findings]}))
+                raise typer.Exit(1)
     _print_report(report, as_json=as_json)
     if report.ok and witnesses:
         latest = report.latest_checkpoint

@@ -4,6 +4,7 @@ the ledger, in its own process with its own key and storage."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -77,6 +78,7 @@ def serve(
 
     from witness.app import create_witness_app
 
+    os.umask(0o077)  # the state database's journal files are the witness's alone
     state = _open(directory)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     typer.echo(f"witness {state.witness.vkey} on http://{host}:{port}", err=True)

@@ -71,6 +71,8 @@ def test_a_cut_back_store_is_held_until_an_operator_repairs_it(
     assert lag.returncode == 1, lag.stderr
     reported: dict[str, Any] = json.loads(lag.stdout)
     assert [f["kind"] for f in reported["integrity"]["findings"]] == ["log_shorter_than_tiles"]
+    verified = run_cli(["verify"], env)  # the log alone is a clean prefix; the store is not
+    assert verified.returncode == 1 and "integrity: log_shorter_than_tiles" in verified.stdout
     dry = run_cli(["repair"], env)
     assert dry.returncode == 1 and "log_shorter_than_tiles" in dry.stdout
     repaired = run_cli(["repair", "--yes", "--actor", "ops-alice"], env)
