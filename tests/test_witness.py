@@ -16,7 +16,7 @@ from ledger.application import Ledger
 from ledger.config import LedgerConfig
 from ledger.cosignature import open_cosignatures, parse_cosigner_vkey
 from ledger.integrity import IntegrityHold
-from ledger.note import parse_verifier_key
+from ledger.note import parse_verifier_key, verifier_key
 from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
 from ledger.witness_protocol import format_add_checkpoint
 from tests.api_support import Api, make_api  # noqa: F401 - fixture
@@ -250,3 +250,35 @@ def test_auditor_checks_bundles_and_exports_against_witness_keys_alone(
                 plain,
             )
             assert refused.returncode == 1 and "cosigned by 0 of the 1" in refused.stdout
+
+
+def test_a_witness_that_does_not_trust_the_key_is_alarmed_in_healthz(
+    ledger_config: LedgerConfig,
+    tmp_path: Path,
+    make_api: Callable[..., Api],  # noqa: F811 - the fixture
+) -> None:
+    """A refusal that is not evidence against the log (403: the witness follows another key
+    for this origin) still never passes silently: logged at ERROR and listed in healthz."""
+    impostor = _open(LedgerConfig(data_dir=tmp_path / "other"))  # another log, its own store
+    try:
+        other_key = impostor.signing_key().public_raw
+    finally:
+        impostor.close()
+    ledger = _open(ledger_config)
+    try:
+        wrong_vkey = verifier_key(ledger.origin, other_key)  # our origin, someone else's key
+    finally:
+        ledger.close()
+    with WitnessProcess(tmp_path / "w1", "witness.test/w1", wrong_vkey) as witness:
+        config = LedgerConfig(
+            **{**ledger_config.__dict__, "run_checkpointer": False, "witnesses": witness.setting}
+        )
+        api = make_api(ledger=config)
+        services_ledger = api.services.ledger
+        api.document()
+        record = services_ledger.cosign(services_ledger.issue_checkpoint())
+        assert record.note.count("\u2014 ") == 1  # not cosigned
+        integrity = api.client.get("/v1/healthz").json()["integrity"]
+        assert integrity["ok"] is True  # a witness that does not know our key proves nothing against us
+        [alarm] = integrity["witness_alarms"]
+        assert alarm["witness"] == "witness.test/w1" and alarm["status"] == 403
