@@ -179,7 +179,7 @@ class Ledger:
                 endpoints,
                 self.witnessed,
                 consistency_proof=self.consistency_proof,
-                log_size=lambda: self.size,
+                log_size=self.sync,  # what other processes appended counts too
                 on_finding=self.hold,
             )
             if endpoints
@@ -231,6 +231,11 @@ class Ledger:
         memory from the log, and the ledger holds writes.
         """
         self.store.ensure_key_index()
+        # Read the signed evidence before the log: whatever it covers was committed before
+        # it was signed, so the log read after it must reach it (other processes keep
+        # appending and checkpointing while this one opens).
+        newest = self._newest_checkpoint()
+        witnessed = self.witnessed.all()
         self.tree = TiledMerkleTree(TileStore(self.store))
         self._head_hash = GENESIS_PREV_HASH
         self.public_keys, self.key_introduced_at = {}, {}
@@ -263,13 +268,12 @@ class Ledger:
                     self._absorb_key(RecordedEvent(position=position, entry=entry))
             self._head_hash = head.leaf_hash.hex()
         self.sync()
-        newest = self._newest_checkpoint()
         if newest is not None:
             seq, record = newest
             found += checkpoint_findings(
                 log_size=self.size, seq=seq, size=record.tree_size, root=record.root, root_at=self.tree.root
             )
-        found += witness_findings(log_size=self.size, witnessed=self.witnessed.all(), root_at=self.tree.root)
+        found += witness_findings(log_size=self.size, witnessed=witnessed, root_at=self.tree.root)
         self.findings = unanswered(found, self.repairs.answered())
         for finding in self.findings:
             log.error(
