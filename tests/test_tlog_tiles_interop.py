@@ -45,6 +45,8 @@ def test_tiles_checkpoint_and_cosignature_verify_independently(
             assert "no-cache" in served.headers["cache-control"]
             text = spec.verify_note(served.text, log_vkey)
             assert spec.verify_cosignature(served.text, witness.vkey) > 0
+            latest = httpx.get(f"{server.base_url}/v1/checkpoints/latest", headers=reader).json()
+            assert spec.verify_cosignature(latest["checkpoint"]["note"], witness.vkey) > 0
             origin, size, root = spec.checkpoint(text)
             assert size == 601 and origin == ledger.origin
 

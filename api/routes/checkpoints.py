@@ -26,7 +26,7 @@ def _latest(services: Services) -> dict[str, Any]:
     record = services.ledger.latest_checkpoint()
     if record is None:
         raise not_found("checkpoint")
-    return {"checkpoint": record.to_json(), "origin": services.ledger.origin}
+    return {"checkpoint": services.ledger.cosigned(record).to_json(), "origin": services.ledger.origin}
 
 
 @get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint", **contract(404))
