@@ -5,12 +5,13 @@ loopback, real store cut back underneath it)."""
 
 from __future__ import annotations
 
+import asyncio
 import stat
 from pathlib import Path
 
 import pytest
 
-from client import CheckpointMismatch, Client
+from client import AsyncClient, CheckpointMismatch, Client
 from ledger.application import Ledger
 from ledger.config import LedgerConfig
 from tests.api_support import LoopbackServer, api_config, make_tokens
@@ -47,6 +48,16 @@ def test_client_detects_a_rolled_back_and_a_rewritten_server(
         ledger = server.app.state.services.ledger
         assert ledger.findings == []
         assert _grow(ledger, 3) == 15
+
+        async def async_client_sees_it() -> str:
+            async with AsyncClient(server.base_url, token, spool_dir=str(spool)) as client:
+                try:
+                    await client.latest_checkpoint()
+                except CheckpointMismatch as error:
+                    return error.code
+            return "accepted"
+
+        assert asyncio.run(async_client_sees_it()) == "checkpoint_rollback"
         # A new client process with the same spool directory remembers the longer tree.
         with Client(server.base_url, token, spool_dir=str(spool), drain_interval_s=None) as client:
             with pytest.raises(CheckpointMismatch) as rolled_back:
