@@ -27,6 +27,7 @@ from api.routes import (
     retrievals,
     search,
     sources,
+    tiles,
 )
 from api.routes.common import DEPENDENCIES, check_request
 from api.services import Services
@@ -49,6 +50,7 @@ ROUTES: list[ControllerRouterHandler] = [
     citations.router,
     retention.router,
     sources.router,
+    tiles.router,
     assets_router(),
 ]
 

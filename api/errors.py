@@ -5,6 +5,7 @@ from __future__ import annotations
 from api.contract import RETRY_AFTER_S, ApiError
 from ledger.adapters import store_unavailable
 from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
+from ledger.integrity import IntegrityHold
 from ledger.usecases import errors
 
 # Most specific first: the first class the error is an instance of decides.
@@ -36,6 +37,9 @@ def to_api_error(exc: Exception) -> ApiError | None:
             "Idempotency-Key was already used with a different request",
             retryable=False,
         )
+    if isinstance(exc, IntegrityHold):
+        findings = [finding.to_json() for finding in exc.findings]
+        return ApiError(503, exc.code, str(exc), retryable=False, extra_body={"findings": findings})
     if store_unavailable(exc):
         # Read-only, full, unreachable or restarting: nothing was written (a write's
         # transaction rolled back), and the same request can succeed once the store is back.

@@ -203,6 +203,7 @@ _FROM_DOCUMENT: list[Link] = [
 _FROM_RECEIPT: list[Link] = [
     ("ReadReceipt", "GET /v1/receipts/{receipt_id}", _RECEIPT_ID, None),
     ("DownloadBundle", "GET /v1/receipts/{receipt_id}/bundle", _RECEIPT_ID, None),
+    ("DownloadCoseReceipt", "GET /v1/receipts/{receipt_id}/receipt.cose", _RECEIPT_ID, None),
     ("ReadCitation", "GET /v1/citations/{citation_id}", _CITATION_ID, None),
     ("ReadChunkMcp", "GET /v1/mcp/chunks/{citation_id}", _CITATION_ID, None),
     ("ReplayReceipt", "POST /v1/receipts/{receipt_id}/replay", _RECEIPT_ID, None),

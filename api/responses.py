@@ -292,12 +292,40 @@ class PublicKey(BaseModel):
     valid_until: str | None
     retired_at_position: int | None
     active: bool
+    vkey: str = Field(description="C2SP signed-note verifier key (name = origin, type 0x01)")
+
+
+class WitnessKey(BaseModel):
+    name: str
+    vkey: str = Field(description="C2SP vkey of the witness's cosignature/v1 key (type 0x04)")
+    url: str
 
 
 class KeysOut(Answer):
     keys: list[PublicKey]
     root_public_key: str = Field(description="The ledger's root public key (base64): what an auditor gets")
     origin: str
+    vkey: str = Field(description="The verifier key of the key signing checkpoints now")
+    witnesses: list[WitnessKey] = Field(description="The witnesses checkpoints are sent to for cosigning")
+
+
+class IntegrityFindingOut(BaseModel):
+    kind: str
+    evidence: str
+    message: str
+
+
+class WitnessAlarmOut(BaseModel):
+    witness: str
+    status: int | None
+    message: str
+    at: str
+
+
+class IntegrityOut(BaseModel):
+    ok: bool = Field(description="false: the log was found cut back or rewritten; writes are refused")
+    findings: list[IntegrityFindingOut]
+    witness_alarms: list[WitnessAlarmOut] = Field(description="Recent refusals by witnesses, newest last")
 
 
 class HealthOut(Answer):
@@ -306,6 +334,7 @@ class HealthOut(Answer):
     lag: int | None
     uptime_s: float
     last_error: str | None
+    integrity: IntegrityOut
 
 
 class VersionOut(Answer):

@@ -20,9 +20,11 @@ from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
 from cli.spool import register as register_spool
+from cli.witness import register as register_witness
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
+    from ledger.cosignature import Witness
     from ledger.tenant_export import TenantExportReport
     from ledger.verify import VerifyReport
 
@@ -32,6 +34,21 @@ console = Console(stderr=True)
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+WitnessKeys = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--witness-key",
+        help="A file holding a witness's vkey (`citeledger witness vkey`); repeatable",
+    ),
+]
+MinWitnesses = Annotated[
+    int | None,
+    typer.Option(
+        "--min-witnesses",
+        min=0,
+        help="How many of the --witness-key witnesses must have cosigned (default 1 with keys, else 0)",
+    ),
 ]
 PublicKey = Annotated[
     Path | None,
@@ -65,6 +82,40 @@ def _text(raw: bytes, path: Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def _witnesses(paths: list[Path] | None, minimum: int | None) -> tuple[list[Witness], int]:
+    """The trusted witnesses and the quorum; exit 2 on an unreadable key or a quorum above them."""
+    from ledger.cosignature import parse_cosigner_vkey
+    from ledger.note import NoteError
+
+    witnesses = []
+    for path in paths or []:
+        try:
+            witnesses.append(parse_cosigner_vkey(path.read_text(encoding="utf-8").strip()))
+        except (OSError, UnicodeDecodeError, NoteError) as exc:
+            raise InputError(f"cannot read witness key {path}: {exc}") from None
+    required = minimum if minimum is not None else (1 if witnesses else 0)
+    if required > len(witnesses):
+        fail(f"--min-witnesses {required} but only {len(witnesses)} --witness-key given", 2)
+    return witnesses, required
+
+
+def _check_cosigned(note: str, witnesses: list[Witness], required: int) -> str | None:
+    """A line naming which trusted witnesses cosigned (None when none is trusted);
+    exit 1 when fewer than `required` did."""
+    from ledger.cosignature import require_cosignatures
+    from ledger.note import NoteError
+
+    if not witnesses:
+        return None
+    try:
+        found = require_cosignatures(note, witnesses, required)
+    except NoteError as exc:
+        typer.echo(f"FAILED: {exc}")
+        raise typer.Exit(1) from None
+    names = ", ".join(f"{c.witness} (at {c.timestamp})" for c in found) or "none"
+    return f"cosigned by {len(found)} of {len(witnesses)} trusted witnesses: {names}"
 
 
 def _print_report(report: VerifyReport, *, as_json: bool) -> None:
@@ -167,6 +218,8 @@ def verify(
             "the log must still match it. Repeatable.",
         ),
     ] = None,
+    witness_key: WitnessKeys = None,
+    min_witnesses: MinWitnesses = None,
 ) -> None:
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -180,6 +233,9 @@ def verify(
     config = LedgerConfig.from_env(data_dir) if export_file is not None else _config(data_dir)
     trusted = _trusted_key(config, public_key)
     held = [_text(read_input(path, "held checkpoint"), path) for path in held_checkpoint or []]
+    witnesses, required = _witnesses(witness_key, min_witnesses)
+    if witnesses and export_file is None:
+        fail("--witness-key checks an export's checkpoint: give --export FILE", 2)
     try:
         partial = export_file is not None and is_tenant_export(export_file)
     except OSError as exc:
@@ -189,6 +245,10 @@ def verify(
             fail("--held-checkpoint needs a whole-log export (a tenant export holds one checkpoint)", 2)
         tenant_report = verify_tenant_export(export_file, trusted)
         _print_tenant_report(tenant_report, as_json=as_json)
+        if tenant_report.ok and tenant_report.checkpoint is not None:
+            line = _check_cosigned(tenant_report.checkpoint.note, witnesses, required)
+            if line:
+                typer.echo(line)
         raise typer.Exit(0 if tenant_report.ok else 1)
     with Progress(
         TextColumn("verifying"),
@@ -210,12 +270,30 @@ def verify(
                 typer.echo(f"FAILED: {exc}", err=True)  # one line, never wrapped
                 raise typer.Exit(1) from None
         else:
+            from ledger.integrity import size_findings
+
             store = Store(config)
             try:
                 report = verify_store(store, trusted, deep=deep, progress=tick, held=held)
+                # What the store itself holds as evidence beside the log (tiles, witnesses' sizes):
+                # a log cut back together with its checkpoints does not verify clean.
+                findings = size_findings(store)
             finally:
                 store.close()
+            if findings and report.ok:
+                for finding in findings:
+                    typer.echo(f"FAILED: integrity: {finding.kind}: {finding.message}")
+                if not as_json:
+                    _print_report(report, as_json=False)
+                else:
+                    typer.echo(json.dumps({"ok": False, "integrity": [f.to_json() for f in findings]}))
+                raise typer.Exit(1)
     _print_report(report, as_json=as_json)
+    if report.ok and witnesses:
+        latest = report.latest_checkpoint
+        line = _check_cosigned(latest.note if latest else "", witnesses, required)
+        if line:
+            typer.echo(f"latest checkpoint {line}")
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -296,26 +374,74 @@ def bundle(
 def verify_bundle_command(
     bundle_file: Annotated[Path, typer.Argument(help="Bundle JSON file")],
     public_key: Annotated[Path, typer.Option("--public-key", help="Trusted root public key")],
+    witness_key: WitnessKeys = None,
+    min_witnesses: MinWitnesses = None,
 ) -> None:
-    """Check a bundle offline with nothing but the root public key."""
+    """Check a bundle offline with nothing but the root public key (and witnesses' keys)."""
     import orjson
 
     from ledger.bundle import BundleError, verify_bundle
 
     trusted = _read_key(public_key)
     raw = read_input(bundle_file, "bundle")
+    witnesses, required = _witnesses(witness_key, min_witnesses)
     try:
         document = orjson.loads(raw)
         if isinstance(document, dict) and isinstance(document.get("bundle"), dict):
             document = document["bundle"]  # as downloaded from GET /v1/receipts/{id}/bundle
-        entry = verify_bundle(document, trusted)
+        entry = verify_bundle(document, trusted, witnesses=witnesses, min_witnesses=required)
     except (BundleError, orjson.JSONDecodeError) as exc:
         typer.echo(f"FAILED {exc}", err=True)  # invalid evidence: exit 1 (unreadable input is 2)
         raise typer.Exit(1) from None
-    console.print(
-        f"[green]OK[/green] entry at position {entry['position']} ({entry['type']}) is signed and "
+    # The verdict is the command's result: stdout (refusals and errors go to stderr).
+    typer.echo(
+        f"OK entry at position {entry['position']} ({entry['type']}) is signed and "
         f"included in checkpoint of size {document['checkpoint']['tree_size']}"
     )
+    cosigned = _check_cosigned(document["checkpoint"]["note"], witnesses, required)
+    if cosigned:
+        typer.echo(f"checkpoint {cosigned}")
+
+
+@app.command()
+def repair(
+    data_dir: DataDir = None,
+    actor: Annotated[str, typer.Option("--actor", help="Who repairs (recorded in the entry)")] = "operator",
+    yes: Annotated[bool, typer.Option("--yes", help="Do it (without: only list the findings)")] = False,
+) -> None:
+    """Answer integrity findings (a log cut back or rewritten): append a signed IntegrityRepaired
+    entry naming each finding and what was done, rebuild mismatched tiles, and accept writes again."""
+    from ledger.application import Ledger
+
+    with Ledger(_config(data_dir)) as ledger:
+        findings = list(ledger.findings)
+        for finding in findings:
+            typer.echo(f"{finding.kind}: {finding.message}")
+        if not findings:
+            typer.echo("no integrity finding: nothing to repair")
+            return
+        if not yes:
+            console.print("[yellow]nothing done; run again with --yes to record the repair")
+            raise typer.Exit(1)
+        event = ledger.repair(actor=actor)
+    typer.echo(f"recorded IntegrityRepaired at position {event.position}; writes are accepted again")
+
+
+@app.command()
+def vkey(
+    data_dir: DataDir = None,
+    witnesses: Annotated[bool, typer.Option("--witnesses", help="The witnesses' vkeys")] = False,
+) -> None:
+    """Print the log's verifier key (C2SP vkey of the key signing checkpoints), what
+    `citeledger witness add-log` takes; with --witnesses, each configured witness's vkey."""
+    from ledger.application import Ledger
+
+    with Ledger(_config(data_dir)) as ledger:
+        if not witnesses:
+            typer.echo(ledger.vkey)
+            return
+        for endpoint in ledger.cosigner.endpoints if ledger.cosigner is not None else []:
+            typer.echo(f"{endpoint.witness.vkey} {endpoint.url}")
 
 
 @app.command("rotate-key")
@@ -376,6 +502,7 @@ register_mcp(app)
 register_sources(app)
 register_spool(app)
 register_replay(app)
+register_witness(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

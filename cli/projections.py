@@ -108,14 +108,18 @@ def digest(
 
 
 def lag(data_dir: DataDir = None) -> None:
-    """Per projection: applied position, head, lag and status (exit 1 if one has stopped)."""
+    """Per projection: applied position, head, lag and status, and the log's integrity
+    findings (exit 1 if a projection has stopped or the ledger holds writes)."""
+    from ledger.integrity import report, size_findings
+
     store = _store(data_dir)
     try:
         health = _runner(store).health()
+        integrity = report(size_findings(store))
     finally:
         store.close()
-    typer.echo(json.dumps(health))
-    raise typer.Exit(0 if health["ok"] else 1)
+    typer.echo(json.dumps({**health, "integrity": integrity}))
+    raise typer.Exit(0 if health["ok"] and integrity["ok"] else 1)
 
 
 def project(

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from client.base import BatchEntry, Retrieval, Shared, as_retrieval, body, by_index
+from client.checkpoints import Seen
 from client.errors import CircuitOpen, LedgerError
 from client.models import (
     BatchAnswer,
@@ -169,6 +170,14 @@ class AsyncClient(Shared):
             if not page.next_cursor:
                 return
             params["cursor"] = page.next_cursor
+
+    async def latest_checkpoint(self) -> Seen:
+        """As `Client.latest_checkpoint`: raises CheckpointMismatch on a rollback or fork."""
+        answer = await self._send(self.latest_checkpoint_call())
+        new = self.checkpoints.parse(str(answer["checkpoint"]["note"]))
+        needed = self.checkpoints.proof_range(new)
+        proof = self.proof_of(await self._send(self.consistency_call(*needed)), new) if needed else []
+        return self.checkpoints.accept(new, proof)
 
     verify_bundle = staticmethod(verify_bundle)
 

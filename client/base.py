@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from client.errors import LedgerError
+from client.checkpoints import CheckpointMemory, Seen
+from client.errors import CheckpointMismatch, LedgerError
 from client.models import (
     MAX_BATCH_ITEMS,
     BatchAnswer,
@@ -45,6 +46,7 @@ class Shared:
         self.settings = settings
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown_s)
         self.spool = Spool(settings.spool_dir) if settings.spool_dir else None
+        self.checkpoints = CheckpointMemory(settings.spool_dir, settings.log_vkeys)
 
     # -- calls -------------------------------------------------------------------------------
     @staticmethod
@@ -119,6 +121,21 @@ class Shared:
         return Call(
             call.method, call.path, call.kind, body(request), None, key, call.trace_id, call.traceparent
         )
+
+    @staticmethod
+    def latest_checkpoint_call() -> Call:
+        return make_call("GET", "/v1/checkpoints/latest", "read")
+
+    @staticmethod
+    def consistency_call(old: int, new: int) -> Call:
+        return make_call("GET", "/v1/checkpoints/consistency", "read", params={"from": old, "to": new})
+
+    @staticmethod
+    def proof_of(answer: dict[str, Any], seen: Seen) -> list[bytes]:
+        """The proof hashes of a consistency answer, which must be for `seen`'s root."""
+        if answer.get("new_root") != seen.root.hex():
+            raise CheckpointMismatch("checkpoint_inconsistent", "the consistency proof is for another root")
+        return [bytes.fromhex(h) for h in answer.get("hashes", [])[:64]]
 
     @staticmethod
     def citation_call(citation_id: str) -> Call:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from client.base import BatchEntry, Retrieval, Shared, as_retrieval, by_index
+from client.checkpoints import Seen
 from client.errors import CircuitOpen, LedgerError
 from client.models import (
     BatchAnswer,
@@ -182,6 +183,15 @@ class Client(Shared):
             if not page.next_cursor:
                 return
             params["cursor"] = page.next_cursor
+
+    def latest_checkpoint(self) -> Seen:
+        """GET /v1/checkpoints/latest, trusted only if it extends the newest checkpoint this
+        client has seen (consistency proof checked; then remembered beside the spool).
+        Raises CheckpointMismatch when the server was rolled back or forked."""
+        new = self.checkpoints.parse(str(self._send(self.latest_checkpoint_call())["checkpoint"]["note"]))
+        needed = self.checkpoints.proof_range(new)
+        proof = self.proof_of(self._send(self.consistency_call(*needed)), new) if needed else []
+        return self.checkpoints.accept(new, proof)
 
     verify_bundle = staticmethod(verify_bundle)
 

@@ -27,6 +27,8 @@ class LedgerConfig:
     database_url: str | None = None
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
     run_checkpointer: bool = True
+    # C2SP tlog-witnesses to send each checkpoint to: `URL VKEY` entries, `;`-separated.
+    witnesses: str = ""
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, **overrides: Any) -> LedgerConfig:
@@ -39,7 +41,13 @@ class LedgerConfig:
             raise SettingError(f"CITELEDGER_CHECKPOINT_INTERVAL_S={raw!r}: must be a number") from None
         if not 0 < interval <= 3600:
             raise SettingError(f"CITELEDGER_CHECKPOINT_INTERVAL_S={raw}: must be above 0 and at most 3600")
-        config = cls(data_dir=directory, database_url=url, checkpoint_interval_s=interval)
+        witnesses = os.environ.get("CITELEDGER_WITNESSES", "")
+        from ledger.witnessing import parse_witnesses  # imports this module
+
+        parse_witnesses(witnesses)  # a bad entry stops the start with one line naming it
+        config = cls(
+            data_dir=directory, database_url=url, checkpoint_interval_s=interval, witnesses=witnesses
+        )
         return replace(config, **overrides)
 
     @property

@@ -279,6 +279,22 @@ class SigningKeyRotated(Schema):
     possession_signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
 
 
+class IntegrityFindingRecord(Schema):
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+    evidence: Annotated[str, StringConstraints(min_length=1, max_length=400)]
+    message: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+class IntegrityRepaired(Schema):
+    """An operator's answer to evidence that the log was cut back or rewritten
+    (`ledger.integrity`): what was found and what was done. Written only by
+    `citeledger repair`."""
+
+    findings: Annotated[list[IntegrityFindingRecord], Field(min_length=1, max_length=64)]
+    actions: Annotated[list[Annotated[str, StringConstraints(max_length=1000)]], Field(max_length=8)]
+    log_size: Annotated[int, Field(ge=0)]
+
+
 PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "DocumentIngested": DocumentIngested,
     "DocumentRemoved": DocumentRemoved,
@@ -290,6 +306,7 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "SigningKeyRotated": SigningKeyRotated,
     "LegalHoldPlaced": LegalHoldPlaced,
     "LegalHoldReleased": LegalHoldReleased,
+    "IntegrityRepaired": IntegrityRepaired,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -302,6 +319,7 @@ EventType = Literal[
     "SigningKeyRotated",
     "LegalHoldPlaced",
     "LegalHoldReleased",
+    "IntegrityRepaired",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.

@@ -12,6 +12,7 @@ from api.openapi import contract
 from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
+from ledger.integrity import report
 
 
 def _health(services: Services) -> dict[str, Any]:
@@ -29,6 +30,11 @@ def _health(services: Services) -> dict[str, Any]:
         "lag": lag,
         "uptime_s": round(time.monotonic() - services.started, 3),
         "last_error": services.last_error,
+        # Reads and verification go on while the ledger holds writes: reported, not a 503.
+        "integrity": {
+            **report(services.ledger.findings),
+            "witness_alarms": list(cosigner.alarms) if (cosigner := services.ledger.cosigner) else [],
+        },
     }
 
 

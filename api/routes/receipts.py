@@ -17,7 +17,7 @@ from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, 
 from api.services import Services
 from ledger.entries import RecordedEvent
 from ledger.usecases.errors import NotFound
-from ledger.usecases.receipts import receipt_bundle, receipt_with_chain
+from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
 from projections.queries import InvalidCursor, ReceiptFilter, ReceiptView
 
@@ -93,6 +93,21 @@ async def get_bundle(
 ) -> Response[BundleOut]:
     bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
     return ok(request, services, {"bundle": bundle})
+
+
+@get(
+    "/{receipt_id:str}/receipt.cose",
+    guards=[requires("audit.read")],
+    summary="The receipt's inclusion proof as a COSE Receipt (RFC 9942: COSE_Sign1, vds RFC9162_SHA256, "
+    "detached root)",
+    media_type="application/cose",
+    **contract(404),
+)
+async def get_cose_receipt(
+    services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+) -> Response[bytes]:
+    body = await services.blocking(receipt_cose, services.context, caller.tenant_id, receipt_id)
+    return Response(body, media_type="application/cose")
 
 
 @post(
@@ -216,6 +231,6 @@ async def list_receipts(
 
 router = Router(
     path="/v1/receipts",
-    route_handlers=[get_receipt, get_bundle, post_replay, list_receipts],
+    route_handlers=[get_receipt, get_bundle, get_cose_receipt, post_replay, list_receipts],
     tags=["receipts"],
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.bundle import BundleError, build_bundle, proof_json, verify_bundle
+from ledger.bundle import BundleError, build_bundle, cose_receipt, proof_json, verify_bundle
 from ledger.entries import RecordedEvent
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import NotFound
@@ -32,6 +32,13 @@ def receipt_with_chain(
         "replays": [{"receipt_id": replay_id, "position": position} for replay_id, position in replays],
     }
     return event, chain
+
+
+def receipt_cose(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> bytes:
+    """The receipt's inclusion proof as a COSE Receipt (RFC 9942), in the first
+    checkpoint that covers it."""
+    event = find_receipt(ctx, tenant_id, receipt_id)
+    return cose_receipt(ctx.ledger, event.position, ctx.ledger.checkpoint_covering(event.position))
 
 
 def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
