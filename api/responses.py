@@ -177,6 +177,9 @@ class ReceiptOut(Answer):
     kid: str
     signature: str
     event: dict[str, Any]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class BundleOut(Answer):
@@ -208,6 +211,9 @@ class ReceiptSummary(BaseModel):
     status: str
     citation_count: int = Field(ge=0)
     citation_ids: list[Id]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class ReceiptPage(Answer):
@@ -218,12 +224,18 @@ class ReceiptPage(Answer):
 class EventPage(Answer):
     events: list[dict[str, Any]]
     next_cursor: str | None
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): sealed fields in plain, by position"
+    )
 
 
 class EventOut(Answer):
     position: int = Field(ge=1)
     leaf_hash: str
     event: dict[str, Any]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class Checkpoint(BaseModel):
@@ -358,6 +370,8 @@ class SearchOut(Answer):
     corpus_position: int = Field(ge=0)
     position: int = Field(ge=1)
     dedup: bool = False
+
+
 class SourceFileOut(BaseModel):
     """One markdown file of a sync: what became of it (never its text)."""
 

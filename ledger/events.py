@@ -31,6 +31,7 @@ MAX_AUTH_SCOPES = 32
 MAX_SCORE_COMPONENTS = 16
 MAX_TOP_K = 50
 MAX_TARGET_ROOTS = 32
+MAX_CONTENT_READ = 500  # entries read in plain per ContentRead (a page of the lists)
 
 MAX_IDENTIFIER_CHARS = 128
 
@@ -248,6 +249,16 @@ class AccessDenied(Schema):
     reason: Identifier
 
 
+class ContentRead(Schema):
+    """Sealed fields (queries, snippets, heading paths) read in plain by a holder of
+    `audit.content`: which entries, by id only; one entry per page read. A receipt's
+    citations are named by its receipt id; `citation_ids` lists citations read alone."""
+
+    positions: Annotated[list[SafeInt], Field(min_length=1, max_length=MAX_CONTENT_READ)]
+    receipt_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
+    citation_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
+
+
 class ReplaySummary(Schema):
     context_hash_changed: bool
     entries_added: SafeInt
@@ -286,6 +297,7 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "SigningKeyRotated": SigningKeyRotated,
     "LegalHoldPlaced": LegalHoldPlaced,
     "LegalHoldReleased": LegalHoldReleased,
+    "ContentRead": ContentRead,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -298,6 +310,7 @@ EventType = Literal[
     "SigningKeyRotated",
     "LegalHoldPlaced",
     "LegalHoldReleased",
+    "ContentRead",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.

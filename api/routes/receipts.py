@@ -13,9 +13,11 @@ from api.contract import ApiError
 from api.openapi import contract
 from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
-from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, time_bound
+from api.routes.events import ID_PATTERN, ContentMode, Cursor, Since, Until, invalid_cursor, time_bound
 from api.services import Services
 from ledger.entries import RecordedEvent
+from ledger.usecases.content import read_content, require_content_scope
+from ledger.usecases.context import Caller
 from ledger.usecases.errors import NotFound
 from ledger.usecases.receipts import find_receipt, receipt_bundle, replay_chain
 from ledger.usecases.replay import replay
@@ -60,15 +62,25 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
 
 @get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt", **contract(404))
 async def get_receipt(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    receipt_id: ReceiptId,
+    content: ContentMode = "sealed",
 ) -> Response[ReceiptOut]:
+    if content == "plain":
+        require_content_scope(caller)  # before anything is looked up
     # A receipt is an immutable signed entry: a recent one is served from memory, without a
     # thread hop or a database read.
     event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
     if event is None:
         event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
     chain = await services.blocking(replay_chain, services.context, caller.tenant_id, event)
-    return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
+    body = {**receipt_body(event.envelope), "replay_chain": chain}
+    if content == "plain":
+        plain = await services.blocking(read_content, services.context, caller, [event])
+        body["content"] = plain.get(event.position)
+    return ok(request, services, body)
 
 
 def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
@@ -144,15 +156,23 @@ def _summary(view: ReceiptView) -> dict[str, Any]:
 
 
 def receipts_page(
-    services: Services, tenant: str, flt: ReceiptFilter, cursor: str | None, limit: int
+    services: Services, caller: Caller, flt: ReceiptFilter, cursor: str | None, limit: int, content: str
 ) -> dict[str, Any]:
+    if content == "plain":
+        require_content_scope(caller)
     try:
-        page = services.read_models.receipts(tenant, flt, cursor=cursor, limit=limit)
+        page = services.read_models.receipts(caller.tenant_id, flt, cursor=cursor, limit=limit)
     except InvalidCursor:
         raise invalid_cursor() from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
-    return {"receipts": [_summary(view) for view in page.items], "next_cursor": page.next_cursor}
+    summaries = [_summary(view) for view in page.items]
+    if content == "plain":
+        events = [e for e in (services.ledger.get(view.position) for view in page.items) if e is not None]
+        plain = read_content(services.context, caller, events)
+        for summary in summaries:
+            summary["content"] = plain.get(summary["position"])
+    return {"receipts": summaries, "next_cursor": page.next_cursor}
 
 
 @get(
@@ -193,6 +213,7 @@ async def list_receipts(
     ] = None,
     cursor: Cursor = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+    content: ContentMode = "sealed",
 ) -> Response[ReceiptPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
     flt = ReceiptFilter(
@@ -208,7 +229,7 @@ async def list_receipts(
         recorded_from=time_bound(since, "since"),
         recorded_to=time_bound(until, "until"),
     )
-    body = await services.blocking(receipts_page, services, caller.tenant_id, flt, cursor, limit)
+    body = await services.blocking(receipts_page, services, caller, flt, cursor, limit, content)
     return ok(request, services, body)
 
 
