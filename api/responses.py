@@ -209,6 +209,7 @@ class ReceiptSummary(BaseModel):
     engine: str
     mode: str
     status: str
+    task_id: Id | None = None
     citation_count: int = Field(ge=0)
     citation_ids: list[Id]
     content: dict[str, Any] | None = Field(

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from cli.projections import register as register_projections
+from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
@@ -337,6 +338,7 @@ register_projections(app)
 register_sources(app)
 register_spool(app)
 register_replay(app)
+register_receipts(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

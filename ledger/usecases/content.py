@@ -80,6 +80,8 @@ class _FieldReader:
     def content_of(self, event: RecordedEvent) -> dict[str, Any]:
         payload = event.payload
         if event.type == "RetrievalRecorded":
+            entries = payload["selected_entries"]
+            headings = self._chunk_headings(entries)
             return {
                 "query": self.field(payload["query"]),
                 "citations": [
@@ -87,10 +89,12 @@ class _FieldReader:
                         "citation_id": entry["citation_id"],
                         "snippet": self.field(entry["snapshot"], entry["sensitivity"]),
                         "heading_path": self.optional(
-                            entry["locator"].get("heading_path"), entry["sensitivity"]
+                            entry["locator"].get("heading_path")
+                            or headings.get((entry["document_id"], entry["chunk_id"])),
+                            entry["sensitivity"],
                         ),
                     }
-                    for entry in payload["selected_entries"]
+                    for entry in entries
                 ],
             }
         sensitivity = payload["sensitivity"]
@@ -104,6 +108,15 @@ class _FieldReader:
                 for chunk in payload["chunks"]
             ],
         }
+
+    def _chunk_headings(self, entries: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The sealed heading path of each cited chunk whose entry does not carry one (a
+        posted retrieval's): the chunk's, the same in every version that holds its id."""
+        refs = [(e["document_id"], e["chunk_id"]) for e in entries if not e["locator"].get("heading_path")]
+        if not refs:
+            return {}
+        chunks = self.ctx.lookups.chunks(self.tenant, refs)
+        return {ref: chunk.heading_path for ref, chunk in chunks.items() if chunk.heading_path is not None}
 
     def optional(self, sealed: dict[str, Any] | None, sensitivity: str = "internal") -> Field | None:
         return None if sealed is None else self.field(sealed, sensitivity)
