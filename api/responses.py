@@ -153,6 +153,10 @@ class ReceiptCitation(BaseModel):
     document_id: Id
     version_id: Id | None
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     locator: Locator
     score: str
@@ -319,6 +323,10 @@ class CitationData(BaseModel):
     receipt_id: Id
     document_id: Id
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     sensitivity: str
     expires_at: str | None
@@ -340,6 +348,10 @@ class SearchCitation(BaseModel):
     citation_id: Id
     document_id: Id
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     snippet: str = Field(description="Verbatim from the chunk (at most 240 characters); empty when redacted")
     snippet_span: list[int] | None = None

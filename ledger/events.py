@@ -166,6 +166,9 @@ class SelectedEntry(Schema):
     document_id: Identifier
     version_id: Identifier | None = None
     chunk_id: Identifier
+    # The cited document's source (absent from the signed JSON on entries recorded before
+    # sources were named): the same path in two sources is two documents.
+    source: Identifier | None = None
     path: SourcePath
     locator: Locator
     score: Decimal
@@ -195,6 +198,9 @@ class SearchRequest(Schema):
     `query`), and the log position whose corpus it ranked: enough to run it again on replay."""
 
     target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    # The target roots whose first segment named a source of the tenant when the search ran
+    # (`source` or `source/folder`); absent on searches recorded before roots named sources.
+    root_sources: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] | None = None
     top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)]
     filters: SearchFilters = SearchFilters()
     corpus_position: SafeInt
@@ -315,6 +321,8 @@ EventType = Literal[
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
 OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search"})
+# The same inside each selected entry: fields added later, so older entries keep their bytes.
+ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
 
 
 class EventRejected(ValueError):
@@ -349,4 +357,11 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
     for key in OMIT_WHEN_NONE:
         if key in dumped and dumped[key] is None:
             del dumped[key]
+    search = dumped.get("search") if event_type == "RetrievalRecorded" else None
+    if isinstance(search, dict) and search.get("root_sources", 0) is None:
+        del search["root_sources"]
+    for entry in dumped.get("selected_entries", ()) if event_type == "RetrievalRecorded" else ():
+        for key in ENTRY_OMIT_WHEN_NONE:
+            if entry.get(key, 0) is None:
+                del entry[key]
     return dumped

@@ -190,4 +190,5 @@ def chunk_state(row: Any) -> ChunkState:
         retention_days=row["retention_days"],
         text=orjson.loads(row["text"]) if row["text"] else None,
         heading_path=orjson.loads(row["heading_path"]) if row["heading_path"] else None,
+        source=row["source"],
     )

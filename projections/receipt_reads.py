@@ -34,6 +34,7 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
                 "document_id": e["document_id"],
                 "version_id": e.get("version_id"),
                 "chunk_id": e["chunk_id"],
+                "source": e.get("source"),
                 "path": e["path"],
                 "locator": {"start_line": e["locator"]["start_line"], "end_line": e["locator"]["end_line"]},
                 "score": e["score"],
@@ -102,6 +103,14 @@ def receipt_detail(
     if content:
         require_content_scope(caller)
     body = {**receipt_body(event.envelope), "replay_chain": replay_chain(ctx, caller.tenant_id, event)}
+    unnamed = [(c["document_id"], c["chunk_id"]) for c in body["citations"] if c["source"] is None]
+    if unnamed:
+        # Entries recorded before sources were named: the cited chunk's document knows its source.
+        chunks = ctx.lookups.chunks(caller.tenant_id, unnamed)
+        for citation in body["citations"]:
+            chunk = chunks.get((citation["document_id"], citation["chunk_id"]))
+            if citation["source"] is None and chunk is not None:
+                citation["source"] = chunk.source
     if content:
         body["content"] = read_content(ctx, caller, [event]).get(event.position)
     return body

@@ -28,10 +28,12 @@ def _expired(expires_at: str | None, now: dt.datetime) -> bool:
     return parse_timestamp(expires_at) <= now
 
 
-def _as_recorded(ctx: UseCaseContext, tenant: str, citation: Any) -> tuple[str, dict[str, int] | None]:
-    """The chunk's text as the ledger recorded it at ingest, and where the citation's snippet
-    sits in it (None for citations recorded before snippets were checked). Raises
-    LookupError when the text is gone."""
+def _as_recorded(
+    ctx: UseCaseContext, tenant: str, citation: Any
+) -> tuple[str, dict[str, int] | None, str | None]:
+    """The chunk's text as the ledger recorded it at ingest, where the citation's snippet
+    sits in it (None for citations recorded before snippets were checked), and the chunk's
+    source. Raises LookupError when the text is gone."""
     chunk = ctx.lookups.chunks(tenant, [(citation.document_id, citation.chunk_id)]).get(
         (citation.document_id, citation.chunk_id)
     )
@@ -41,7 +43,7 @@ def _as_recorded(ctx: UseCaseContext, tenant: str, citation: Any) -> tuple[str, 
     receipt = ctx.lookups.receipt(tenant, citation.receipt_id)
     entries = receipt.payload["selected_entries"] if receipt is not None else []
     span = next((e.get("snippet_span") for e in entries if e["citation_id"] == citation.citation_id), None)
-    return text, span
+    return text, span, chunk.source
 
 
 def read_citation(
@@ -71,7 +73,7 @@ def read_citation(
         # The citation's own snapshot is the retention gate: its expiry key goes at the end of
         # its window, the document's key on erasure.
         reader.citation_text(citation, ctx.sealer)
-        chunk_text, span = _as_recorded(ctx, tenant, citation)
+        chunk_text, span, source = _as_recorded(ctx, tenant, citation)
     except LookupError:
         raise CitationUnavailable("chunk_retention_expired") from None
     return {
@@ -82,6 +84,7 @@ def read_citation(
         "document_id": citation.document_id,
         "version_id": citation.version_id,
         "chunk_id": citation.chunk_id,
+        "source": source,
         "path": citation.path,
         "locator": citation.locator,
         "sensitivity": citation.sensitivity,
