@@ -66,6 +66,7 @@ DeadlineMs = Annotated[int, Field(ge=1, le=MAX_DEADLINE_MS)]
 
 Sensitivity = Literal["public", "internal", "restricted"]
 RemovalReason = Literal["source_deleted", "withdrawn"]
+RuleOrigin = Literal["source", "front_matter", "default"]
 ScoreComponentName = Literal[
     "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external"
 ]
@@ -121,6 +122,10 @@ class DocumentIngested(Schema):
     retention_days: RetentionDays | None = None
     subject_id: Identifier | None = None
     chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
+    # Which rule set the sensitivity and the retention of a synced file (absent on documents
+    # posted directly, and on those recorded before sources had rules).
+    sensitivity_origin: RuleOrigin | None = None
+    retention_origin: RuleOrigin | None = None
 
 
 class DocumentRemoved(Schema):
@@ -320,7 +325,7 @@ EventType = Literal[
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
-OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search"})
+OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search", "sensitivity_origin", "retention_origin"})
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
 ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
 

@@ -164,6 +164,14 @@ class ProjectedLookups:
         )
         return [chunk_state(row) for row in rows]
 
+    def erased_documents(self, tenant_id: str) -> tuple[frozenset[str], frozenset[str]]:
+        rows = self.store.rows(
+            f"SELECT DISTINCT document_id, content_sha256 FROM {self.store.table(CORPUS_TABLE)} "
+            "WHERE tenant_id=? AND scrub_reason='erasure_request'",
+            (tenant_id,),
+        )
+        return frozenset(r["document_id"] for r in rows), frozenset(r["content_sha256"] for r in rows)
+
     def documents_of_sources(self, tenant_id: str, sources: Sequence[str]) -> dict[str, str]:
         names = list(dict.fromkeys(sources))[:MAX_TARGET_ROOTS]
         if not names:

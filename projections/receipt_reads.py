@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.entries import RecordedEvent
+from ledger.usecases.citations import document_rules
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.receipts import replay_chain
@@ -103,14 +104,22 @@ def receipt_detail(
     if content:
         require_content_scope(caller)
     body = {**receipt_body(event.envelope), "replay_chain": replay_chain(ctx, caller.tenant_id, event)}
-    unnamed = [(c["document_id"], c["chunk_id"]) for c in body["citations"] if c["source"] is None]
-    if unnamed:
-        # Entries recorded before sources were named: the cited chunk's document knows its source.
-        chunks = ctx.lookups.chunks(caller.tenant_id, unnamed)
-        for citation in body["citations"]:
-            chunk = chunks.get((citation["document_id"], citation["chunk_id"]))
-            if citation["source"] is None and chunk is not None:
-                citation["source"] = chunk.source
+    cited = [(c["document_id"], c["chunk_id"]) for c in body["citations"]]
+    chunks = ctx.lookups.chunks(caller.tenant_id, cited) if cited else {}
+    for citation in body["citations"]:
+        chunk = chunks.get((citation["document_id"], citation["chunk_id"]))
+        if (
+            citation["version_id"] is not None
+            and chunk is not None
+            and chunk.version_id != citation["version_id"]
+        ):
+            chunk = ctx.lookups.chunk_in_version(
+                caller.tenant_id, citation["document_id"], citation["chunk_id"], citation["version_id"]
+            )
+        if citation["source"] is None and chunk is not None:
+            # Recorded before entries named their source: the cited document knows it.
+            citation["source"] = chunk.source
+        citation["rules"] = document_rules(ctx, chunk)
     if content:
         body["content"] = read_content(ctx, caller, [event]).get(event.position)
     return body

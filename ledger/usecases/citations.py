@@ -16,7 +16,7 @@ from ledger.events import AccessDenied as AccessDeniedEvent
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, CitationUnavailable
-from ledger.usecases.ports import CitationReader
+from ledger.usecases.ports import ChunkState, CitationReader
 from ledger.usecases.scopes import RESTRICTED_SCOPE
 
 _ID_MAX = MAX_IDENTIFIER_CHARS
@@ -28,9 +28,23 @@ def _expired(expires_at: str | None, now: dt.datetime) -> bool:
     return parse_timestamp(expires_at) <= now
 
 
+def document_rules(ctx: UseCaseContext, chunk: ChunkState | None) -> dict[str, Any] | None:
+    """The cited version's sensitivity and retention, and which rule set each (`source`,
+    `front_matter`, `default`; null: posted with the document, or recorded before rules
+    were named), as its DocumentIngested entry says."""
+    event = ctx.ledger.get(chunk.position) if chunk is not None else None
+    if event is None or event.type != "DocumentIngested":
+        return None
+    payload = event.payload
+    return {
+        "sensitivity": {"value": payload["sensitivity"], "set_by": payload.get("sensitivity_origin")},
+        "retention_days": {"value": payload.get("retention_days"), "set_by": payload.get("retention_origin")},
+    }
+
+
 def _as_recorded(
     ctx: UseCaseContext, tenant: str, citation: Any
-) -> tuple[str, dict[str, int] | None, str | None]:
+) -> tuple[str, dict[str, int] | None, ChunkState]:
     """The chunk's text as the ledger recorded it at ingest, where the citation's snippet
     sits in it (None for citations recorded before snippets were checked), and the chunk's
     source. Raises LookupError when the text is gone."""
@@ -43,7 +57,7 @@ def _as_recorded(
     receipt = ctx.lookups.receipt(tenant, citation.receipt_id)
     entries = receipt.payload["selected_entries"] if receipt is not None else []
     span = next((e.get("snippet_span") for e in entries if e["citation_id"] == citation.citation_id), None)
-    return text, span, chunk.source
+    return text, span, chunk
 
 
 def read_citation(
@@ -73,7 +87,7 @@ def read_citation(
         # The citation's own snapshot is the retention gate: its expiry key goes at the end of
         # its window, the document's key on erasure.
         reader.citation_text(citation, ctx.sealer)
-        chunk_text, span, source = _as_recorded(ctx, tenant, citation)
+        chunk_text, span, chunk = _as_recorded(ctx, tenant, citation)
     except LookupError:
         raise CitationUnavailable("chunk_retention_expired") from None
     return {
@@ -84,10 +98,11 @@ def read_citation(
         "document_id": citation.document_id,
         "version_id": citation.version_id,
         "chunk_id": citation.chunk_id,
-        "source": source,
+        "source": chunk.source,
         "path": citation.path,
         "locator": citation.locator,
         "sensitivity": citation.sensitivity,
+        "rules": document_rules(ctx, chunk),
         "expires_at": citation.expires_at,
         "position": citation.position,
     }

@@ -113,6 +113,11 @@ class WriteLookups(Protocol):
         self, tenant_id: str, document_id: str, chunk_id: str, version_id: str
     ) -> ChunkState | None: ...
 
+    def erased_documents(self, tenant_id: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The tenant's documents erased on request: their ids, and the content SHA-256 of
+        every version they had (what a sync recognises an erased file by; no text)."""
+        ...
+
     def documents_of_sources(self, tenant_id: str, sources: Sequence[str]) -> dict[str, str]:
         """Document id -> source of every document (any version, removed ones too) the
         tenant recorded under one of `sources`: a document's source never changes."""
