@@ -18,7 +18,9 @@ from tests.api_support import LoopbackServer, api_config, make_tokens
 
 FILES = {
     "plain.md": "# Plain\n\nThe plain rota is kept here.\n",
-    "narrow.md": "---\nsensitivity: restricted\nretention_days: 30\n---\n# Narrow\n\nThe vault rota is kept here.\n",
+    "narrow.md": (
+        "---\nsensitivity: restricted\nretention_days: 30\n---\n# Narrow\n\nThe vault rota is kept here.\n"
+    ),
     "wider.md": "---\nsensitivity: public\n---\n# Wider\n\nThe public rota is kept here.\n",
     "longer.md": "---\nretention_days: 5000\n---\n# Longer\n\nThe long rota is kept here.\n",
     "broken.md": "---\nsensitivity: [restricted\n---\n# Broken\n\nThe broken rota.\n",
