@@ -415,6 +415,12 @@ def _policy(snapshot: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def _sensitivity(citation: dict[str, Any]) -> str:
+    rules = citation.get("rules") or {}
+    set_by = (rules.get("sensitivity") or {}).get("set_by")
+    return f"{citation['sensitivity']} ({set_by})" if set_by else str(citation["sensitivity"])
+
+
 def print_receipt(detail: dict[str, Any]) -> None:
     content = detail["content"]
     out.print(
@@ -425,7 +431,7 @@ def print_receipt(detail: dict[str, Any]) -> None:
     out.print(f"query: {field_text(content.get('query'))}", markup=False, highlight=False)
     by_id = {c["citation_id"]: c for c in content.get("citations", [])}
     table = Table(title=f"{len(detail['citations'])} citation(s)")
-    for column in ("#", "source", "path", "heading", "lines", "score", "snippet"):
+    for column in ("#", "source", "path", "heading", "lines", "score", "sensitivity (set by)", "snippet"):
         table.add_column(column, overflow="fold")
     for rank, citation in enumerate(detail["citations"], start=1):
         plain = by_id.get(citation["citation_id"], {})
@@ -437,6 +443,7 @@ def print_receipt(detail: dict[str, Any]) -> None:
             field_text(plain.get("heading_path")),
             f"{locator['start_line']}-{locator['end_line']}",
             citation["score"],
+            _sensitivity(citation),
             field_text(plain.get("snippet")),
         )
         table.add_row(*(Text(cell) for cell in cells))  # document text is never markup

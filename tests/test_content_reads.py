@@ -126,6 +126,16 @@ def test_content_is_sealed_without_the_scope_plain_with_it_and_every_read_is_log
         assert events["content"][str(receipt["position"])]["query"]["text"] == QUERY
         assert len(http.content_reads()) == 4
 
+        # A citation alone: its snippet and heading path, the read naming that citation only.
+        cid = receipt["citation_ids"][0]
+        assert http.get("reader", f"/v1/citations/{cid}", content="plain").status_code == 403
+        cited = http.get("auditor", f"/v1/citations/{cid}", content="plain")
+        assert cited.status_code == 200, cited.text
+        assert cited.json()["data"]["content"]["snippet"] == {"state": "plain", "text": SNIPPET}
+        assert "Retention" in cited.json()["data"]["content"]["heading_path"]["text"]
+        last = http.content_reads()[-1]["payload"]
+        assert last == {"positions": [receipt["position"]], "receipt_ids": [], "citation_ids": [cid]}
+
 
 def test_erased_restricted_and_expired_fields_say_so(ledger_config: LedgerConfig) -> None:
     config = api_config(ledger_config)

@@ -23,7 +23,7 @@ from ledger.events import MAX_CONTENT_READ, ContentRead
 from ledger.sealing import KeyDestroyed, SealBroken, parse_expiry_key_ref
 from ledger.timestamps import ONE_DAY, format_timestamp, parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
-from ledger.usecases.errors import AccessDenied
+from ledger.usecases.errors import AccessDenied, NotFound
 from ledger.usecases.scopes import CONTENT_SCOPE, RESTRICTED_SCOPE
 
 Field = dict[str, Any]
@@ -39,11 +39,7 @@ def require_content_scope(caller: Caller) -> None:
 
 
 def read_content(
-    ctx: UseCaseContext,
-    caller: Caller,
-    events: Sequence[RecordedEvent],
-    *,
-    citation_ids: Sequence[str] = (),
+    ctx: UseCaseContext, caller: Caller, events: Sequence[RecordedEvent]
 ) -> dict[int, dict[str, Any]]:
     """The plain content of the caller's tenant's `events` (by position; entries without
     sealed fields are left out), after recording the read. Raises AccessDenied without
@@ -61,11 +57,29 @@ def read_content(
             ContentRead(
                 positions=[e.position for e in part],
                 receipt_ids=[e.payload["receipt_id"] for e in part if e.type == "RetrievalRecorded"],
-                citation_ids=list(citation_ids)[:MAX_CONTENT_READ] if start == 0 else [],
             )
         )
     record(ctx, caller, reads, lambda _events: {})
     return contents
+
+
+def read_citation_content(
+    ctx: UseCaseContext, caller: Caller, receipt_id: str, citation_id: str
+) -> dict[str, Any]:
+    """One citation's snippet and heading path in plain (the read recorded with the citation's
+    id alone, not its receipt's: only that entry was opened)."""
+    require_content_scope(caller)
+    event = ctx.lookups.receipt(caller.tenant_id, receipt_id)
+    entries = (
+        [e for e in event.payload["selected_entries"] if e["citation_id"] == citation_id] if event else []
+    )
+    if event is None or not entries:
+        raise NotFound("citation")
+    reader = _FieldReader(ctx, caller)
+    [content] = reader.entries_content(entries)
+    read = ContentRead(positions=[event.position], citation_ids=[citation_id])
+    record(ctx, caller, [read], lambda _events: {})
+    return content
 
 
 class _FieldReader:
@@ -80,22 +94,9 @@ class _FieldReader:
     def content_of(self, event: RecordedEvent) -> dict[str, Any]:
         payload = event.payload
         if event.type == "RetrievalRecorded":
-            entries = payload["selected_entries"]
-            headings = self._chunk_headings(entries)
             return {
                 "query": self.field(payload["query"]),
-                "citations": [
-                    {
-                        "citation_id": entry["citation_id"],
-                        "snippet": self.field(entry["snapshot"], entry["sensitivity"]),
-                        "heading_path": self.optional(
-                            entry["locator"].get("heading_path")
-                            or headings.get((entry["document_id"], entry["chunk_id"])),
-                            entry["sensitivity"],
-                        ),
-                    }
-                    for entry in entries
-                ],
+                "citations": self.entries_content(payload["selected_entries"]),
             }
         sensitivity = payload["sensitivity"]
         return {
@@ -108,6 +109,21 @@ class _FieldReader:
                 for chunk in payload["chunks"]
             ],
         }
+
+    def entries_content(self, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        headings = self._chunk_headings(entries)
+        return [
+            {
+                "citation_id": entry["citation_id"],
+                "snippet": self.field(entry["snapshot"], entry["sensitivity"]),
+                "heading_path": self.optional(
+                    entry["locator"].get("heading_path")
+                    or headings.get((entry["document_id"], entry["chunk_id"])),
+                    entry["sensitivity"],
+                ),
+            }
+            for entry in entries
+        ]
 
     def _chunk_headings(self, entries: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
         """The sealed heading path of each cited chunk whose entry does not carry one (a
