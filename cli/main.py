@@ -166,7 +166,8 @@ def verify(
     config = _config(data_dir)
     trusted = _trusted_key(config, public_key)
     try:
-        held = [path.read_text(encoding="utf-8") for path in held_checkpoint or []]
+        # A note ends in one newline; one saved with `jq -r` or by an editor has another.
+        held = [path.read_text(encoding="utf-8").rstrip("\n") + "\n" for path in held_checkpoint or []]
         partial = export_file is not None and is_tenant_export(export_file)
     except OSError as exc:
         console.print(f"[red]cannot read: {exc}")

@@ -425,10 +425,11 @@ def print_receipt(detail: dict[str, Any]) -> None:
     content = detail["content"]
     out.print(
         f"receipt [bold]{detail['receipt_id']}[/] at position {detail['position']}, "
-        f"recorded {detail['recorded_at']} by {detail['actor']}"
+        f"recorded {detail['recorded_at']} by {detail['actor']}",
+        soft_wrap=True,
     )
     out.print(f"engine {detail['engine']}, mode {detail['mode']}, status [bold]{detail['status']}[/]")
-    out.print(f"query: {field_text(content.get('query'))}", markup=False, highlight=False)
+    out.print(f"query: {field_text(content.get('query'))}", markup=False, highlight=False, soft_wrap=True)
     by_id = {c["citation_id"]: c for c in content.get("citations", [])}
     table = Table(title=f"{len(detail['citations'])} citation(s)")
     for column in ("#", "source", "path", "heading", "lines", "score", "sensitivity (set by)", "snippet"):
@@ -462,13 +463,17 @@ def print_receipt(detail: dict[str, Any]) -> None:
     if proof["intact"]:
         out.print(
             f"proof: [green]intact[/] (entry signature, inclusion in the signed checkpoint of size "
-            f"{proof['checkpoint_size']}, key chain; root key {proof['root_key']})"
+            f"{proof['checkpoint_size']}, key chain; root key {proof['root_key']})",
+            soft_wrap=True,
+            highlight=False,
         )
     else:
-        out.print(f"proof: [red]NOT intact[/]: {proof['reason']}")
+        out.print(f"proof: [red]NOT intact[/]: {proof['reason']}", soft_wrap=True, highlight=False)
     chain = detail["replay_chain"]
     replays = ", ".join(f"{r['receipt_id']} (position {r['position']})" for r in chain["replays"]) or "none"
-    out.print(f"replay chain: parent {chain['parent_receipt_id'] or 'none'}; replays: {replays}")
+    out.print(
+        f"replay chain: parent {chain['parent_receipt_id'] or 'none'}; replays: {replays}", soft_wrap=True
+    )
 
 
 def register(app: typer.Typer) -> None:
