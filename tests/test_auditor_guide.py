@@ -2,7 +2,7 @@
 tests/test_readme_examples.py does for the README: every command it shows works, and its
 outputs are the kind the guide prints (ids, times, keys and signatures differ per run).
 
-`CITELEDGER_WRITE_GUIDE_OUTPUT=1` rewrites each block's ```text output in the guide from
+`WRITE_AUDITOR_GUIDE_OUTPUT=1` rewrites each block's ```text output in the guide from
 this run (how the outputs in the guide were made)."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _write_outputs(outputs: list[str]) -> None:
 
 def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
     outputs = _run(tmp_path)
-    if os.environ.get("CITELEDGER_WRITE_GUIDE_OUTPUT"):
+    if os.environ.get("WRITE_AUDITOR_GUIDE_OUTPUT"):
         _write_outputs(outputs)
     setup, who, asked, http_asked, replayed, erased, log, offline = outputs
     # Two sources, the same path, rules from the source and from front matter.
