@@ -4,6 +4,7 @@ recorded content read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 
 from api.auth import create_token
+from client import AsyncClient
 from ledger.application import Ledger
 from ledger.config import LedgerConfig
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
@@ -109,6 +111,15 @@ def test_receipts_list_and_show_against_a_server(ledger_config: LedgerConfig) ->
         assert "sealed: needs audit.content" in sealed.stdout and "first question" not in sealed.stdout
         unknown = citeledger("receipts", "show", "no-such-receipt", **remote)
         assert unknown.returncode == 2 and "not_found" in unknown.stderr
+
+        # The async client reads the same.
+        async def via_async() -> tuple[dict[str, Any], dict[str, Any]]:
+            async with AsyncClient(base, auditor, drain_interval_s=None) as client:
+                return await client.receipt(ids[0], content=True), await client.receipts(task_id="task-a")
+
+        one, page = asyncio.run(via_async())
+        assert one["content"]["query"]["text"] == "first question"
+        assert [r["receipt_id"] for r in page["receipts"]] == [ids[0]]
 
 
 def test_receipts_list_and_show_on_a_local_data_dir(tmp_path: Path) -> None:
