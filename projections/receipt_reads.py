@@ -106,6 +106,7 @@ def receipt_detail(
     body = {**receipt_body(event.envelope), "replay_chain": replay_chain(ctx, caller.tenant_id, event)}
     cited = [(c["document_id"], c["chunk_id"]) for c in body["citations"]]
     chunks = ctx.lookups.chunks(caller.tenant_id, cited) if cited else {}
+    read: dict[int, Any] = {}
     for citation in body["citations"]:
         chunk = chunks.get((citation["document_id"], citation["chunk_id"]))
         if (
@@ -119,7 +120,7 @@ def receipt_detail(
         if citation["source"] is None and chunk is not None:
             # Recorded before entries named their source: the cited document knows it.
             citation["source"] = chunk.source
-        citation["rules"] = document_rules(ctx, chunk)
+        citation["rules"] = document_rules(ctx, chunk, read)
     if content:
         body["content"] = read_content(ctx, caller, [event]).get(event.position)
     return body

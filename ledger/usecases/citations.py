@@ -28,11 +28,19 @@ def _expired(expires_at: str | None, now: dt.datetime) -> bool:
     return parse_timestamp(expires_at) <= now
 
 
-def document_rules(ctx: UseCaseContext, chunk: ChunkState | None) -> dict[str, Any] | None:
+def document_rules(
+    ctx: UseCaseContext, chunk: ChunkState | None, read: dict[int, Any] | None = None
+) -> dict[str, Any] | None:
     """The cited version's sensitivity and retention, and which rule set each (`source`,
     `front_matter`, `default`; null: posted with the document, or recorded before rules
-    were named), as its DocumentIngested entry says."""
-    event = ctx.ledger.get(chunk.position) if chunk is not None else None
+    were named), as its DocumentIngested entry says. `read`: entries already read by
+    position (a receipt citing one version many times reads it once)."""
+    if chunk is None:
+        return None
+    read = {} if read is None else read
+    if chunk.position not in read:
+        read[chunk.position] = ctx.ledger.get(chunk.position)
+    event = read[chunk.position]
     if event is None or event.type != "DocumentIngested":
         return None
     payload = event.payload
