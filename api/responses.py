@@ -153,6 +153,10 @@ class ReceiptCitation(BaseModel):
     document_id: Id
     version_id: Id | None
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     locator: Locator
     score: str
@@ -177,6 +181,9 @@ class ReceiptOut(Answer):
     kid: str
     signature: str
     event: dict[str, Any]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class BundleOut(Answer):
@@ -220,8 +227,12 @@ class ReceiptSummary(BaseModel):
     engine: str
     mode: str
     status: str
+    task_id: Id | None = None
     citation_count: int = Field(ge=0)
     citation_ids: list[Id]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class ReceiptPage(Answer):
@@ -232,12 +243,18 @@ class ReceiptPage(Answer):
 class EventPage(Answer):
     events: list[dict[str, Any]]
     next_cursor: str | None
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): sealed fields in plain, by position"
+    )
 
 
 class EventOut(Answer):
     position: int = Field(ge=1)
     leaf_hash: str
     event: dict[str, Any]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class Checkpoint(BaseModel):
@@ -349,6 +366,10 @@ class CitationData(BaseModel):
     receipt_id: Id
     document_id: Id
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     sensitivity: str
     expires_at: str | None
@@ -370,6 +391,10 @@ class SearchCitation(BaseModel):
     citation_id: Id
     document_id: Id
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     snippet: str = Field(
         description="Verbatim from the chunk (at most 240 characters); empty when redacted, or in a "

@@ -16,6 +16,7 @@ from rich.console import Console
 from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.mcp import register as register_mcp
 from cli.projections import register as register_projections
+from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
@@ -232,7 +233,10 @@ def verify(
     # Offline (--export) needs no store: only the trusted key, by default the data dir's.
     config = LedgerConfig.from_env(data_dir) if export_file is not None else _config(data_dir)
     trusted = _trusted_key(config, public_key)
-    held = [_text(read_input(path, "held checkpoint"), path) for path in held_checkpoint or []]
+    # A note ends in one newline; one saved with `jq -r` or by an editor may have another.
+    held = [
+        _text(read_input(path, "held checkpoint"), path).rstrip("\n") + "\n" for path in held_checkpoint or []
+    ]
     witnesses, required = _witnesses(witness_key, min_witnesses)
     if witnesses and export_file is None:
         fail("--witness-key checks an export's checkpoint: give --export FILE", 2)
@@ -503,6 +507,7 @@ register_sources(app)
 register_spool(app)
 register_replay(app)
 register_witness(app)
+register_receipts(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

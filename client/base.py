@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
@@ -157,6 +158,25 @@ class Shared:
         return make_call(
             "GET", "/v1/events", "read", params={k: v for k, v in params.items() if v is not None}
         )
+
+    @staticmethod
+    def receipts_call(params: dict[str, Any]) -> Call:
+        return make_call(
+            "GET", "/v1/receipts", "read", params={k: v for k, v in params.items() if v is not None}
+        )
+
+    @staticmethod
+    def receipt_call(receipt_id: str, *, content: bool = False) -> Call:
+        params = {"content": "plain"} if content else None
+        return make_call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}", "read", params=params)
+
+    @staticmethod
+    def bundle_call(receipt_id: str) -> Call:
+        return make_call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}/bundle", "read")
+
+    @staticmethod
+    def keys_call() -> Call:
+        return make_call("GET", "/v1/keys", "read")
 
     # -- the spool ---------------------------------------------------------------------------
     @staticmethod

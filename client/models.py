@@ -239,6 +239,7 @@ class SearchCitation(BaseModel):
     citation_id: str
     document_id: str
     chunk_id: str
+    source: str | None = None  # the cited document's source
     path: str
     snippet: str  # verbatim from the chunk; empty when a policy redacts it
     snippet_span: list[int] | None = None

@@ -192,6 +192,22 @@ class Client(Shared):
         needed = self.checkpoints.proof_range(new)
         proof = self.proof_of(self._send(self.consistency_call(*needed)), new) if needed else []
         return self.checkpoints.accept(new, proof)
+    def receipts(self, **filters: Any) -> dict[str, Any]:
+        """One page of GET /v1/receipts (filters as its query parameters; `cursor` for the next)."""
+        return self._send(self.receipts_call(filters))
+
+    def receipt(self, receipt_id: str, *, content: bool = False) -> dict[str, Any]:
+        """GET /v1/receipts/{id}; `content=True` asks for the sealed fields in plain
+        (scope `audit.content`; the server records the read)."""
+        return self._send(self.receipt_call(receipt_id, content=content))
+
+    def receipt_bundle(self, receipt_id: str) -> dict[str, Any]:
+        """The receipt's portable bundle (check it with `verify_bundle` and the root key)."""
+        bundle: dict[str, Any] = self._send(self.bundle_call(receipt_id))["bundle"]
+        return bundle
+
+    def keys(self) -> dict[str, Any]:
+        return self._send(self.keys_call())
 
     verify_bundle = staticmethod(verify_bundle)
 

@@ -212,6 +212,10 @@ class DataKeyStore:
         """(key_ref, tenant_id, reason) destroyed but not yet recorded in the log."""
         return self.adapter.data_keys_unrecorded(tenant_id)
 
+    def destructions(self, key_refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """When and why each destroyed ref among `key_refs` was destroyed."""
+        return self.adapter.data_key_destructions(key_refs)
+
     def mark_recorded(self, key_refs: Sequence[str], position: int) -> None:
         self.adapter.data_keys_mark_recorded(key_refs, position)
 

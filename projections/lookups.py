@@ -22,6 +22,7 @@ import orjson
 
 from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.entries import EventDraft, RecordedEvent
+from ledger.events import MAX_TARGET_ROOTS
 from ledger.idempotency import IdempotentWrite
 from ledger.store import LEDGER_STREAM_ID, Store
 from ledger.usecases.context import UseCaseContext, Writer
@@ -157,11 +158,30 @@ class ProjectedLookups:
     def _chunk_rows(self, where: str, params: tuple[Any, ...]) -> list[ChunkState]:
         rows = self.store.rows(
             "SELECT tenant_id, document_id, version_id, chunk_id, live_from_position, path, "
-            "start_line, end_line, sensitivity, retention_days, text, heading_path "
+            "start_line, end_line, sensitivity, retention_days, text, heading_path, source "
             f"FROM {self.store.table(CORPUS_TABLE)} WHERE {where}",
             params,
         )
         return [chunk_state(row) for row in rows]
+
+    def erased_documents(self, tenant_id: str) -> tuple[frozenset[str], frozenset[str]]:
+        rows = self.store.rows(
+            f"SELECT DISTINCT document_id, content_sha256 FROM {self.store.table(CORPUS_TABLE)} "
+            "WHERE tenant_id=? AND scrub_reason='erasure_request'",
+            (tenant_id,),
+        )
+        return frozenset(r["document_id"] for r in rows), frozenset(r["content_sha256"] for r in rows)
+
+    def documents_of_sources(self, tenant_id: str, sources: Sequence[str]) -> dict[str, str]:
+        names = list(dict.fromkeys(sources))[:MAX_TARGET_ROOTS]
+        if not names:
+            return {}
+        rows = self.store.rows(
+            f"SELECT DISTINCT document_id, source FROM {self.store.table(CORPUS_TABLE)} "
+            f"WHERE tenant_id=? AND source IN ({', '.join('?' * len(names))})",
+            (tenant_id, *names),
+        )
+        return {row["document_id"]: row["source"] for row in rows}
 
     def source_documents(self, tenant_id: str, source: str) -> dict[str, str]:
         """Path -> document id of the tenant's live (not removed) documents from `source`."""

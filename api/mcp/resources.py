@@ -60,7 +60,7 @@ async def _keys(services: Services, caller: Caller, _: Any) -> dict[str, Any]:
 
 
 async def _receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[str, Any]:
-    return await receipt_answer(services, caller.tenant_id, ref.receipt_id)
+    return await receipt_answer(services, caller, ref.receipt_id)
 
 
 async def _history_today(services: Services, caller: Caller, _: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from mcp.server.mcpserver.tools import Tool
@@ -40,7 +40,7 @@ from api.responses import (
 )
 from api.routes.common import run_write
 from api.routes.events import time_bound
-from api.routes.receipts import receipt_answer, receipts_page
+from api.routes.receipts import receipt_answer
 from api.services import Services
 from ledger.usecases.citations import read_citation
 from ledger.usecases.commands import SearchIn
@@ -51,6 +51,7 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import record_retrieval
 from ledger.usecases.search import search
 from projections.queries import ReceiptFilter
+from projections.receipt_reads import receipts_page
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ async def _ingest_document(services: Services, caller: Caller, args: IngestDocum
 
 
 async def _get_receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[str, Any]:
-    return await receipt_answer(services, caller.tenant_id, ref.receipt_id)
+    return await receipt_answer(services, caller, ref.receipt_id)
 
 
 async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery) -> dict[str, Any]:
@@ -124,7 +125,17 @@ async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery
         recorded_from=time_bound(query.since, "since"),
         recorded_to=time_bound(query.until, "until"),
     )
-    return await services.blocking(receipts_page, services, caller.tenant_id, flt, query.cursor, query.limit)
+    return await services.blocking(
+        partial(
+            receipts_page,
+            services.context,
+            services.read_models,
+            caller,
+            flt,
+            cursor=query.cursor,
+            limit=query.limit,
+        )
+    )
 
 
 async def _replay_receipt(services: Services, caller: Caller, args: ReplayArgs) -> dict[str, Any]:

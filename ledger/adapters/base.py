@@ -342,6 +342,24 @@ class StoreAdapter(ABC):
                     )
         return found
 
+    def data_key_destructions(self, key_refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """(destroyed_at, reason) of the destroyed refs among `key_refs` (live or unknown: absent)."""
+        found: dict[str, tuple[str, str]] = {}
+        refs = list(dict.fromkeys(key_refs))
+        for start in range(0, len(refs), 500):
+            part = refs[start : start + 500]
+            with self.transaction(commit=False) as cursor:
+                cursor.execute(
+                    self.sql(
+                        f"SELECT key_ref, destroyed_at, destroy_reason FROM {self.table(KEYS_TABLE)} "
+                        f"WHERE destroyed_at IS NOT NULL AND key_ref IN ({', '.join('?' * len(part))})"
+                    ),
+                    tuple(part),
+                )
+                for row in cursor.fetchall():
+                    found[row["key_ref"]] = (str(row["destroyed_at"]), str(row["destroy_reason"] or ""))
+        return found
+
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:
         """Store a new key unless the ref exists (live, destroyed or tombstoned: a
         concurrent creator won, or the ref was shredded). True when this call stored it."""

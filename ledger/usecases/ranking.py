@@ -152,8 +152,26 @@ def _fixed(value: float) -> str:
     return "0." + "0" * SCORE_PLACES if text.startswith("-0.") and float(text) == 0 else text
 
 
-def _in_roots(path: str, roots: Sequence[str]) -> bool:
-    return not roots or any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _in_roots(
+    chunk: IndexedChunk, roots: Sequence[str], root_sources: Sequence[str], source_of: dict[str, str]
+) -> bool:
+    """Whether a chunk lies under one of the target roots. A root whose first segment named a
+    source when the search ran (`root_sources`) means that source, or a folder in it; any
+    other root is a path prefix, as searches recorded before roots named sources had it."""
+    if not roots:
+        return True
+    for root in roots:
+        name, _, folder = root.strip("/").partition("/")
+        if name in root_sources:
+            if source_of.get(chunk.document_id) == name and (not folder or _under(chunk.path, folder)):
+                return True
+        elif _under(chunk.path, root):
+            return True
+    return False
 
 
 def _snippet(text: str, wanted: set[str]) -> tuple[str, tuple[int, int]]:
@@ -319,10 +337,12 @@ def _rank(
     sensitivities = set(request.filters.sensitivity)
     candidates: list[int] = qualified.tolist()
     if roots or prefixes or sensitivities:
+        root_sources = request.root_sources or []
+        source_of = ctx.lookups.documents_of_sources(tenant_id, root_sources) if root_sources else {}
         candidates = [
             row
             for row in candidates
-            if _in_roots(view.chunk(row).path, roots)
+            if _in_roots(view.chunk(row), roots, root_sources, source_of)
             and (not prefixes or any(view.chunk(row).path.startswith(p) for p in prefixes))
             and (not sensitivities or view.chunk(row).sensitivity in sensitivities)
         ]

@@ -140,6 +140,7 @@ def seal_entry(
         document_id=chunk.document_id,
         version_id=chunk.version_id,
         chunk_id=chunk.chunk_id,
+        source=chunk.source,
         path=chunk.path,
         locator=locator or Locator(start_line=chunk.start_line, end_line=chunk.end_line),
         score=score,

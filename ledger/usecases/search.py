@@ -72,6 +72,16 @@ def _outside_roots(roots: Sequence[str]) -> bool:
     return any(root.startswith("/") or ".." in root.split("/") or "\\" in root for root in roots)
 
 
+def _root_sources(ctx: UseCaseContext, tenant: str, roots: Sequence[str]) -> list[str] | None:
+    """The sources the target roots name (their first segment), as the corpus knows them now:
+    frozen into the receipt so a replay reads the roots the same way."""
+    firsts = {root.strip("/").partition("/")[0] for root in roots}
+    if not firsts:
+        return None
+    named = sorted(set(ctx.lookups.documents_of_sources(tenant, sorted(firsts)).values()))
+    return named or None
+
+
 def search(
     ctx: UseCaseContext, caller: Caller, body: SearchIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
@@ -89,6 +99,7 @@ def search(
     policy = rules_of(policy_state)
     request = SearchRequest(
         target_roots=list(task.target_roots),
+        root_sources=_root_sources(ctx, tenant, task.target_roots),
         top_k=min(task.top_k, policy.max_top_k),
         filters=SearchFilters(
             sensitivity=list(task.filters.sensitivity), path_prefixes=list(task.filters.path_prefixes)
@@ -290,6 +301,7 @@ def _citation(
         "citation_id": entry.citation_id,
         "document_id": hit.document_id,
         "chunk_id": hit.chunk_id,
+        "source": entry.source,
         "path": hit.path,
         "snippet": Protected(hit.snippet, entry.snapshot, withheld=""),
         "snippet_span": list(hit.snippet_span) if hit.snippet_span else None,
