@@ -11,6 +11,7 @@ from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
 from api.config import ApiConfig, server_version
+from api.console import ConsoleSessions, console_router, template_config
 from api.contract import ContractApp, exception_handler
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
@@ -56,6 +57,7 @@ def create_app(config: ApiConfig) -> ContractApp:
 
     def startup(app: Any) -> None:
         app.state.services = Services(config, metrics)
+        app.state.console_sessions = ConsoleSessions(config.ledger.data_dir / "console-sessions")
 
     def shutdown(app: Any) -> None:
         services = getattr(app.state, "services", None)
@@ -63,7 +65,8 @@ def create_app(config: ApiConfig) -> ContractApp:
             services.close()
 
     app = ContractApp(
-        route_handlers=ROUTES,
+        route_handlers=[*ROUTES, *console_router()],
+        template_config=template_config(),
         dependencies=DEPENDENCIES,
         before_request=strict_query_integers,
         # Strict request bodies: "5" is no integer, true is no number of days.

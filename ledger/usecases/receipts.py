@@ -62,3 +62,25 @@ def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
             }
         )
     return build_bundle(ledger, event.position, extra={"citations": citations})
+
+
+def receipt_integrity(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
+    """Is the receipt intact, checked now from the log itself (not from a read model's copy):
+    its entry's signature, its inclusion proof against a signed checkpoint, and that
+    checkpoint's signature, all under the ledger's root key. `intact` with the checkpoint it
+    was checked against, or not, with the first reason."""
+    from ledger.bundle import BundleError, verify_bundle
+
+    position = find_receipt(ctx, tenant_id, receipt_id).position
+    ledger = ctx.ledger
+    try:
+        bundle = build_bundle(ledger, position)
+        verify_bundle(bundle, ledger.root_public_key)
+    except (BundleError, LookupError, ValueError) as exc:
+        return {"intact": False, "reason": str(exc)[:300], "position": position, "tree_size": None}
+    return {
+        "intact": True,
+        "reason": None,
+        "position": position,
+        "tree_size": bundle["checkpoint"]["tree_size"],
+    }
