@@ -13,6 +13,7 @@ from litestar.types import ControllerRouterHandler
 from api.config import ApiConfig, server_version
 from api.console import ConsoleSessions, console_router, template_config
 from api.contract import ContractApp, exception_handler
+from api.mcp.server import mcp_mount
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
 from api.routes import (
@@ -27,9 +28,11 @@ from api.routes import (
     retrievals,
     search,
     sources,
+    tiles,
 )
-from api.routes.common import DEPENDENCIES, strict_query_integers
+from api.routes.common import DEPENDENCIES, check_request
 from api.services import Services
+from ledger import log_repeats
 
 log = logging.getLogger("citeledger.api")
 
@@ -48,6 +51,7 @@ ROUTES: list[ControllerRouterHandler] = [
     citations.router,
     retention.router,
     sources.router,
+    tiles.router,
     assets_router(),
 ]
 
@@ -64,11 +68,13 @@ def create_app(config: ApiConfig) -> ContractApp:
         if services is not None:
             services.close()
 
+    mcp_endpoint, mcp_lifespan = mcp_mount(config)
     app = ContractApp(
-        route_handlers=[*ROUTES, *console_router()],
+        route_handlers=[*ROUTES, mcp_endpoint, *console_router()],
         template_config=template_config(),
+        lifespan=[mcp_lifespan],
         dependencies=DEPENDENCIES,
-        before_request=strict_query_integers,
+        before_request=check_request,
         # Strict request bodies: "5" is no integer, true is no number of days.
         plugins=[PydanticPlugin(validate_strict=True)],
         on_startup=[startup],
@@ -87,5 +93,8 @@ def create_app(config: ApiConfig) -> ContractApp:
 
 
 def app_from_env() -> ContractApp:
-    """uvicorn --factory entry point: configuration comes from CITELEDGER_* variables."""
-    return create_app(ApiConfig.from_env())
+    """uvicorn --factory entry point: configuration comes from CITELEDGER_* variables.
+    Runs after uvicorn configured logging: a repeated failure is logged once, then counted."""
+    config = ApiConfig.from_env()
+    log_repeats.install(config.log_repeat_interval_s)
+    return create_app(config)

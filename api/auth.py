@@ -231,13 +231,31 @@ def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
 async def _authenticated(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
     """A valid token (401), within its rate limit (429)."""
     services = connection.app.state.services
-    bearer = bearer_of(connection)
-    principal: Principal | None = services.tokens.authenticate(bearer) if bearer else None
-    if principal is None:
-        raise NotAuthorizedException()
+    principal = principal_for(services.tokens, bearer_of(connection))
     set_principal(connection.scope, principal)
     await services.rate_limiter.check(principal.token_id)
     return principal
+
+
+def principal_for(tokens: TokenStore, bearer: str | None) -> Principal:
+    """The one token check of every surface (HTTP routes, the MCP transports): 401 unless
+    `bearer` is a valid token."""
+    principal = tokens.authenticate(bearer) if bearer else None
+    if principal is None:
+        raise NotAuthorizedException()
+    return principal
+
+
+def check_scopes(principal: Principal, scopes: tuple[str, ...]) -> None:
+    """A tenant token holding every scope (403). An operator token is bound to no tenant,
+    so nothing a tenant may ask serves it (403)."""
+    if principal.operator:
+        raise PermissionDeniedException(
+            detail="an operator token is bound to no tenant; it only exports the whole log"
+        )
+    missing = [s for s in scopes if s not in principal.scopes]
+    if missing:
+        raise PermissionDeniedException(detail=f"token lacks scope {', '.join(missing)}")
 
 
 def requires(*scopes: str) -> Any:
@@ -247,14 +265,7 @@ def requires(*scopes: str) -> Any:
         assert scope in SCOPES, scope
 
     async def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        principal = await _authenticated(connection)
-        if principal.operator:
-            raise PermissionDeniedException(
-                detail="an operator token is bound to no tenant; it only exports the whole log"
-            )
-        missing = [s for s in scopes if s not in principal.scopes]
-        if missing:
-            raise PermissionDeniedException(detail=f"token lacks scope {', '.join(missing)}")
+        check_scopes(await _authenticated(connection), scopes)
 
     guard.__name__ = "requires_" + "_".join(s.replace(".", "_") for s in scopes)
     return guard

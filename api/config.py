@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ledger import log_repeats
 from ledger.config import LedgerConfig, SettingError
 from ledger.events import (
     MAX_BUNDLE_YAML_CHARS,
@@ -64,7 +65,10 @@ class ApiConfig:
     retention: RetentionRules = field(default_factory=RetentionRules)
     tenant_retention_days: dict[str, int] = field(default_factory=dict)  # overrides retention.default_days
     retention_interval_s: float = 3600.0  # how often `serve` sweeps expired text; 0 disables
+    log_repeat_interval_s: float = 60.0  # a repeated failure: logged once, then a count per interval
     source_limits: SourceLimits = field(default_factory=SourceLimits)  # see SourceLimits.from_env
+    mcp_history_resource: bool = False  # the tenant's history of today as an MCP resource
+    mcp_allowed_hosts: tuple[str, ...] = ()  # Host values /mcp answers besides localhost
 
     def retention_for(self, tenant: str) -> RetentionRules:
         days = self.tenant_retention_days.get(tenant)
@@ -111,6 +115,13 @@ class ApiConfig:
             tenant_retention_days=_tenant_days(env.get("CITELEDGER_TENANT_RETENTION_DAYS")),
             retention_interval_s=_number(env, "CITELEDGER_RETENTION_INTERVAL_S", "3600", float, 0, 10**7),
             source_limits=SourceLimits.from_env(env),
+            log_repeat_interval_s=log_repeats.interval_from_env(env),
+            mcp_history_resource=_flag(env, "CITELEDGER_MCP_HISTORY_RESOURCE"),
+            mcp_allowed_hosts=tuple(
+                host.strip()
+                for host in env.get("CITELEDGER_MCP_ALLOWED_HOSTS", "").split(",")
+                if host.strip()
+            ),
         )
         return replace(config, **overrides)
 
@@ -130,6 +141,15 @@ def _number(
     if not low <= value <= high:
         raise SettingError(f"{name}={raw}: must be between {low:g} and {high:g}")
     return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise SettingError(f"{name}={raw!r}: must be true or false")
 
 
 def _tenant_days(raw: str | None) -> dict[str, int]:

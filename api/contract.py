@@ -13,7 +13,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from litestar.types import Message, Receive, Scope, Send
 
 from ledger.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
 from ledger.timestamps import utc_now
+from ledger.usecases.commands import RULE_ERRORS
 
 access_log = logging.getLogger("citeledger.api.access")
 error_log = logging.getLogger("citeledger.api.error")
@@ -60,6 +61,7 @@ CODES: dict[int, str] = {
     503: "unavailable",
 }
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_AFTER_S = 1  # what a retryable 5xx without a better figure tells the client to wait
 
 
 @dataclass(frozen=True)
@@ -107,26 +109,40 @@ def correlation(scope: Scope) -> Correlation:
     cached = state.get(_STATE_IDS)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
-    problem = None
-    run_id = _header(scope, b"x-run-id")
-    trace_id = _header(scope, b"x-trace-id")
-    if run_id is not None and not _ID.match(run_id):
-        problem, run_id = f"X-Run-Id must be {_ID_RULE}", None
-    if trace_id is not None and not _ID.match(trace_id):
-        problem, trace_id = f"X-Trace-Id must be {_ID_RULE}", None
-    if trace_id is None:
-        parent = _header(scope, b"traceparent")
-        if parent is not None:
-            match = _TRACEPARENT.match(parent.strip().lower())
-            if match and match.group(1) != "0" * 32:
-                trace_id = match.group(1)
-    ids = Correlation(
-        run_id=run_id or "run-" + uuid.uuid4().hex,
-        trace_id=trace_id or uuid.uuid4().hex,
-        problem=problem,
+    ids = correlation_of(
+        _header(scope, b"x-run-id"), _header(scope, b"x-trace-id"), _header(scope, b"traceparent")
     )
     state[_STATE_IDS] = ids
     return ids
+
+
+def correlation_of(
+    run_id: object,
+    trace_id: object,
+    traceparent: object,
+    *,
+    names: tuple[str, str] = ("X-Run-Id", "X-Trace-Id"),
+    fallback: Correlation | None = None,
+) -> Correlation:
+    """The rule for correlation ids, wherever they come from (HTTP headers, an MCP call's
+    `_meta`): identifiers as given, else the trace id of a W3C `traceparent`, else the
+    `fallback`'s (the transport's own), else new ones."""
+    problem = None
+    run = run_id if isinstance(run_id, str) and _ID.match(run_id) else None
+    trace = trace_id if isinstance(trace_id, str) and _ID.match(trace_id) else None
+    if run_id is not None and run is None:
+        problem = f"{names[0]} must be {_ID_RULE}"
+    if trace_id is not None and trace is None:
+        problem = f"{names[1]} must be {_ID_RULE}"
+    if trace is None and isinstance(traceparent, str):
+        match = _TRACEPARENT.match(traceparent.strip().lower())
+        if match and match.group(1) != "0" * 32:
+            trace = match.group(1)
+    return Correlation(
+        run_id=run or (fallback.run_id if fallback else "run-" + uuid.uuid4().hex),
+        trace_id=trace or (fallback.trace_id if fallback else uuid.uuid4().hex),
+        problem=problem,
+    )
 
 
 def set_principal(scope: Scope, principal: Any) -> None:
@@ -156,6 +172,33 @@ def _validation_message(exc: ValidationException) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+def _where(loc: Sequence[Any]) -> str:
+    """A field's place as the messages name it: `selected_entries[0].snippet`."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "body"
+
+
+def rule_refusal(errors: Sequence[Mapping[str, Any]]) -> ApiError | None:
+    """422 when every problem of a validation is a text rule of the commands (`RULE_ERRORS`:
+    the request is well formed, a ledger rule refuses it), naming the field and the rule;
+    None when something breaks the schema itself (400)."""
+    if not errors or any(error.get("type") not in RULE_ERRORS for error in errors):
+        return None
+    first = errors[0]
+    return ApiError(
+        422, str(first["type"]), f"{_where(first.get('loc', ()))}: {first.get('msg', 'invalid')}"[:400]
+    )
+
+
+def _validation_errors(exc: ValidationException) -> list[Mapping[str, Any]]:
+    # Litestar keeps pydantic's own errors (with their type) on the exception it wraps.
+    errors = getattr(exc.__cause__, "errors", None)
+    errors = errors() if callable(errors) else errors
+    return [e for e in errors if isinstance(e, Mapping)] if isinstance(errors, list) else []
+
+
 def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[str, Any]]:
     """(status, code, message, retryable, headers, extra body) for any exception."""
     from api.errors import to_api_error  # the domain-error table imports this module
@@ -172,6 +215,9 @@ def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[
     if isinstance(exc, EventRejected):
         return 422, "invalid_event", f"{exc.field}: {exc.message}"[:400], False, {}, {}
     if isinstance(exc, ValidationException):
+        refusal = rule_refusal(_validation_errors(exc))
+        if refusal is not None:
+            return 422, refusal.code, refusal.message, False, {}, {}
         return 400, "bad_request", _validation_message(exc), False, {}, {}
     if isinstance(exc, NotAuthorizedException):
         return (
@@ -205,11 +251,27 @@ def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[
     return 500, "internal_error", "internal error", True, {}, {}
 
 
+def with_retry_after(status: int, retryable: bool, headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Every retryable 5xx says when to come back (a 429 names its own wait)."""
+    chosen = dict(headers or {})
+    if status >= 500 and retryable and not any(k.lower() == "retry-after" for k in chosen):
+        chosen["Retry-After"] = str(RETRY_AFTER_S)
+    return chosen
+
+
 def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     status, code, message, retryable, headers, extra = describe(exc)
+    headers = with_retry_after(status, retryable, headers)
     ids = correlation(request.scope)
     request.scope.setdefault("state", {})[_STATE_ERROR] = code
-    if status >= 500:
+    if code == "storage_unavailable":
+        # The store's state, not a bug: one line, no traceback (it repeats on every request
+        # while it lasts; the repeat filter counts the repeats). The driver's first line only.
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        error_log.error(
+            "storage unavailable: %s", reason, extra={"run_id": ids.run_id, "trace_id": ids.trace_id}
+        )
+    elif status >= 500:
         error_log.error(
             "unhandled error",
             exc_info=exc if not isinstance(exc, ApiError) else None,
@@ -229,6 +291,7 @@ async def send_error(
     headers: Mapping[str, str] | None = None,
 ) -> None:
     body = orjson.dumps(error_body(code, message, retryable, ids))
+    headers = with_retry_after(status, retryable, headers)
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from api.contract import ApiError
-from ledger.idempotency import IdempotencyKeyReused
+from api.contract import RETRY_AFTER_S, ApiError
+from ledger.adapters import store_unavailable
+from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
+from ledger.integrity import IntegrityHold
 from ledger.usecases import errors
 
 # Most specific first: the first class the error is an instance of decides.
@@ -20,12 +22,33 @@ _STATUS: tuple[tuple[type[errors.UseCaseError], int, bool], ...] = (
 
 def to_api_error(exc: Exception) -> ApiError | None:
     """The HTTP form of a domain error; None for anything that is not one."""
+    if isinstance(exc, IdempotencyRecordErased):
+        return ApiError(
+            409,
+            "idempotency_key_erased",
+            "Idempotency-Key's request quoted text that was erased since; its record can no longer be "
+            "matched (use a new key)",
+            retryable=False,
+        )
     if isinstance(exc, IdempotencyKeyReused):
         return ApiError(
             409,
             "idempotency_key_reused",
             "Idempotency-Key was already used with a different request",
             retryable=False,
+        )
+    if isinstance(exc, IntegrityHold):
+        findings = [finding.to_json() for finding in exc.findings]
+        return ApiError(503, exc.code, str(exc), retryable=False, extra_body={"findings": findings})
+    if store_unavailable(exc):
+        # Read-only, full, unreachable or restarting: nothing was written (a write's
+        # transaction rolled back), and the same request can succeed once the store is back.
+        return ApiError(
+            503,
+            "storage_unavailable",
+            "the ledger's store cannot be written or read right now; retry after Retry-After seconds",
+            retryable=True,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     if not isinstance(exc, errors.UseCaseError):
         return None

@@ -64,10 +64,13 @@ _WHY: dict[int, str] = {
     409: "Conflict: the Idempotency-Key was used with another body, or the object's state forbids "
     "the change (under legal hold, already removed)",
     413: "The request body or an uploaded file exceeds its size limit",
+    415: "The body is not of the type this operation reads (its `Content-Type` must be the one "
+    "documented for the request body); nothing was written",
     422: "Well formed, but refused by a rule the schema cannot express (a snippet not in the cited "
     "chunk, an expiry past the retention window, an unknown chunk); nothing was written",
     429: "The token's rate limit is spent; wait `Retry-After` seconds",
-    503: "The event store did not answer in time",
+    503: "The event store cannot serve now (did not answer in time, read-only, full, unreachable); "
+    "retry after `Retry-After` seconds",
 }
 
 
@@ -200,6 +203,7 @@ _FROM_DOCUMENT: list[Link] = [
 _FROM_RECEIPT: list[Link] = [
     ("ReadReceipt", "GET /v1/receipts/{receipt_id}", _RECEIPT_ID, None),
     ("DownloadBundle", "GET /v1/receipts/{receipt_id}/bundle", _RECEIPT_ID, None),
+    ("DownloadCoseReceipt", "GET /v1/receipts/{receipt_id}/receipt.cose", _RECEIPT_ID, None),
     ("ReadCitation", "GET /v1/citations/{citation_id}", _CITATION_ID, None),
     ("ReadChunkMcp", "GET /v1/mcp/chunks/{citation_id}", _CITATION_ID, None),
     ("ReplayReceipt", "POST /v1/receipts/{receipt_id}/replay", _RECEIPT_ID, None),
@@ -294,6 +298,8 @@ def finish_document(document: dict[str, Any], routes: list[Any]) -> dict[str, An
         operation.setdefault("security", [])
         for parameter in operation.get("parameters", []):
             parameter["schema"] = _without_null(parameter.get("schema", {}))
+        if operation.get("requestBody"):
+            operation["responses"].setdefault("415", _media_type_response(operation["responses"]["400"]))
         for media in operation.get("requestBody", {}).get("content", {}).values():
             media["schema"] = _without_null(media.get("schema", {}))  # an optional body is left out
             ref = media.get("schema", {}).get("$ref", "")
@@ -301,6 +307,24 @@ def finish_document(document: dict[str, Any], routes: list[Any]) -> dict[str, An
             if name in REQUEST_EXAMPLES:
                 media["example"] = REQUEST_EXAMPLES[name]
     return document
+
+
+def _media_type_response(bad_request: dict[str, Any]) -> dict[str, Any]:
+    """The 415 of an operation with a body (`api.routes.common.body_media_type`), in the
+    envelope of its documented 400."""
+    content = bad_request.get("content", {})
+    schema = content.get("application/json", {}).get("schema", {})
+    example = {
+        "error": {"code": CODES[415], "message": "Content-Type must be application/json", "retryable": False},
+        "run_id": "run-5f1c0a9e",
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+    }
+    return {
+        "description": _WHY[415],
+        "content": {
+            "application/json": {"schema": schema, "examples": {"unsupported_media_type": {"value": example}}}
+        },
+    }
 
 
 def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +352,7 @@ def _form_fields_like(schemas: dict[str, Any], *, form: str, model: str) -> None
         if name in rules:
             field.clear()
             field.update(_without_null(rules[name]))
+    schemas[form]["additionalProperties"] = False  # an unknown field is refused (422)
     # The upload is markdown text, read as UTF-8 (not any binary file).
     schemas[form]["properties"]["file"] = {
         "type": "string",

@@ -153,6 +153,10 @@ class ReceiptCitation(BaseModel):
     document_id: Id
     version_id: Id | None
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     locator: Locator
     score: str
@@ -177,6 +181,9 @@ class ReceiptOut(Answer):
     kid: str
     signature: str
     event: dict[str, Any]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class BundleOut(Answer):
@@ -198,6 +205,20 @@ class ReplayOut(Answer):
     dedup: bool = False
 
 
+class ReceiptVerificationOut(Answer):
+    """Whether a receipt is intact: its signature, its inclusion proof against the latest
+    signed checkpoint, that checkpoint's signature and the key chain; `problem` names the
+    first part that fails (null when intact)."""
+
+    receipt_id: Id
+    position: int = Field(ge=1)
+    intact: bool
+    problem: str | None
+    kid: str
+    checkpoint: Checkpoint
+    inclusion_proof: InclusionProof
+
+
 class ReceiptSummary(BaseModel):
     model_config = ConfigDict(extra="allow")
     receipt_id: Id
@@ -206,8 +227,12 @@ class ReceiptSummary(BaseModel):
     engine: str
     mode: str
     status: str
+    task_id: Id | None = None
     citation_count: int = Field(ge=0)
     citation_ids: list[Id]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class ReceiptPage(Answer):
@@ -218,12 +243,18 @@ class ReceiptPage(Answer):
 class EventPage(Answer):
     events: list[dict[str, Any]]
     next_cursor: str | None
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): sealed fields in plain, by position"
+    )
 
 
 class EventOut(Answer):
     position: int = Field(ge=1)
     leaf_hash: str
     event: dict[str, Any]
+    content: dict[str, Any] | None = Field(
+        default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
+    )
 
 
 class Checkpoint(BaseModel):
@@ -278,12 +309,40 @@ class PublicKey(BaseModel):
     valid_until: str | None
     retired_at_position: int | None
     active: bool
+    vkey: str = Field(description="C2SP signed-note verifier key (name = origin, type 0x01)")
+
+
+class WitnessKey(BaseModel):
+    name: str
+    vkey: str = Field(description="C2SP vkey of the witness's cosignature/v1 key (type 0x04)")
+    url: str
 
 
 class KeysOut(Answer):
     keys: list[PublicKey]
     root_public_key: str = Field(description="The ledger's root public key (base64): what an auditor gets")
     origin: str
+    vkey: str = Field(description="The verifier key of the key signing checkpoints now")
+    witnesses: list[WitnessKey] = Field(description="The witnesses checkpoints are sent to for cosigning")
+
+
+class IntegrityFindingOut(BaseModel):
+    kind: str
+    evidence: str
+    message: str
+
+
+class WitnessAlarmOut(BaseModel):
+    witness: str
+    status: int | None
+    message: str
+    at: str
+
+
+class IntegrityOut(BaseModel):
+    ok: bool = Field(description="false: the log was found cut back or rewritten; writes are refused")
+    findings: list[IntegrityFindingOut]
+    witness_alarms: list[WitnessAlarmOut] = Field(description="Recent refusals by witnesses, newest last")
 
 
 class HealthOut(Answer):
@@ -292,6 +351,7 @@ class HealthOut(Answer):
     lag: int | None
     uptime_s: float
     last_error: str | None
+    integrity: IntegrityOut
 
 
 class VersionOut(Answer):
@@ -306,6 +366,10 @@ class CitationData(BaseModel):
     receipt_id: Id
     document_id: Id
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
     sensitivity: str
     expires_at: str | None
@@ -327,8 +391,15 @@ class SearchCitation(BaseModel):
     citation_id: Id
     document_id: Id
     chunk_id: Id
+    source: Id | None = Field(
+        default=None,
+        description="The source of the cited document (null: recorded before sources were named)",
+    )
     path: str
-    snippet: str = Field(description="Verbatim from the chunk (at most 240 characters); empty when redacted")
+    snippet: str = Field(
+        description="Verbatim from the chunk (at most 240 characters); empty when redacted, or in a "
+        "repeat (`dedup`) after the document was erased (then listed under `withheld`)"
+    )
     snippet_span: list[int] | None = None
     locator: SearchLocator
     score: str = Field(description="Decimal string, 6 places")
@@ -345,8 +416,18 @@ class SearchOutput(BaseModel):
     gaps: list[str]
 
 
+class WithheldOut(BaseModel):
+    """A part of a repeated answer whose text was erased since it was first given."""
+
+    model_config = ConfigDict(extra="allow")
+    field: str = Field(description="Where it was, e.g. `output.citations[0].snippet`")
+    reason: Literal["text_erased", "text_unreadable"]
+
+
 class SearchOut(Answer):
-    """Seed 004 §9.4: the task's status, output, errors and metrics, and the receipt recorded."""
+    """Seed 004 §9.4: the task's status, output, errors and metrics, and the receipt recorded.
+    A repeat (`dedup: true`) is the first answer as it stands now: text erased since is empty
+    (a list: empty) and named in `withheld`."""
 
     task_id: str | None = None
     status: Literal["ok", "no_hit", "denied", "timeout", "error"]
@@ -358,6 +439,9 @@ class SearchOut(Answer):
     corpus_position: int = Field(ge=0)
     position: int = Field(ge=1)
     dedup: bool = False
+    withheld: list[WithheldOut] = []
+
+
 class SourceFileOut(BaseModel):
     """One markdown file of a sync: what became of it (never its text)."""
 

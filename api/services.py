@@ -28,6 +28,7 @@ from ledger import idempotency
 from ledger.application import Ledger, Notification
 from ledger.claims import DocumentClaims
 from ledger.group_commit import GroupCommitter
+from ledger.log_repeats import log_failure
 from ledger.source_registry import SourceRegistry
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.retention import sweep
@@ -119,8 +120,8 @@ class Services:
             while not self._stop.wait(interval_s):
                 try:
                     work()
-                except Exception:  # retried at the next interval
-                    log.exception("%s failed", name)
+                except Exception as exc:  # noqa: BLE001 - retried at the next interval
+                    log_failure(log, f"{name} failed", exc)
 
         thread = threading.Thread(target=loop, name=name, daemon=True)
         thread.start()
@@ -136,8 +137,8 @@ class Services:
                 self.ledger.sync()
                 self.projector.catch_up()
                 self.lookups.load_policies()
-            except Exception:  # retried at the next round
-                log.exception("following the log failed")
+            except Exception as exc:  # noqa: BLE001 - retried at the next round
+                log_failure(log, "following the log failed", exc)
             with self._followed:
                 self._follow_rounds += 1
                 self._followed.notify_all()

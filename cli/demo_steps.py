@@ -142,9 +142,11 @@ def sync_corpus(demo: Demo, registry: SourceRegistry, limits: SourceLimits) -> d
     reasons = Counter(row.get("reason", "?") for row in report["files"] if row["status"] == "skipped")
     for reason, count in sorted(reasons.items()):
         demo.say(f"  skipped ({reason}): {count}")
-    if report["files"] and totals["unchanged"] == len(report["files"]):
+    erased = reasons.get("erased", 0)
+    if report["files"] and totals["unchanged"] + erased == len(report["files"]):
         demo.say(
             "  all unchanged since the last sync: nothing new was recorded (deduplicated by content hash)"
+            + (f"; {erased} erased file(s) stay out until re-admitted" if erased else "")
         )
     return totals
 

@@ -13,23 +13,43 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
+from cli.mcp import register as register_mcp
 from cli.projections import register as register_projections
+from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
 from cli.spool import register as register_spool
+from cli.witness import register as register_witness
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
+    from ledger.cosignature import Witness
     from ledger.tenant_export import TenantExportReport
     from ledger.verify import VerifyReport
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, cls=CommandGroup)
 console = Console(stderr=True)
 
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+WitnessKeys = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--witness-key",
+        help="A file holding a witness's vkey (`citeledger witness vkey`); repeatable",
+    ),
+]
+MinWitnesses = Annotated[
+    int | None,
+    typer.Option(
+        "--min-witnesses",
+        min=0,
+        help="How many of the --witness-key witnesses must have cosigned (default 1 with keys, else 0)",
+    ),
 ]
 PublicKey = Annotated[
     Path | None,
@@ -38,20 +58,65 @@ PublicKey = Annotated[
 
 
 def _config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfig:
-    from ledger.config import LedgerConfig
-
-    return LedgerConfig.from_env(data_dir, run_checkpointer=checkpointer)
+    """An existing ledger's configuration (a directory or schema without one is refused)."""
+    return ledger_config(data_dir, run_checkpointer=checkpointer)
 
 
 def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
-    from ledger.signing import KeyDirectory, KeyFileError, read_public_key_file
+    from ledger.signing import KeyDirectory
 
-    path = public_key or KeyDirectory(config.keys_dir).root_public_key_path
+    return _read_key(public_key or KeyDirectory(config.keys_dir).root_public_key_path)
+
+
+def _read_key(path: Path) -> bytes:
+    """A trusted public key file; missing or unreadable is exit 2, not a key is exit 2 too."""
+    from ledger.signing import read_public_key_file
+
     try:
         return read_public_key_file(path)
-    except (OSError, KeyFileError) as exc:
-        console.print(f"[red]cannot read trusted public key: {exc}")
-        raise typer.Exit(2) from None
+    except OSError as exc:
+        raise InputError(f"cannot read trusted public key {path}: {exc.strerror or exc}") from None
+
+
+def _text(raw: bytes, path: Path) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def _witnesses(paths: list[Path] | None, minimum: int | None) -> tuple[list[Witness], int]:
+    """The trusted witnesses and the quorum; exit 2 on an unreadable key or a quorum above them."""
+    from ledger.cosignature import parse_cosigner_vkey
+    from ledger.note import NoteError
+
+    witnesses = []
+    for path in paths or []:
+        try:
+            witnesses.append(parse_cosigner_vkey(path.read_text(encoding="utf-8").strip()))
+        except (OSError, UnicodeDecodeError, NoteError) as exc:
+            raise InputError(f"cannot read witness key {path}: {exc}") from None
+    required = minimum if minimum is not None else (1 if witnesses else 0)
+    if required > len(witnesses):
+        fail(f"--min-witnesses {required} but only {len(witnesses)} --witness-key given", 2)
+    return witnesses, required
+
+
+def _check_cosigned(note: str, witnesses: list[Witness], required: int) -> str | None:
+    """A line naming which trusted witnesses cosigned (None when none is trusted);
+    exit 1 when fewer than `required` did."""
+    from ledger.cosignature import require_cosignatures
+    from ledger.note import NoteError
+
+    if not witnesses:
+        return None
+    try:
+        found = require_cosignatures(note, witnesses, required)
+    except NoteError as exc:
+        typer.echo(f"FAILED: {exc}")
+        raise typer.Exit(1) from None
+    names = ", ".join(f"{c.witness} (at {c.timestamp})" for c in found) or "none"
+    return f"cosigned by {len(found)} of {len(witnesses)} trusted witnesses: {names}"
 
 
 def _print_report(report: VerifyReport, *, as_json: bool) -> None:
@@ -154,30 +219,40 @@ def verify(
             "the log must still match it. Repeatable.",
         ),
     ] = None,
+    witness_key: WitnessKeys = None,
+    min_witnesses: MinWitnesses = None,
 ) -> None:
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ledger.audit import verify_export, verify_store
+    from ledger.config import LedgerConfig
     from ledger.store import Store
     from ledger.tenant_export import is_tenant_export, verify_tenant_export
 
-    config = _config(data_dir)
+    # Offline (--export) needs no store: only the trusted key, by default the data dir's.
+    config = LedgerConfig.from_env(data_dir) if export_file is not None else _config(data_dir)
     trusted = _trusted_key(config, public_key)
+    # A note ends in one newline; one saved with `jq -r` or by an editor may have another.
+    held = [
+        _text(read_input(path, "held checkpoint"), path).rstrip("\n") + "\n" for path in held_checkpoint or []
+    ]
+    witnesses, required = _witnesses(witness_key, min_witnesses)
+    if witnesses and export_file is None:
+        fail("--witness-key checks an export's checkpoint: give --export FILE", 2)
     try:
-        held = [path.read_text(encoding="utf-8") for path in held_checkpoint or []]
         partial = export_file is not None and is_tenant_export(export_file)
     except OSError as exc:
-        console.print(f"[red]cannot read: {exc}")
-        raise typer.Exit(2) from None
+        raise InputError(f"cannot read export {export_file}: {exc.strerror or exc}") from None
     if partial and export_file is not None:
         if held:
-            console.print(
-                "[red]--held-checkpoint needs a whole-log export (a tenant export holds one checkpoint)"
-            )
-            raise typer.Exit(2)
+            fail("--held-checkpoint needs a whole-log export (a tenant export holds one checkpoint)", 2)
         tenant_report = verify_tenant_export(export_file, trusted)
         _print_tenant_report(tenant_report, as_json=as_json)
+        if tenant_report.ok and tenant_report.checkpoint is not None:
+            line = _check_cosigned(tenant_report.checkpoint.note, witnesses, required)
+            if line:
+                typer.echo(line)
         raise typer.Exit(0 if tenant_report.ok else 1)
     with Progress(
         TextColumn("verifying"),
@@ -199,12 +274,30 @@ def verify(
                 typer.echo(f"FAILED: {exc}", err=True)  # one line, never wrapped
                 raise typer.Exit(1) from None
         else:
+            from ledger.integrity import size_findings
+
             store = Store(config)
             try:
                 report = verify_store(store, trusted, deep=deep, progress=tick, held=held)
+                # What the store itself holds as evidence beside the log (tiles, witnesses' sizes):
+                # a log cut back together with its checkpoints does not verify clean.
+                findings = size_findings(store)
             finally:
                 store.close()
+            if findings and report.ok:
+                for finding in findings:
+                    typer.echo(f"FAILED: integrity: {finding.kind}: {finding.message}")
+                if not as_json:
+                    _print_report(report, as_json=False)
+                else:
+                    typer.echo(json.dumps({"ok": False, "integrity": [f.to_json() for f in findings]}))
+                raise typer.Exit(1)
     _print_report(report, as_json=as_json)
+    if report.ok and witnesses:
+        latest = report.latest_checkpoint
+        line = _check_cosigned(latest.note if latest else "", witnesses, required)
+        if line:
+            typer.echo(f"latest checkpoint {line}")
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -222,7 +315,7 @@ def export(
         from ledger.application import Ledger
         from ledger.tenant_export import iter_tenant_export
 
-        with Ledger(_config(data_dir)) as ledger, out.open("wb") as handle:
+        with Ledger(_config(data_dir)) as ledger, open_output(out) as handle:
             for line in iter_tenant_export(ledger, tenant):
                 handle.write(line)
         console.print(f"exported tenant {tenant!r} to {out}")
@@ -234,7 +327,7 @@ def export(
     config = _config(data_dir)
     store = Store(config)
     try:
-        with out.open("wb") as handle:
+        with open_output(out) as handle:
             entries, checkpoints = write_export(
                 store, handle, KeyDirectory(config.keys_dir).root_public_key()
             )
@@ -272,39 +365,87 @@ def bundle(
         try:
             document = build_bundle(ledger, position)
         except LookupError as exc:
-            console.print(f"[red]{exc}")
-            raise typer.Exit(1) from None
+            fail(str(exc), 1)
     text = orjson.dumps(document, option=orjson.OPT_INDENT_2)
     if out is None:
         sys.stdout.buffer.write(text + b"\n")
     else:
-        out.write_bytes(text + b"\n")
+        with open_output(out) as handle:
+            handle.write(text + b"\n")
 
 
 @app.command("verify-bundle")
 def verify_bundle_command(
     bundle_file: Annotated[Path, typer.Argument(help="Bundle JSON file")],
     public_key: Annotated[Path, typer.Option("--public-key", help="Trusted root public key")],
+    witness_key: WitnessKeys = None,
+    min_witnesses: MinWitnesses = None,
 ) -> None:
-    """Check a bundle offline with nothing but the root public key."""
+    """Check a bundle offline with nothing but the root public key (and witnesses' keys)."""
     import orjson
 
     from ledger.bundle import BundleError, verify_bundle
-    from ledger.signing import read_public_key_file
 
-    trusted = read_public_key_file(public_key)
+    trusted = _read_key(public_key)
+    raw = read_input(bundle_file, "bundle")
+    witnesses, required = _witnesses(witness_key, min_witnesses)
     try:
-        document = orjson.loads(bundle_file.read_bytes())
+        document = orjson.loads(raw)
         if isinstance(document, dict) and isinstance(document.get("bundle"), dict):
             document = document["bundle"]  # as downloaded from GET /v1/receipts/{id}/bundle
-        entry = verify_bundle(document, trusted)
+        entry = verify_bundle(document, trusted, witnesses=witnesses, min_witnesses=required)
     except (BundleError, orjson.JSONDecodeError) as exc:
-        console.print(f"[red]FAILED[/red] {exc}")
+        typer.echo(f"FAILED {exc}", err=True)  # invalid evidence: exit 1 (unreadable input is 2)
         raise typer.Exit(1) from None
-    console.print(
-        f"[green]OK[/green] entry at position {entry['position']} ({entry['type']}) is signed and "
+    # The verdict is the command's result: stdout (refusals and errors go to stderr).
+    typer.echo(
+        f"OK entry at position {entry['position']} ({entry['type']}) is signed and "
         f"included in checkpoint of size {document['checkpoint']['tree_size']}"
     )
+    cosigned = _check_cosigned(document["checkpoint"]["note"], witnesses, required)
+    if cosigned:
+        typer.echo(f"checkpoint {cosigned}")
+
+
+@app.command()
+def repair(
+    data_dir: DataDir = None,
+    actor: Annotated[str, typer.Option("--actor", help="Who repairs (recorded in the entry)")] = "operator",
+    yes: Annotated[bool, typer.Option("--yes", help="Do it (without: only list the findings)")] = False,
+) -> None:
+    """Answer integrity findings (a log cut back or rewritten): append a signed IntegrityRepaired
+    entry naming each finding and what was done, rebuild mismatched tiles, and accept writes again."""
+    from ledger.application import Ledger
+
+    with Ledger(_config(data_dir)) as ledger:
+        findings = list(ledger.findings)
+        for finding in findings:
+            typer.echo(f"{finding.kind}: {finding.message}")
+        if not findings:
+            typer.echo("no integrity finding: nothing to repair")
+            return
+        if not yes:
+            console.print("[yellow]nothing done; run again with --yes to record the repair")
+            raise typer.Exit(1)
+        event = ledger.repair(actor=actor)
+    typer.echo(f"recorded IntegrityRepaired at position {event.position}; writes are accepted again")
+
+
+@app.command()
+def vkey(
+    data_dir: DataDir = None,
+    witnesses: Annotated[bool, typer.Option("--witnesses", help="The witnesses' vkeys")] = False,
+) -> None:
+    """Print the log's verifier key (C2SP vkey of the key signing checkpoints), what
+    `citeledger witness add-log` takes; with --witnesses, each configured witness's vkey."""
+    from ledger.application import Ledger
+
+    with Ledger(_config(data_dir)) as ledger:
+        if not witnesses:
+            typer.echo(ledger.vkey)
+            return
+        for endpoint in ledger.cosigner.endpoints if ledger.cosigner is not None else []:
+            typer.echo(f"{endpoint.witness.vkey} {endpoint.url}")
 
 
 @app.command("rotate-key")
@@ -330,14 +471,43 @@ def demo(
     from cli.demo import run_demo
 
     # The demo's narration is its result: stdout (logs and errors stay on stderr).
-    raise typer.Exit(run_demo(_config(data_dir, checkpointer=True), events, Console(), corpus))
+    raise typer.Exit(
+        run_demo(ledger_config(data_dir, create=True, run_checkpointer=True), events, Console(), corpus)
+    )
+
+
+@app.command()
+def init(data_dir: DataDir = None) -> None:
+    """Create a ledger (keys, store, genesis entry) in the data directory or PostgreSQL schema;
+    only `init`, `serve` and `demo` create one. A ledger already there is left as it is."""
+    from ledger.application import Ledger
+    from ledger.presence import NoLedger, require_ledger
+
+    config = ledger_config(data_dir, create=True, run_checkpointer=False)
+    try:
+        require_ledger(config)
+        existed = True
+    except NoLedger:
+        existed = False
+    with Ledger(config) as ledger:
+        size = ledger.size
+    where = (
+        f"PostgreSQL schema {config.eventsourcing_env()['POSTGRES_SCHEMA']!r}"
+        if config.is_postgres
+        else str(config.data_dir)
+    )
+    verb = "a ledger already exists in" if existed else "created a ledger in"
+    typer.echo(f"{verb} {where} ({size} entries); root public key: {config.keys_dir / 'root.pub'}")
 
 
 register_server(app)
 register_projections(app)
+register_mcp(app)
 register_sources(app)
 register_spool(app)
 register_replay(app)
+register_witness(app)
+register_receipts(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

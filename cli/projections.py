@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.common import fail, ledger_config
+
 if TYPE_CHECKING:
     from ledger.store import Store
     from projections.runner import ProjectionRunner
@@ -31,10 +33,9 @@ ProjectionNames = Annotated[
 
 
 def _store(data_dir: Path | None) -> Store:
-    from ledger.config import LedgerConfig
     from ledger.store import Store
 
-    return Store(LedgerConfig.from_env(data_dir, run_checkpointer=False))
+    return Store(ledger_config(data_dir, run_checkpointer=False))
 
 
 def _runner(store: Store, batch_size: int = 1_000) -> ProjectionRunner:
@@ -48,8 +49,7 @@ def _check_names(runner: ProjectionRunner, names: list[str] | None) -> list[str]
         for name in names or []:
             runner.projection(name)
     except KeyError as exc:
-        console.print(f"[red]{exc.args[0]}")
-        raise typer.Exit(2) from None
+        fail(str(exc.args[0]), 2)
     return names or None
 
 
@@ -85,7 +85,7 @@ def rebuild(
         )
         typer.echo(json.dumps(digests(selected, store)))
         if not runner.health()["ok"]:
-            console.print("[red]a projection stopped on an event; see `citeledger lag`")
+            typer.echo("a projection stopped on an event; see `citeledger lag`", err=True)
             raise typer.Exit(1)
     finally:
         store.close()
@@ -108,14 +108,18 @@ def digest(
 
 
 def lag(data_dir: DataDir = None) -> None:
-    """Per projection: applied position, head, lag and status (exit 1 if one has stopped)."""
+    """Per projection: applied position, head, lag and status, and the log's integrity
+    findings (exit 1 if a projection has stopped or the ledger holds writes)."""
+    from ledger.integrity import report, size_findings
+
     store = _store(data_dir)
     try:
         health = _runner(store).health()
+        integrity = report(size_findings(store))
     finally:
         store.close()
-    typer.echo(json.dumps(health))
-    raise typer.Exit(0 if health["ok"] else 1)
+    typer.echo(json.dumps({**health, "integrity": integrity}))
+    raise typer.Exit(0 if health["ok"] and integrity["ok"] else 1)
 
 
 def project(
@@ -127,11 +131,12 @@ def project(
     ] = 0.0,
 ) -> None:
     """Follow the log and keep the read models current until SIGTERM/SIGINT."""
-    from ledger.config import LedgerConfig
+    from ledger import log_repeats
     from ledger.store import Store
     from projections.worker import run_worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_repeats.install(log_repeats.interval_from_env())
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -139,7 +144,7 @@ def project(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
+    config = ledger_config(data_dir, run_checkpointer=False)
     store = Store(config)
     try:
         runner = _runner(store, batch_size)
@@ -166,11 +171,10 @@ def verify_projections(data_dir: DataDir = None) -> None:
     """Check the latest signed projection checkpoint: signature, log root, a scratch rebuild
     of the log prefix and the live read models; exit 1 on any difference."""
     from ledger.application import Ledger
-    from ledger.config import LedgerConfig
     from projections.checkpoints import ProjectionCheckpoints
     from projections.runner import ProjectionRunner
 
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=False)
+    config = ledger_config(data_dir, run_checkpointer=False)
     with Ledger(config) as ledger:
         checkpoints = ProjectionCheckpoints(ledger, ProjectionRunner(ledger.store))
         report = checkpoints.verify()
@@ -185,24 +189,22 @@ def verify_projections(data_dir: DataDir = None) -> None:
         console.print(f"[green]OK[/green] read models match the log prefix of size {summary['log_size']}")
     else:
         for problem in report.problems:
-            console.print(f"[red]FAILED[/red] {problem}")
+            typer.echo(f"FAILED {problem}", err=True)
     raise typer.Exit(0 if report.ok else 1)
 
 
 def projection_checkpoint(data_dir: DataDir = None) -> None:
     """Sign the read models as of the latest log checkpoint now and print the record."""
     from ledger.application import Ledger
-    from ledger.config import LedgerConfig
     from projections.checkpoints import ProjectionCheckpoints
     from projections.runner import ProjectionRunner
 
-    with Ledger(LedgerConfig.from_env(data_dir, run_checkpointer=False)) as ledger:
+    with Ledger(ledger_config(data_dir, run_checkpointer=False)) as ledger:
         ledger.issue_checkpoint()
         runner = ProjectionRunner(ledger.store)
         record = ProjectionCheckpoints(ledger, runner).issue()
     if record is None:
-        console.print("[red]no projection checkpoint: empty log or a projection has stopped")
-        raise typer.Exit(1)
+        fail("no projection checkpoint: empty log or a projection has stopped", 1)
     typer.echo(json.dumps(record.to_json()))
 
 

@@ -11,8 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cli.common import ledger_config
+
 out = Console()
-err = Console(stderr=True)
 
 
 def replay_command(
@@ -32,7 +33,6 @@ def replay_command(
     """Re-run a receipt under its frozen policy: integrity, data drift, policy drift.
     Appends a signed replay receipt; exit 1 on an integrity mismatch, 2 on a refusal."""
     from ledger.application import Ledger
-    from ledger.config import LedgerConfig
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.replay import replay
@@ -43,11 +43,11 @@ def replay_command(
         actor="cli",
         scopes=frozenset({"replay.run"}),
     )
-    with Ledger(LedgerConfig.from_env(data_dir)) as ledger:
+    with Ledger(ledger_config(data_dir)) as ledger:
         try:
             result = replay(ledger_context(ledger), caller, receipt_id, at_position)
         except UseCaseError as exc:
-            err.print(f"[red]refused ({exc.code}): {exc.message}")
+            typer.echo(f"refused ({exc.code}): {exc.message}", err=True)
             raise typer.Exit(2) from None
     body = result.body
     if as_json:

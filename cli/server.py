@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cli.common import EXIT_USAGE, fail, ledger_config
 from ledger.usecases.scopes import SCOPES
 
 if TYPE_CHECKING:
@@ -25,17 +26,17 @@ DataDirOption = Annotated[
 ]
 
 
-def _prepare(data_dir: Path | None) -> ApiConfig:
-    from api.config import ApiConfig, SettingError
+def _prepare(data_dir: Path | None, *, create: bool = False) -> ApiConfig:
+    """The server's settings (a bad one is exit 2, naming it and its rule) for the ledger at
+    `data_dir`, which must exist unless `create` (only `serve` creates one)."""
+    from api.config import ApiConfig
 
     if data_dir is not None:
         os.environ["CITELEDGER_DATA_DIR"] = str(data_dir)
-    try:
-        config = ApiConfig.from_env(data_dir)
-    except SettingError as exc:
-        typer.echo(f"error: {exc}", err=True)  # one line naming the setting and its rule
-        raise typer.Exit(2) from None
-    config.ledger.data_dir.mkdir(parents=True, exist_ok=True)
+    config = ApiConfig.from_env(data_dir)
+    ledger_config(data_dir, create=create)  # refuses a place that holds no ledger
+    if create:
+        config.ledger.data_dir.mkdir(parents=True, exist_ok=True)
     return config
 
 
@@ -50,10 +51,11 @@ def serve(
     import uvicorn
 
     from api.auth import ensure_bootstrap_token
+    from ledger import log_repeats
     from ledger.adapters import adapter_class
     from ledger.application import Ledger
 
-    config = _prepare(data_dir)
+    config = _prepare(data_dir, create=True)
     if workers > 1 and not adapter_class(config.ledger).scale_out:
         typer.echo(
             "the embedded SQLite store runs one worker; set CITELEDGER_DATABASE_URL for more", err=True
@@ -81,6 +83,7 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=10,
     )
+    log_repeats.flush_all()  # the counts of the last interval, before the process ends
 
 
 tokens_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manage API bearer tokens")
@@ -144,14 +147,18 @@ def retention_run(
     ] = None,
 ) -> None:
     """Destroy expired text (expiry keys whose day is over), sparing legal holds; record each scrub."""
-    import datetime as dt
-
     from ledger.application import Ledger
+    from ledger.timestamps import parse_timestamp
     from ledger.usecases.retention import sweep
     from projections.lookups import ledger_context
 
     config = _prepare(data_dir)
-    moment = dt.datetime.fromisoformat(now.replace("Z", "+00:00")) if now else None
+    moment = None
+    if now:
+        try:
+            moment = parse_timestamp(now)
+        except ValueError:
+            fail(f"--now {now[:40]!r}: not an RFC 3339 time (e.g. 2026-01-31T00:00:00Z)", EXIT_USAGE)
     with Ledger(config.ledger) as ledger:
         recorded = sweep(ledger_context(ledger, retention_for=config.retention_for), moment)
     for event in recorded:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from cli.common import fail, ledger_config
+
 if TYPE_CHECKING:
     from ledger.sources import SourceLimits
 
@@ -23,9 +25,8 @@ CLI_ACTOR = "cli"
 
 
 def _data_dir(data_dir: Path | None) -> Path:
-    from ledger.config import LedgerConfig
-
-    return LedgerConfig.from_env(data_dir).data_dir
+    """The data directory of an existing ledger (where the allowlist lives)."""
+    return ledger_config(data_dir).data_dir
 
 
 def _limits() -> SourceLimits:
@@ -35,13 +36,12 @@ def _limits() -> SourceLimits:
     try:
         return SourceLimits.from_env()
     except SettingError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
 
 
 def _fail(exc: Exception) -> typer.Exit:
     code = getattr(exc, "code", "error")
-    console.print(f"[red]refused ({code}):[/red] {getattr(exc, 'message', exc)}")
+    typer.echo(f"refused ({code}): {getattr(exc, 'message', exc)}", err=True)
     return typer.Exit(1)
 
 
@@ -50,18 +50,39 @@ def add(
     name: Annotated[str, typer.Argument(help="Source name (a-z 0-9 _ -)")],
     path: Annotated[str, typer.Argument(help="The markdown folder")],
     tenant: Annotated[str, typer.Option("--tenant", help="Tenant the source belongs to")] = "default",
+    sensitivity: Annotated[
+        str | None,
+        typer.Option(
+            "--sensitivity", help="public, internal or restricted for every file (default internal)"
+        ),
+    ] = None,
+    retention_days: Annotated[
+        int | None, typer.Option("--retention-days", help="Retention of every file (default: the tenant's)")
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Allowlist a folder for a tenant (refused for system paths, with the rule named)."""
+    """Allowlist a folder for a tenant (refused for system paths, with the rule named). A file's
+    front matter (`sensitivity:`, `retention_days:`) may narrow the source's rules, never widen them."""
     from ledger.source_registry import SourceRegistry
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import add_source
 
     try:
-        added = add_source(SourceRegistry(_data_dir(data_dir)), _limits(), name, path, tenant)
+        added = add_source(
+            SourceRegistry(_data_dir(data_dir)),
+            _limits(),
+            name,
+            path,
+            tenant,
+            sensitivity=sensitivity,
+            retention_days=retention_days,
+        )
     except UseCaseError as exc:
         raise _fail(exc) from None
-    console.print(f"source {added['name']} -> {added['path']} (tenant {added['tenant_id']})")
+    rules = f"sensitivity {added.get('sensitivity') or 'internal (default)'}, retention " + (
+        f"{added['retention_days']} days" if added.get("retention_days") else "the tenant's default"
+    )
+    console.print(f"source {added['name']} -> {added['path']} (tenant {added['tenant_id']}; {rules})")
 
 
 @sources_app.command("list")
@@ -97,13 +118,27 @@ def remove(name: Annotated[str, typer.Argument()], data_dir: DataDir = None) -> 
     console.print(f"source {name} removed")
 
 
+def _rules_note(row: dict[str, Any]) -> str:
+    """The rules a file got, when a source or its front matter set them."""
+    if (
+        row.get("sensitivity_origin", "default") == "default"
+        and row.get("retention_origin", "default") == "default"
+    ):
+        return ""
+    days = f"{row['retention_days']} days" if row.get("retention_days") else "tenant default"
+    return (
+        f"\t[{row['sensitivity']} ({row['sensitivity_origin']}), "
+        f"retention {days} ({row['retention_origin']})]"
+    )
+
+
 def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(report))
         return
     for row in report["files"]:
         reason = f" ({row['reason']})" if "reason" in row else ""
-        typer.echo(f"{row['status']}{reason}\t{row['path']}")
+        typer.echo(f"{row['status']}{reason}\t{row['path']}{_rules_note(row)}")
     totals = report["totals"]
     typer.echo(
         f"{totals['ingested']} ingested, {totals['unchanged']} unchanged, {totals['removed']} removed, "
@@ -118,29 +153,35 @@ def sync(
     under: Annotated[
         str | None, typer.Option("--under", help="Only this folder of the source (relative to its root)")
     ] = None,
+    readmit: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--readmit",
+            help="Record this file again although it was erased (path relative to the root; repeatable)",
+        ),
+    ] = None,
     data_dir: DataDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="The report as one JSON object")] = False,
 ) -> None:
-    """Record new and changed files, dedupe unchanged ones, record removals; one line per file."""
+    """Record new and changed files, dedupe unchanged ones, record removals; one line per file.
+    A file erased from the ledger stays out (`skipped (erased)`) until named with --readmit."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ledger.application import Ledger
     from ledger.claims import DocumentClaims
-    from ledger.config import LedgerConfig
     from ledger.source_registry import SourceRegistry
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import sync_source
     from projections.lookups import ledger_context
 
-    config = LedgerConfig.from_env(data_dir, run_checkpointer=True)
+    config = ledger_config(data_dir, run_checkpointer=True)
     registry = SourceRegistry(config.data_dir)
     limits = _limits()
     # The operator at the machine syncs for the tenant the source is bound to.
     bound = next((s for s in registry.all() if s.name == name), None)
     if bound is None:
-        console.print(f"[red]no source named {name}")
-        raise typer.Exit(1)
+        fail(f"no source named {name}", 1)
     caller = Caller(tenant_id=bound.tenant_id, actor=CLI_ACTOR, scopes=frozenset({"ingest.write"}))
     with Ledger(config) as ledger:
         ctx = ledger_context(ledger)
@@ -159,7 +200,17 @@ def sync(
                 bar.update(task, completed=done, total=total)
 
             try:
-                report = sync_source(ctx, claims, registry, limits, caller, name, under=under, progress=tick)
+                report = sync_source(
+                    ctx,
+                    claims,
+                    registry,
+                    limits,
+                    caller,
+                    name,
+                    under=under,
+                    progress=tick,
+                    readmit=frozenset(readmit or ()),
+                )
             except UseCaseError as exc:
                 raise _fail(exc) from None
     _print_report(report, as_json)

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-console = Console(stderr=True)
+from cli.common import fail
+
 spool_app = typer.Typer(no_args_is_help=True, help="The client's durable spool of undelivered writes.")
 
 SpoolDir = Annotated[
@@ -27,8 +27,7 @@ def status(
     from client.spool import Spool
 
     if not directory.is_dir():
-        console.print(f"[red]no spool at {directory}[/red]")
-        raise typer.Exit(2)
+        fail(f"no spool at {directory}", 2)
     state = Spool(directory).status()
     if as_json:
         print(json.dumps(state.__dict__))
@@ -54,8 +53,7 @@ def flush(
     from client import Client
 
     if not directory.is_dir():
-        console.print(f"[red]no spool at {directory}[/red]")
-        raise typer.Exit(2)
+        fail(f"no spool at {directory}", 2)
     with Client(url, token, spool_dir=str(directory), drain_interval_s=None) as ledger:
         report = ledger.flush_spool(max_seconds=max_seconds)
     print(
@@ -63,7 +61,7 @@ def flush(
         f"in {report.seconds:.2f} s"
     )
     if report.pending:
-        console.print(f"[yellow]stopped: {report.stopped_by}[/yellow]")
+        typer.echo(f"stopped: {report.stopped_by}", err=True)
         raise typer.Exit(1)
 
 

@@ -11,6 +11,7 @@ from client.async_client import AsyncClient
 from client.batching import BatchRecorder
 from client.errors import (
     BadResponse,
+    CheckpointMismatch,
     CircuitOpen,
     IdempotencyConflict,
     LedgerError,
@@ -31,6 +32,7 @@ __all__ = [
     "BatchItemResult",
     "BatchRecorder",
     "BundleError",
+    "CheckpointMismatch",
     "CircuitOpen",
     "Client",
     "IdempotencyConflict",

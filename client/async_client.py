@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from client.base import BatchEntry, Retrieval, Shared, as_retrieval, body, by_index
+from client.checkpoints import Seen
 from client.errors import CircuitOpen, LedgerError
 from client.models import (
     BatchAnswer,
@@ -169,6 +170,28 @@ class AsyncClient(Shared):
             if not page.next_cursor:
                 return
             params["cursor"] = page.next_cursor
+
+    async def latest_checkpoint(self) -> Seen:
+        """As `Client.latest_checkpoint`: raises CheckpointMismatch on a rollback or fork."""
+        answer = await self._send(self.latest_checkpoint_call())
+        new = self.checkpoints.parse(str(answer["checkpoint"]["note"]))
+        needed = self.checkpoints.proof_range(new)
+        proof = self.proof_of(await self._send(self.consistency_call(*needed)), new) if needed else []
+        return self.checkpoints.accept(new, proof)
+    async def receipts(self, **filters: Any) -> dict[str, Any]:
+        """One page of GET /v1/receipts (filters as its query parameters; `cursor` for the next)."""
+        return await self._send(self.receipts_call(filters))
+
+    async def receipt(self, receipt_id: str, *, content: bool = False) -> dict[str, Any]:
+        """GET /v1/receipts/{id}; `content=True`: the sealed fields in plain (audit.content; recorded)."""
+        return await self._send(self.receipt_call(receipt_id, content=content))
+
+    async def receipt_bundle(self, receipt_id: str) -> dict[str, Any]:
+        bundle: dict[str, Any] = (await self._send(self.bundle_call(receipt_id)))["bundle"]
+        return bundle
+
+    async def keys(self) -> dict[str, Any]:
+        return await self._send(self.keys_call())
 
     verify_bundle = staticmethod(verify_bundle)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from client.errors import LedgerError
+from client.checkpoints import CheckpointMemory, Seen
+from client.errors import CheckpointMismatch, LedgerError
 from client.models import (
     MAX_BATCH_ITEMS,
     BatchAnswer,
@@ -45,6 +47,7 @@ class Shared:
         self.settings = settings
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown_s)
         self.spool = Spool(settings.spool_dir) if settings.spool_dir else None
+        self.checkpoints = CheckpointMemory(settings.spool_dir, settings.log_vkeys)
 
     # -- calls -------------------------------------------------------------------------------
     @staticmethod
@@ -121,6 +124,21 @@ class Shared:
         )
 
     @staticmethod
+    def latest_checkpoint_call() -> Call:
+        return make_call("GET", "/v1/checkpoints/latest", "read")
+
+    @staticmethod
+    def consistency_call(old: int, new: int) -> Call:
+        return make_call("GET", "/v1/checkpoints/consistency", "read", params={"from": old, "to": new})
+
+    @staticmethod
+    def proof_of(answer: dict[str, Any], seen: Seen) -> list[bytes]:
+        """The proof hashes of a consistency answer, which must be for `seen`'s root."""
+        if answer.get("new_root") != seen.root.hex():
+            raise CheckpointMismatch("checkpoint_inconsistent", "the consistency proof is for another root")
+        return [bytes.fromhex(h) for h in answer.get("hashes", [])[:64]]
+
+    @staticmethod
     def citation_call(citation_id: str) -> Call:
         return make_call("GET", f"/v1/citations/{citation_id}", "read")
 
@@ -140,6 +158,25 @@ class Shared:
         return make_call(
             "GET", "/v1/events", "read", params={k: v for k, v in params.items() if v is not None}
         )
+
+    @staticmethod
+    def receipts_call(params: dict[str, Any]) -> Call:
+        return make_call(
+            "GET", "/v1/receipts", "read", params={k: v for k, v in params.items() if v is not None}
+        )
+
+    @staticmethod
+    def receipt_call(receipt_id: str, *, content: bool = False) -> Call:
+        params = {"content": "plain"} if content else None
+        return make_call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}", "read", params=params)
+
+    @staticmethod
+    def bundle_call(receipt_id: str) -> Call:
+        return make_call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}/bundle", "read")
+
+    @staticmethod
+    def keys_call() -> Call:
+        return make_call("GET", "/v1/keys", "read")
 
     # -- the spool ---------------------------------------------------------------------------
     @staticmethod

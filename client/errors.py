@@ -59,6 +59,12 @@ class BadResponse(LedgerError):
     """The peer answered something that is not the contract: empty, not JSON, too large."""
 
 
+class CheckpointMismatch(LedgerError):
+    """The server's checkpoint is older than, or inconsistent with, the newest one this
+    client has seen (`code`: checkpoint_rollback, checkpoint_fork, checkpoint_inconsistent,
+    checkpoint_other_log, checkpoint_invalid): the log was rolled back or rewritten."""
+
+
 def for_status(status: int, code: str) -> type[LedgerError]:
     if status == 404:
         return NotFound

@@ -239,6 +239,7 @@ class SearchCitation(BaseModel):
     citation_id: str
     document_id: str
     chunk_id: str
+    source: str | None = None  # the cited document's source
     path: str
     snippet: str  # verbatim from the chunk; empty when a policy redacts it
     snippet_span: list[int] | None = None
@@ -257,9 +258,19 @@ class SearchOutput(BaseModel):
     gaps: list[str]  # next steps when nothing answers (`no_hit`)
 
 
+class Withheld(BaseModel):
+    """A part of a repeated answer whose text was erased since (`field`, e.g.
+    `output.citations[0].snippet`, is then empty)."""
+
+    model_config = ConfigDict(extra="allow")
+    field: str
+    reason: str
+
+
 class SearchAnswer(Answer):
     """What POST /v1/search answers (seed 004 §9.4): status, output, errors, metrics, and the
-    signed receipt the search was recorded as."""
+    signed receipt the search was recorded as. A repeat (`dedup`) after an erasure names the
+    text it no longer holds in `withheld`."""
 
     task_id: str | None = None
     status: RetrievalStatus
@@ -274,6 +285,7 @@ class SearchAnswer(Answer):
     kid: str | None = None
     signature: str | None = None
     dedup: bool = False
+    withheld: list[Withheld] = []
 
 
 class EventsPage(Answer):

@@ -9,7 +9,12 @@ Layout of the spool directory (0700; files 0600):
   append.lock / drain.lock  flock()s: appenders of several processes, one drainer.
 
 A record torn by a crash in the middle of its write was never acknowledged; it is cut
-off before the next append. Delivery relies on the server's idempotency only: a record
+off before the next append. Delivered records do not stay on disk in plain: a segment
+wholly delivered is deleted, and the delivered part of the one the cursor is in is
+overwritten with blanks (line breaks kept, so offsets hold; blank lines are skipped).
+A refused record is kept in rejected.jsonl without its text (query, snippets,
+explanations): the ledger may erase what it quotes, and this file would outlive that.
+Delivery relies on the server's idempotency only: a record
 sent twice (a crash between the ledger's answer and the cursor's update) is answered
 with its original result (`dedup: true`), never recorded twice.
 """
@@ -58,6 +63,26 @@ class SpoolRecord:
         if self.trace_id:
             item["trace_id"] = self.trace_id
         return item
+
+
+# What rejected.jsonl keeps of a refused retrieval: references, never text.
+_BLANKS = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))  # every byte a space, but line breaks
+_KEPT_FIELDS = ("engine", "subject_id", "task", "status", "filters_applied", "context_hash")
+_KEPT_ENTRY_FIELDS = ("document_id", "chunk_id", "score", "score_breakdown", "expires_at")
+
+
+def without_text(retrieval: dict[str, Any]) -> dict[str, Any]:
+    """A retrieval's references (ids, engine, scores) without its query, snippets or explanations."""
+    kept = {name: retrieval[name] for name in _KEPT_FIELDS if name in retrieval}
+    entries = retrieval.get("selected_entries")
+    if isinstance(entries, list):
+        kept["selected_entries"] = [
+            {name: entry[name] for name in _KEPT_ENTRY_FIELDS if name in entry}
+            if isinstance(entry, dict)
+            else {}
+            for entry in entries
+        ]
+    return kept
 
 
 @dataclass(frozen=True)
@@ -230,7 +255,8 @@ class Spool:
                     if not line.endswith(b"\n"):
                         break  # being written (or torn): not acknowledged yet
                     offset += len(line)
-                    yield number, offset, SpoolRecord(**json.loads(line))
+                    if line.strip():  # a blanked (delivered) record is skipped
+                        yield number, offset, SpoolRecord(**json.loads(line))
 
     def status(self) -> SpoolStatus:
         pending = pending_bytes = 0
@@ -319,7 +345,14 @@ class Spool:
 
     def _reject(self, refusals: Sequence[tuple[SpoolRecord, str]]) -> None:
         lines = b"".join(
-            json.dumps({"record": record.__dict__, "reason": reason}, separators=(",", ":")).encode() + b"\n"
+            json.dumps(
+                {
+                    "record": {**record.__dict__, "retrieval": without_text(record.retrieval)},
+                    "reason": reason,
+                },
+                separators=(",", ":"),
+            ).encode()
+            + b"\n"
             for record, reason in refusals
         )
         fd = os.open(self._rejected_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -330,11 +363,29 @@ class Spool:
             os.close(fd)
 
     def _advance(self, segment: int, offset: int) -> None:
-        """Move the cursor; segments wholly behind it are deleted (the newest stays for appends)."""
-        self._save_cursor(segment, offset)
+        """Move the cursor past delivered records and leave none of them on disk: segments
+        wholly behind it are deleted, the delivered part of the cursor's segment is blanked
+        first (a crash in between leaves blank lines, which are skipped: they were delivered)."""
+        before_segment, before_offset = self._cursor()
         with _locked(self._append_lock):
-            segments = self._segments()
-            for path in segments[:-1]:
+            current = self._segment(segment)
+            if current.exists() and current.stat().st_size > offset:
+                self._blank(current, before_offset if before_segment == segment else 0, offset)
+            self._save_cursor(segment, offset)
+            for path in self._segments():
                 number = self._segment_number(path)
                 if number < segment or (number == segment and path.stat().st_size == offset):
-                    path.unlink()
+                    path.unlink()  # an append after this starts the next segment
+
+    @staticmethod
+    def _blank(path: Path, start: int, end: int) -> None:
+        """Overwrite bytes [start, end) with spaces, keeping the line breaks (offsets hold)."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            for at in range(start, end, ROTATE_BYTES):
+                size = min(ROTATE_BYTES, end - at)
+                chunk = os.pread(fd, size, at)
+                os.pwrite(fd, chunk.translate(_BLANKS), at)
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from client.base import BatchEntry, Retrieval, Shared, as_retrieval, by_index
+from client.checkpoints import Seen
 from client.errors import CircuitOpen, LedgerError
 from client.models import (
     BatchAnswer,
@@ -182,6 +183,31 @@ class Client(Shared):
             if not page.next_cursor:
                 return
             params["cursor"] = page.next_cursor
+
+    def latest_checkpoint(self) -> Seen:
+        """GET /v1/checkpoints/latest, trusted only if it extends the newest checkpoint this
+        client has seen (consistency proof checked; then remembered beside the spool).
+        Raises CheckpointMismatch when the server was rolled back or forked."""
+        new = self.checkpoints.parse(str(self._send(self.latest_checkpoint_call())["checkpoint"]["note"]))
+        needed = self.checkpoints.proof_range(new)
+        proof = self.proof_of(self._send(self.consistency_call(*needed)), new) if needed else []
+        return self.checkpoints.accept(new, proof)
+    def receipts(self, **filters: Any) -> dict[str, Any]:
+        """One page of GET /v1/receipts (filters as its query parameters; `cursor` for the next)."""
+        return self._send(self.receipts_call(filters))
+
+    def receipt(self, receipt_id: str, *, content: bool = False) -> dict[str, Any]:
+        """GET /v1/receipts/{id}; `content=True` asks for the sealed fields in plain
+        (scope `audit.content`; the server records the read)."""
+        return self._send(self.receipt_call(receipt_id, content=content))
+
+    def receipt_bundle(self, receipt_id: str) -> dict[str, Any]:
+        """The receipt's portable bundle (check it with `verify_bundle` and the root key)."""
+        bundle: dict[str, Any] = self._send(self.bundle_call(receipt_id))["bundle"]
+        return bundle
+
+    def keys(self) -> dict[str, Any]:
+        return self._send(self.keys_call())
 
     verify_bundle = staticmethod(verify_bundle)
 

@@ -39,6 +39,9 @@ class ClientSettings:
     breaker_cooldown_s: float = 10.0  # open for this long, then one probe (half-open)
     spool_dir: str | None = None  # where writes go when the ledger cannot take them
     drain_interval_s: float | None = 5.0  # background delivery of the spool (None: only on demand)
+    # The newest checkpoint seen is kept in spool_dir (else in memory); when log vkeys are
+    # given (`citeledger vkey`), a checkpoint must also be signed by one of them.
+    log_vkeys: tuple[str, ...] = ()
 
     def timeout(self, kind: CallKind) -> float:
         return {"search": self.search_timeout_s, "write": self.write_timeout_s, "read": self.read_timeout_s}[

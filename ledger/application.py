@@ -10,6 +10,7 @@ commit: many events, one transaction, all or nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -25,6 +26,7 @@ from ledger import idempotency
 from ledger.adapters import DUPLICATE_KEY_ERRORS
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
+from ledger.cosignature import with_cosignatures
 from ledger.entries import (
     GENESIS_PREV_HASH,
     SYSTEM_TENANT,
@@ -35,9 +37,21 @@ from ledger.entries import (
     sign_entry,
     utc_now,
 )
-from ledger.events import EventRejected, SigningKeyRotated
+from ledger.events import EventRejected, IntegrityFindingRecord, IntegrityRepaired, SigningKeyRotated
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
+from ledger.integrity import (
+    Finding,
+    IntegrityHold,
+    RepairRecords,
+    checkpoint_findings,
+    damaged_tiles_finding,
+    tiles_findings,
+    unanswered,
+    witness_findings,
+)
 from ledger.keychain import KeyChainError, check_key_event, possession_message
+from ledger.log_repeats import log_failure
+from ledger.note import verifier_key
 from ledger.sealing import Sealer, shared_data_keys
 from ledger.signing import KeyDirectory, SigningKey, b64, kid_for, unb64
 from ledger.store import (
@@ -48,6 +62,8 @@ from ledger.store import (
     Store,
 )
 from ledger.tree_store import TiledMerkleTree, TileStateError, TileStore
+from ledger.witnessed import WitnessedSizes
+from ledger.witnessing import Cosigner, parse_witnesses
 
 log = logging.getLogger("citeledger.ledger")
 
@@ -83,20 +99,20 @@ class _AlreadyRecorded(Exception):
         self.settled = settled
 
 
-def _replayed(stored: StoredAnswer, key: IdempotencyKey) -> WriteOutcome:
+def _replayed(stored: StoredAnswer, key: IdempotencyKey, sealer: Sealer) -> WriteOutcome:
     try:
-        return WriteOutcome([], stored.replay(key))
+        return WriteOutcome([], stored.replay(key, sealer))
     except IdempotencyKeyReused as exc:
         return WriteOutcome([], None, exc)
 
 
-def _repeat_of(first: WriteOutcome, write: Write, first_write: Write) -> WriteOutcome:
+def _repeat_of(first: WriteOutcome, write: Write, first_write: Write, sealer: Sealer) -> WriteOutcome:
     """A second write with the same key in one batch: answered like a retry of the first."""
     if first.error is not None or first.answer is None:
         return first
     assert write.idempotent is not None and first_write.idempotent is not None
     stored = StoredAnswer(first_write.idempotent.key.fingerprint, *first.answer)
-    return _replayed(stored, write.idempotent.key)
+    return _replayed(stored, write.idempotent.key, sealer)
 
 
 def prepare_all(drafts: Sequence[EventDraft], *, tenant_id: str | None = None) -> list[PreparedDraft]:
@@ -129,6 +145,11 @@ class Ledger:
         self.store = Store(config)
         self.recorder: Any = self.store.recorder
         self.store.create_tables(*idempotency.ddl(self.store))
+        self.repairs = RepairRecords(self.store)
+        self.witnessed = WitnessedSizes(self.store)
+        # Evidence found on opening (or reported by a witness) that the log was cut
+        # back or rewritten: while any is unanswered, writes are refused.
+        self.findings: list[Finding] = []
         self.data_keys = shared_data_keys(self.store, self.keydir.master_key())
         self.sealer = Sealer(self.data_keys)
 
@@ -136,7 +157,7 @@ class Ledger:
         self._checkpoint_lock = threading.Lock()
         # The Merkle tree lives in tiles beside the log (ledger/tree_store.py);
         # memory holds its right edge only, so opening costs O(log n + tail).
-        self.tree = TiledMerkleTree(TileStore(self.store))
+        self.tree: TiledMerkleTree  # set by _open_log
         self._head_hash = GENESIS_PREV_HASH
         self.public_keys: dict[str, bytes] = {}  # kid -> raw public key, from the log
         self.key_introduced_at: dict[str, int] = {}
@@ -150,9 +171,21 @@ class Ledger:
         self.conflicts = 0  # batches signed for positions another writer took (re-signed)
 
         self._open_log()
-        if self.size == 0:
+        if self.size == 0 and not self.findings:
             self._append_genesis()
         self.signing_key()  # fail at start, not at the first append, on a bad key file
+        endpoints = parse_witnesses(config.witnesses)
+        self.cosigner = (
+            Cosigner(
+                endpoints,
+                self.witnessed,
+                consistency_proof=self.consistency_proof,
+                log_size=self.sync,  # what other processes appended counts too
+                on_finding=self.hold,
+            )
+            if endpoints
+            else None
+        )
         # Checkpoints load lazily (`checkpoints()`); opening reads none of them.
         self._checkpointer: threading.Thread | None = None
         if config.run_checkpointer:
@@ -193,18 +226,42 @@ class Ledger:
         hash); the key chain up to it comes from the index of key entries and
         passes the same checks as during a full read (`_absorb_key`); then
         `sync` reads only the entries after it. A store without tiles (written
-        by an older version), or whose tiles do not match the log, is read
-        from position 1 once and its tiles (re)built.
+        by an older version, or after a repair) is read from position 1 once and
+        its tiles built. Tiles that do not match the log are evidence
+        (`ledger.integrity`): they are kept as they are, the tree is built in
+        memory from the log, and the ledger holds writes.
         """
         self.store.ensure_key_index()
+        # Read the signed evidence before the log: whatever it covers was committed before
+        # it was signed, so the log read after it must reach it (other processes keep
+        # appending and checkpointing while this one opens).
+        newest = self._newest_checkpoint()
+        witnessed = self.witnessed.all()
+        self.tree = TiledMerkleTree(TileStore(self.store))
+        self._head_hash = GENESIS_PREV_HASH
+        self.public_keys, self.key_introduced_at = {}, {}
+        self._signing_kid, self._signing_key = None, None
+        found: list[Finding] = []
+        stored, head = 0, None
         try:
             stored = self.tree.open()
             head = self.get(stored) if stored else None
-            if stored and (head is None or head.leaf_hash != self.tree.leaf_hash_at(stored - 1)):
-                raise TileStateError(f"the log's entry {stored} is not the tiles' last leaf")
+            if stored:
+                found = tiles_findings(
+                    log_size=stored if head is not None else self._stored_log_size(),
+                    tiles_size=stored,
+                    tile_leaf=self.tree.leaf_hash_at(stored - 1),
+                    log_leaf=head.leaf_hash if head is not None else None,
+                )
         except TileStateError as exc:
-            log.warning("Merkle tiles do not match the log (%s); rebuilding them from the log", exc)
-            self.tree.clear()
+            if exc.layout_changed:
+                log.warning("Merkle tiles of another layout (%s); rebuilding them from the log", exc)
+                self.tree.clear()
+            else:
+                found = [damaged_tiles_finding(str(exc))]
+            stored, head = 0, None
+        if found:
+            self.tree = TiledMerkleTree(None)  # memory only: the stored tiles stay untouched
             stored, head = 0, None
         if head is not None:
             for position, entry in self.store.key_entries(stored):
@@ -212,6 +269,88 @@ class Ledger:
                     self._absorb_key(RecordedEvent(position=position, entry=entry))
             self._head_hash = head.leaf_hash.hex()
         self.sync()
+        if newest is not None:
+            seq, record = newest
+            found += checkpoint_findings(
+                log_size=self.size, seq=seq, size=record.tree_size, root=record.root, root_at=self.tree.root
+            )
+        found += witness_findings(log_size=self.size, witnessed=witnessed, root_at=self.tree.root)
+        self.findings = unanswered(found, self.repairs.answered())
+        for finding in self.findings:
+            log.error(
+                "integrity finding (%s): %s; writes are refused until `citeledger repair`",
+                finding.kind,
+                finding.message,
+            )
+
+    def _stored_log_size(self) -> int:
+        rows = self.recorder.select_events(LEDGER_STREAM_ID, desc=True, limit=1)
+        return int(rows[0].originator_version) if rows else 0
+
+    # -- integrity hold --------------------------------------------------------
+    def hold(self, finding: Finding) -> None:
+        """Refuse writes from now on because of `finding` (a witness's report),
+        unless an operator already answered that evidence."""
+        if finding.evidence in self.repairs.answered():
+            log.warning(
+                "integrity finding already answered by a repair (%s): %s", finding.kind, finding.message
+            )
+            return
+        with self._lock:
+            if all(known.evidence != finding.evidence for known in self.findings):
+                self.findings = [*self.findings, finding]
+        log.error(
+            "integrity finding (%s): %s; writes are refused until `citeledger repair`",
+            finding.kind,
+            finding.message,
+        )
+
+    def _refuse_if_held(self) -> None:
+        if self.findings:
+            raise IntegrityHold(self.findings)
+
+    def repair(self, *, actor: str = "operator") -> RecordedEvent:
+        """The operator's answer to the findings: one signed `IntegrityRepaired`
+        entry naming each finding and what was done; tiles that disagreed with
+        the log are rebuilt from it, and the other evidence (checkpoints and
+        cosignatures the shorter log no longer matches) stays in the store,
+        answered by this entry's position. Raises LookupError when nothing holds."""
+        with self._lock:
+            findings = list(self.findings)
+            if not findings:
+                raise LookupError("no integrity finding to repair")
+            rebuild = any(finding.evidence.startswith("tiles:") for finding in findings)
+            actions = []
+            if rebuild:
+                actions.append("Merkle tiles rebuilt from the log's entries")
+            if any(not finding.evidence.startswith("tiles:") for finding in findings):
+                actions.append(
+                    f"the log continues from its {self.size} entries; the signed checkpoints and "
+                    "cosignatures named above stay in the store as evidence"
+                )
+            payload = IntegrityRepaired(
+                findings=[IntegrityFindingRecord(**finding.to_json()) for finding in findings],
+                actions=actions,
+                log_size=self.size,
+            )
+            item = prepare(EventDraft.of(payload, tenant_id=SYSTEM_TENANT, actor=actor), system=True)
+            outcomes, notifications = self._commit_locked([Write([item])])  # past the hold
+            if outcomes[0].error is not None:
+                raise outcomes[0].error
+            event = outcomes[0].events[0]
+            self.repairs.record(
+                [finding.evidence for finding in findings if not finding.evidence.startswith("tiles:")],
+                event.position,
+            )
+            if rebuild:
+                TileStore(self.store).clear()
+            self._open_log()
+        for listener in self._commit_listeners:
+            try:
+                listener(notifications)
+            except Exception:
+                log.exception("commit listener failed")
+        return event
 
     def _absorb(self, event: RecordedEvent) -> None:
         if event.position != self.size + 1:
@@ -301,13 +440,14 @@ class Ledger:
         """Sign and insert several writes in ONE transaction, with the idempotency
         records of those that carry a key; a write whose key is already recorded is
         answered from its record and writes nothing."""
+        self._refuse_if_held()
         outcomes, committed = self._commit_locked(writes)
         if committed:
             for listener in self._commit_listeners:
                 try:
                     listener(committed)
-                except Exception:  # the entries are committed; a reader's failure is its own
-                    log.exception("commit listener failed")
+                except Exception as exc:  # noqa: BLE001 - committed; a reader's failure is its own
+                    log_failure(log, "commit listener failed", exc)
         return outcomes
 
     def _commit_locked(
@@ -371,7 +511,7 @@ class Ledger:
                     for i, stored_answer in already.settled.items():
                         k = writes[i].idempotent
                         assert k is not None
-                        outcomes[i] = _replayed(stored_answer, k.key)
+                        outcomes[i] = _replayed(stored_answer, k.key, self.sealer)
                     for i in keyed:
                         if i not in already.settled:
                             outcomes.pop(i, None)
@@ -402,12 +542,12 @@ class Ledger:
                 self._head_hash = flat[-1].leaf_hash.hex() if flat else self._head_hash
                 self._appended.set()
                 for index, first in repeats.items():
-                    outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
+                    outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first], self.sealer)
                 return [outcomes[i] for i in range(len(writes))], committed
             else:
                 raise AppendConflict(f"no free position after {MAX_APPEND_ATTEMPTS} attempts")
         for index, first in repeats.items():
-            outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first])
+            outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first], self.sealer)
         return [outcomes[i] for i in range(len(writes))], []
 
     def _sync_in(self, cursor: Any) -> None:
@@ -503,6 +643,7 @@ class Ledger:
     def rotate_signing_key(self) -> RecordedEvent:
         """Introduce a new signing key, announced by an event signed with the old one."""
         with self._lock:
+            self._refuse_if_held()
             self.sync()
             previous = self.signing_key()
             return self._append_key_event(self.keydir.generate(), previous)
@@ -531,7 +672,10 @@ class Ledger:
         return int(rows[0].originator_version), CheckpointRecord.from_bytes(bytes(rows[0].state))
 
     def issue_checkpoint(self) -> CheckpointRecord | None:
-        """Sign a checkpoint over the whole log now (no-op if the latest covers it)."""
+        """Sign a checkpoint over the whole log now (no-op if the latest covers it).
+        Never while the ledger holds: a checkpoint over a cut-back log would be a
+        second history under the same key."""
+        self._refuse_if_held()
         with self._checkpoint_lock:
             for _ in range(MAX_APPEND_ATTEMPTS):
                 with self._lock:
@@ -569,14 +713,41 @@ class Ledger:
         raise AppendConflict("could not issue a checkpoint")
 
     def checkpoint_covering(self, position: int) -> CheckpointRecord:
-        """The first checkpoint whose tree contains `position`; issues one if none does yet."""
-        for record in self.sync_checkpoints():
-            if record.tree_size >= position:
-                return record
+        """The first checkpoint whose tree contains `position`, with its cosignatures;
+        issues one if none does yet. With witnesses configured, the first one they
+        cosigned (asking them now if none was)."""
+        checkpoints = self.sync_checkpoints()
+        covering = next((record for record in checkpoints if record.tree_size >= position), None)
+        if covering is not None and self.cosigner is not None:
+            seq = self.witnessed.first_cosigned(covering.seq)
+            # None cosigned yet: ask for the newest (witnesses only move forward).
+            cosigned = next((record for record in checkpoints if record.seq == seq), None) if seq else None
+            return self.cosigned(cosigned) if cosigned else self.cosign(checkpoints[-1])
+        if covering is not None:
+            return covering
         issued = self.issue_checkpoint()
         if issued is None or issued.tree_size < position:
             raise LookupError(f"position {position} is not in the log")
-        return issued
+        return self.cosign(issued)
+
+    # -- witnesses ---------------------------------------------------------------
+    @property
+    def vkey(self) -> str:
+        """The log's verifier key (C2SP vkey) for its current signing key: what a
+        witness is told to follow (the key name is the origin)."""
+        return verifier_key(self.origin, self.signing_key().public_raw)
+
+    def cosigned(self, record: CheckpointRecord) -> CheckpointRecord:
+        """`record` with the witnesses' cosignature lines added to its note."""
+        lines = self.witnessed.lines([record.seq])[record.seq]
+        return dataclasses.replace(record, note=with_cosignatures(record.note, lines)) if lines else record
+
+    def cosign(self, record: CheckpointRecord) -> CheckpointRecord:
+        """Ask the configured witnesses to cosign `record` now (C2SP tlog-witness);
+        returns it with every cosignature it has. Refusals are alarmed, not raised."""
+        if self.cosigner is not None:
+            self.cosigner.cosign(record)
+        return self.cosigned(record)
 
     def _checkpoint_loop(self) -> None:
         interval = self.config.checkpoint_interval_s
@@ -587,10 +758,14 @@ class Ledger:
             # Bounded delay: wait out the interval so a burst gets one checkpoint.
             self._closed.wait(interval)
             self._appended.clear()
+            if self.findings:
+                continue  # held: no checkpoint over this log (reported once, when found)
             try:
-                self.issue_checkpoint()
-            except Exception:  # the loop must survive a transient store error
-                log.exception("checkpoint issuance failed; retrying next interval")
+                record = self.issue_checkpoint()
+                if record is not None and self.cosigner is not None:
+                    self.cosigner.cosign(record)  # off the write path: this thread only
+            except Exception as exc:  # noqa: BLE001 - the loop survives a store fault
+                log_failure(log, "checkpoint issuance failed; retrying next interval", exc)
 
     # -- proofs ------------------------------------------------------------------
     def inclusion_proof(self, position: int, tree_size: int) -> list[bytes]:
@@ -622,6 +797,8 @@ class Ledger:
         self._appended.set()
         if self._checkpointer is not None:
             self._checkpointer.join(timeout=5)
+        if self.cosigner is not None:
+            self.cosigner.close()
         try:  # store the right edge too, so the next start reads no tail at all
             self.tree.flush()
         except Exception:  # tiles behind the log are read from the log at the next start

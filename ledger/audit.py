@@ -13,10 +13,12 @@ from typing import IO, Any
 import orjson
 
 from ledger.checkpoints import CheckpointRecord, origin_for
+from ledger.cosignature import with_cosignatures
 from ledger.entries import utc_now
 from ledger.signing import b64
 from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID, Store
 from ledger.verify import LogVerifier, Row, VerifyReport
+from ledger.witnessed import WitnessedSizes
 
 EXPORT_FORMAT = "citeledger-export/1"
 _PAGE = 10_000
@@ -107,8 +109,10 @@ def iter_export(store: Store, root_public_key: bytes) -> Iterator[bytes]:
         "exported_at": utc_now(),
     }
     yield orjson.dumps(header) + b"\n"
+    cosignatures = WitnessedSizes(store).lines([record.seq for record in checkpoints])
     for record in checkpoints:
-        yield orjson.dumps({"checkpoint": record.to_json()}) + b"\n"
+        note = with_cosignatures(record.note, cosignatures[record.seq])
+        yield orjson.dumps({"checkpoint": {**record.to_json(), "note": note}}) + b"\n"
     for row in _range_rows(store, 1, 2**53 - 1):
         yield row.entry + b"\n"
 

@@ -8,10 +8,15 @@ auditor must already trust is the ledger's root public key.
 
 from __future__ import annotations
 
+import base64
+import binascii
+from collections.abc import Sequence
 from typing import Any
 
 from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
+from ledger.cose_receipt import ReceiptError, inclusion_receipt, verify_inclusion_receipt
+from ledger.cosignature import Witness, require_cosignatures
 from ledger.entries import RecordedEvent, entry_signature_ok
 from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import ProofError, leaf_hash, verify_inclusion
@@ -29,12 +34,20 @@ def proof_json(position: int, tree_size: int, hashes: list[bytes]) -> dict[str, 
     return {"leaf_index": position - 1, "tree_size": tree_size, "hashes": [h.hex() for h in hashes]}
 
 
-def build_bundle(ledger: Any, position: int, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The bundle for the entry at `position` (issues a checkpoint if none covers it yet)."""
+def build_bundle(
+    ledger: Any,
+    position: int,
+    *,
+    extra: dict[str, Any] | None = None,
+    checkpoint: CheckpointRecord | None = None,
+) -> dict[str, Any]:
+    """The bundle for the entry at `position` against `checkpoint` (by default the first that
+    covers it; one is issued if none does yet)."""
     event: RecordedEvent | None = ledger.get(position)
     if event is None:
         raise LookupError(f"no entry at position {position}")
-    checkpoint: CheckpointRecord = ledger.checkpoint_covering(position)
+    if checkpoint is None:
+        checkpoint = ledger.checkpoint_covering(position)
     size = checkpoint.tree_size
 
     def proven(item: RecordedEvent) -> dict[str, Any]:
@@ -49,10 +62,45 @@ def build_bundle(ledger: Any, position: int, *, extra: dict[str, Any] | None = N
         **proven(event),
         "checkpoint": checkpoint.to_json(),
         "key_chain": [proven(item) for item in ledger.key_events(up_to=size)],
+        # The same inclusion proof as a standard COSE Receipt (RFC 9942), base64.
+        "cose_receipt": base64.b64encode(cose_receipt(ledger, position, checkpoint)).decode("ascii"),
     }
     if extra:
         bundle.update(extra)
     return bundle
+
+
+def cose_receipt(ledger: Any, position: int, checkpoint: CheckpointRecord) -> bytes:
+    """The COSE Receipt of the entry at `position` in `checkpoint`'s tree, signed by the
+    key that signed the checkpoint."""
+    size = checkpoint.tree_size
+    return inclusion_receipt(
+        ledger.keydir.load(checkpoint.kid),
+        tree_size=size,
+        leaf_index=position - 1,
+        path=ledger.inclusion_proof(position, size),
+        root=checkpoint.root,
+    )
+
+
+def _check_cose_receipt(
+    bundle: dict[str, Any], entry: dict[str, Any], record: CheckpointRecord, keys: dict[str, bytes]
+) -> None:
+    """The bundle's COSE Receipt, when it has one, must prove the same entry in the same tree."""
+    encoded = bundle.get("cose_receipt")
+    if encoded is None:
+        return  # bundles written before COSE receipts
+    try:
+        receipt = base64.b64decode(str(encoded), validate=True)
+        claim = verify_inclusion_receipt(receipt, leaf_hash(canonical_json(entry)), keys)
+    except (binascii.Error, ReceiptError) as exc:
+        raise BundleError(f"cose_receipt: {exc}") from None
+    if (claim.tree_size, claim.leaf_index, claim.root) != (
+        record.tree_size,
+        entry["position"] - 1,
+        record.root,
+    ):
+        raise BundleError("cose_receipt: proves another entry or another tree than the checkpoint")
 
 
 def check_inclusion(entry: bytes, position: Any, proof: Any, root: bytes, size: int, what: str) -> None:
@@ -85,8 +133,16 @@ def _check_inclusion(item: dict[str, Any], root: bytes, size: int, what: str) ->
     return entry
 
 
-def verify_bundle(bundle: dict[str, Any], trusted_root_key: bytes) -> dict[str, Any]:
-    """Check a bundle with nothing but the root public key. Returns the verified entry."""
+def verify_bundle(
+    bundle: dict[str, Any],
+    trusted_root_key: bytes,
+    *,
+    witnesses: Sequence[Witness] = (),
+    min_witnesses: int = 0,
+) -> dict[str, Any]:
+    """Check a bundle with nothing but the root public key (and, to trust no single
+    party, the keys of witnesses of which `min_witnesses` must have cosigned its
+    checkpoint). Returns the verified entry."""
     if bundle.get("format") != BUNDLE_FORMAT:
         raise BundleError(f"format: expected {BUNDLE_FORMAT}")
     origin = origin_for(trusted_root_key)
@@ -109,10 +165,12 @@ def verify_bundle(bundle: dict[str, Any], trusted_root_key: bytes) -> dict[str, 
     # Note: checkpoint root verified before any inclusion is trusted.
     try:
         open_record(record, origin, keys)
+        require_cosignatures(record.note, witnesses, min_witnesses)
     except (NoteError, ValueError) as exc:
         raise BundleError(f"checkpoint: {exc}") from None
     entry = _check_inclusion(bundle, record.root, record.tree_size, "entry")
     signer_key = keys.get(str(entry.get("kid")))
     if signer_key is None or not entry_signature_ok(entry, signer_key):
         raise BundleError("entry: signature does not verify")
+    _check_cose_receipt(bundle, entry, record, keys)
     return entry

@@ -27,13 +27,27 @@ class LedgerConfig:
     database_url: str | None = None
     checkpoint_interval_s: float = DEFAULT_CHECKPOINT_INTERVAL_S
     run_checkpointer: bool = True
+    # C2SP tlog-witnesses to send each checkpoint to: `URL VKEY` entries, `;`-separated.
+    witnesses: str = ""
 
     @classmethod
     def from_env(cls, data_dir: str | Path | None = None, **overrides: Any) -> LedgerConfig:
         directory = Path(data_dir or os.environ.get("CITELEDGER_DATA_DIR", "./citeledger-data"))
         url = os.environ.get("CITELEDGER_DATABASE_URL") or None
-        interval = float(os.environ.get("CITELEDGER_CHECKPOINT_INTERVAL_S", DEFAULT_CHECKPOINT_INTERVAL_S))
-        config = cls(data_dir=directory, database_url=url, checkpoint_interval_s=interval)
+        raw = os.environ.get("CITELEDGER_CHECKPOINT_INTERVAL_S", str(DEFAULT_CHECKPOINT_INTERVAL_S))
+        try:
+            interval = float(raw)
+        except ValueError:
+            raise SettingError(f"CITELEDGER_CHECKPOINT_INTERVAL_S={raw!r}: must be a number") from None
+        if not 0 < interval <= 3600:
+            raise SettingError(f"CITELEDGER_CHECKPOINT_INTERVAL_S={raw}: must be above 0 and at most 3600")
+        witnesses = os.environ.get("CITELEDGER_WITNESSES", "")
+        from ledger.witnessing import parse_witnesses  # imports this module
+
+        parse_witnesses(witnesses)  # a bad entry stops the start with one line naming it
+        config = cls(
+            data_dir=directory, database_url=url, checkpoint_interval_s=interval, witnesses=witnesses
+        )
         return replace(config, **overrides)
 
     @property
@@ -53,18 +67,25 @@ class LedgerConfig:
         if self.database_url is None:
             return {
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                "SQLITE_DBNAME": str(self.sqlite_path),
+                # mode=rw: never open read-only. Where the file cannot be written SQLite would
+                # otherwise fall back to a read-only connection, and keep it read-only after
+                # the file is writable again (every write on it failing until a restart).
+                "SQLITE_DBNAME": f"{self.sqlite_path.absolute().as_uri()}?mode=rw",
                 "SQLITE_LOCK_TIMEOUT": "30",
             }
         url = urlparse(self.database_url)
         if url.scheme not in ("postgresql", "postgres"):
-            raise ValueError("CITELEDGER_DATABASE_URL must start with postgresql://")
+            raise SettingError("CITELEDGER_DATABASE_URL must start with postgresql://")
+        try:
+            port = url.port or 5432
+        except ValueError:
+            raise SettingError("CITELEDGER_DATABASE_URL: the port must be a number from 1 to 65535") from None
         query = parse_qs(url.query)
         return {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "POSTGRES_DBNAME": (url.path or "/").lstrip("/") or "postgres",
             "POSTGRES_HOST": url.hostname or "127.0.0.1",
-            "POSTGRES_PORT": str(url.port or 5432),
+            "POSTGRES_PORT": str(port),
             "POSTGRES_USER": unquote(url.username or "postgres"),
             # eventsourcing insists on a password; under trust auth any value works.
             "POSTGRES_PASSWORD": unquote(url.password or "unused"),

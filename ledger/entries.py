@@ -99,6 +99,9 @@ class PreparedDraft:
     payload_json: bytes
 
 
+_SYSTEM_ONLY = frozenset({"SigningKeyRotated", "IntegrityRepaired"})
+
+
 def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     """Validate everything that does not depend on the log position.
 
@@ -113,8 +116,8 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise EventRejected(str(first["loc"][0]), first["msg"]) from None
-    if draft.type == "SigningKeyRotated" and not system:
-        raise EventRejected("type", "SigningKeyRotated is written only by the ledger's key rotation")
+    if draft.type in _SYSTEM_ONLY and not system:
+        raise EventRejected("type", f"{draft.type} is written only by the ledger itself")
     payload = payload_to_json(draft.type, draft.payload)
     payload_json = canonical_json(payload, checked=False)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:

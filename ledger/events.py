@@ -31,6 +31,7 @@ MAX_AUTH_SCOPES = 32
 MAX_SCORE_COMPONENTS = 16
 MAX_TOP_K = 50
 MAX_TARGET_ROOTS = 32
+MAX_CONTENT_READ = 500  # entries read in plain per ContentRead (a page of the lists)
 
 MAX_IDENTIFIER_CHARS = 128
 
@@ -65,6 +66,7 @@ DeadlineMs = Annotated[int, Field(ge=1, le=MAX_DEADLINE_MS)]
 
 Sensitivity = Literal["public", "internal", "restricted"]
 RemovalReason = Literal["source_deleted", "withdrawn"]
+RuleOrigin = Literal["source", "front_matter", "default"]
 ScoreComponentName = Literal[
     "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external"
 ]
@@ -120,6 +122,10 @@ class DocumentIngested(Schema):
     retention_days: RetentionDays | None = None
     subject_id: Identifier | None = None
     chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
+    # Which rule set the sensitivity and the retention of a synced file (absent on documents
+    # posted directly, and on those recorded before sources had rules).
+    sensitivity_origin: RuleOrigin | None = None
+    retention_origin: RuleOrigin | None = None
 
 
 class DocumentRemoved(Schema):
@@ -165,6 +171,9 @@ class SelectedEntry(Schema):
     document_id: Identifier
     version_id: Identifier | None = None
     chunk_id: Identifier
+    # The cited document's source (absent from the signed JSON on entries recorded before
+    # sources were named): the same path in two sources is two documents.
+    source: Identifier | None = None
     path: SourcePath
     locator: Locator
     score: Decimal
@@ -194,6 +203,9 @@ class SearchRequest(Schema):
     `query`), and the log position whose corpus it ranked: enough to run it again on replay."""
 
     target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    # The target roots whose first segment named a source of the tenant when the search ran
+    # (`source` or `source/folder`); absent on searches recorded before roots named sources.
+    root_sources: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] | None = None
     top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)]
     filters: SearchFilters = SearchFilters()
     corpus_position: SafeInt
@@ -218,6 +230,10 @@ class RetrievalRecorded(Schema):
     filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
     context_hash: Hex64
     status: RetrievalStatus
+    # Searches the ledger ran: how many live chunk versions the task's scopes could not see
+    # (`ledger.usecases.visibility`), never which. Absent (omitted from the signed JSON) on
+    # receipts recorded before that rule, which replay without it.
+    withheld: SafeInt | None = None
 
 
 class RetentionScrubbed(Schema):
@@ -242,10 +258,20 @@ class LegalHoldReleased(Schema):
 
 
 class AccessDenied(Schema):
-    resource_type: Literal["citation", "document", "receipt"]
+    resource_type: Literal["citation", "document", "receipt", "chunk"]
     resource_id: Identifier
     required_scope: Identifier
     reason: Identifier
+
+
+class ContentRead(Schema):
+    """Sealed fields (queries, snippets, heading paths) read in plain by a holder of
+    `audit.content`: which entries, by id only; one entry per page read. A receipt's
+    citations are named by its receipt id; `citation_ids` lists citations read alone."""
+
+    positions: Annotated[list[SafeInt], Field(min_length=1, max_length=MAX_CONTENT_READ)]
+    receipt_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
+    citation_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
 
 
 class ReplaySummary(Schema):
@@ -275,6 +301,22 @@ class SigningKeyRotated(Schema):
     possession_signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
 
 
+class IntegrityFindingRecord(Schema):
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+    evidence: Annotated[str, StringConstraints(min_length=1, max_length=400)]
+    message: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+class IntegrityRepaired(Schema):
+    """An operator's answer to evidence that the log was cut back or rewritten
+    (`ledger.integrity`): what was found and what was done. Written only by
+    `citeledger repair`."""
+
+    findings: Annotated[list[IntegrityFindingRecord], Field(min_length=1, max_length=64)]
+    actions: Annotated[list[Annotated[str, StringConstraints(max_length=1000)]], Field(max_length=8)]
+    log_size: Annotated[int, Field(ge=0)]
+
+
 PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "DocumentIngested": DocumentIngested,
     "DocumentRemoved": DocumentRemoved,
@@ -286,6 +328,8 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "SigningKeyRotated": SigningKeyRotated,
     "LegalHoldPlaced": LegalHoldPlaced,
     "LegalHoldReleased": LegalHoldReleased,
+    "IntegrityRepaired": IntegrityRepaired,
+    "ContentRead": ContentRead,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -298,10 +342,16 @@ EventType = Literal[
     "SigningKeyRotated",
     "LegalHoldPlaced",
     "LegalHoldReleased",
+    "IntegrityRepaired",
+    "ContentRead",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
-OMIT_WHEN_NONE = frozenset({"policy_snapshot", "search"})
+OMIT_WHEN_NONE = frozenset(
+    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin"}
+)
+# The same inside each selected entry: fields added later, so older entries keep their bytes.
+ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
 
 
 class EventRejected(ValueError):
@@ -336,4 +386,11 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
     for key in OMIT_WHEN_NONE:
         if key in dumped and dumped[key] is None:
             del dumped[key]
+    search = dumped.get("search") if event_type == "RetrievalRecorded" else None
+    if isinstance(search, dict) and search.get("root_sources", 0) is None:
+        del search["root_sources"]
+    for entry in dumped.get("selected_entries", ()) if event_type == "RetrievalRecorded" else ():
+        for key in ENTRY_OMIT_WHEN_NONE:
+            if entry.get(key, 0) is None:
+                del entry[key]
     return dumped

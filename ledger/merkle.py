@@ -250,7 +250,15 @@ def _check_proof_hashes(proof: Sequence[bytes], **named: bytes) -> None:
 
 def verify_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> None:
     """RFC 9162 section 2.1.3.2; raises ProofError unless the proof holds."""
-    _check_proof_hashes(proof, leaf_hash=leaf_hash, root=root)
+    _check_proof_hashes(proof, root=root)
+    if root_from_inclusion(leaf_hash, index, size, proof) != root:
+        raise ProofError("inclusion proof does not lead to the given root")
+
+
+def root_from_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[bytes]) -> bytes:
+    """The root an RFC 9162 inclusion proof leads to (steps 1-5 of section 2.1.3.2 but the
+    final comparison): what a detached-payload COSE receipt signs. Raises ProofError."""
+    _check_proof_hashes(proof, leaf_hash=leaf_hash)
     if index < 0 or size < 0:
         raise ProofError("leaf index and tree size must not be negative")
     # 1. leaf_index must be below tree_size.
@@ -276,8 +284,7 @@ def verify_inclusion(leaf_hash: bytes, index: int, size: int, proof: Sequence[by
     # 5.
     if sn != 0:
         raise ProofError("inclusion proof is shorter than the tree size requires")
-    if r != root:
-        raise ProofError("inclusion proof does not lead to the given root")
+    return r
 
 
 def verify_consistency(

@@ -112,6 +112,29 @@ def diff(original: Outcome, replay: Outcome) -> dict[str, Any]:
     }
 
 
+def without_chunks(envelope: Mapping[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
+    """The envelope as shown to a caller who may not see the `hidden` chunks: their entries
+    and filters left out, `common` counting what is left. The context hashes stay (they
+    commit to the whole answer but reveal nothing of it)."""
+    if not hidden:
+        return dict(envelope)
+    entries, filters = envelope["selected_entries"], envelope["filters_applied"]
+    common = [e for e in entries["common_entries"] if e["chunk_id"] not in hidden]
+    return {
+        **envelope,
+        "selected_entries": {
+            "added": [e for e in entries["added"] if e["chunk_id"] not in hidden],
+            "removed": [e for e in entries["removed"] if e["chunk_id"] not in hidden],
+            "common": len(common),
+            "common_entries": common,
+        },
+        "filters_applied": {
+            "added": [f for f in filters["added"] if f["chunk_id"] not in hidden],
+            "removed": [f for f in filters["removed"] if f["chunk_id"] not in hidden],
+        },
+    }
+
+
 def summary(envelope: Mapping[str, Any]) -> ReplaySummary:
     """The counts a `ReplayRecorded` entry keeps of an envelope."""
     entries, filters = envelope["selected_entries"], envelope["filters_applied"]

@@ -212,6 +212,10 @@ class DataKeyStore:
         """(key_ref, tenant_id, reason) destroyed but not yet recorded in the log."""
         return self.adapter.data_keys_unrecorded(tenant_id)
 
+    def destructions(self, key_refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """When and why each destroyed ref among `key_refs` was destroyed."""
+        return self.adapter.data_key_destructions(key_refs)
+
     def mark_recorded(self, key_refs: Sequence[str], position: int) -> None:
         self.adapter.data_keys_mark_recorded(key_refs, position)
 
@@ -285,6 +289,13 @@ class Sealer:
             ciphertext=b64(ciphertext),
             commitment=commitment,
         )
+
+    def mac(self, data: bytes, *, tenant_id: str, key_refs: Sequence[str]) -> str:
+        """HMAC-SHA256 of `data` under the salt of the key derived from `key_refs` (all live:
+        `KeyDestroyed` once one is shredded): recognises data again while the keys live, and
+        confirms no guess of it after."""
+        key = self._key(tuple(sorted(set(key_refs))), tenant_id, create=False)
+        return hmac.new(key.salt, b"citeledger/mac/v1|" + data, hashlib.sha256).hexdigest()
 
     def unseal(self, sealed: Sealed | dict[str, Any], *, tenant_id: str) -> str:
         value = sealed if isinstance(sealed, Sealed) else Sealed.model_validate(sealed)

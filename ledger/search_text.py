@@ -38,6 +38,7 @@ MAX_QUERY_TERMS = 64
 MAX_WORD_CHARS = 64  # longer "words" (hashes, base64) are not search terms
 _stemmer_lock = threading.Lock()
 _stemmer = Stemmer.Stemmer("english")
+_stemmer.maxCacheSize = 0  # no second cache of plaintext words beside `_stems` (which an erasure drops)
 
 
 class Term(NamedTuple):
@@ -72,6 +73,13 @@ def stem_word(word: str) -> str:
             _stems.clear()
         _stems[word] = stem
     return stem
+
+
+def forget_words() -> None:
+    """Drop the cached words (plaintext of documents and queries) after an erasure: no
+    word of erased text outlives its key in this process's memory."""
+    with _stemmer_lock:
+        _stems.clear()
 
 
 def split_words(text: str) -> list[str]:

@@ -61,9 +61,15 @@ def public_raw_of(private: Ed25519PrivateKey) -> bytes:
 
 def read_public_key_file(path: Path) -> bytes:
     """Accepts base64 of the raw 32-byte key, or a PEM SubjectPublicKeyInfo."""
-    text = path.read_text(encoding="ascii").strip()
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except UnicodeDecodeError:
+        raise KeyFileError(f"{path}: not a public key (not ASCII text)") from None
     if text.startswith("-----BEGIN"):
-        key = serialization.load_pem_public_key(text.encode("ascii"))
+        try:
+            key = serialization.load_pem_public_key(text.encode("ascii"))
+        except (ValueError, TypeError):  # cryptography's refusal of a broken PEM
+            raise KeyFileError(f"{path}: not a PEM public key") from None
         if not isinstance(key, Ed25519PublicKey):
             raise KeyFileError(f"{path}: not an Ed25519 public key")
         return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)

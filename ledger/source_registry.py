@@ -28,6 +28,10 @@ class Source:
     name: str
     path: str  # the real path of the root, as checked when added
     tenant_id: str
+    # Every synced file's rules (None: `internal`, the tenant's retention); a file's front
+    # matter may narrow them (`ledger.front_matter`).
+    sensitivity: str | None = None
+    retention_days: int | None = None
 
 
 def valid_name(name: str) -> bool:
@@ -47,7 +51,16 @@ class SourceRegistry:
             return []  # deny by default: no file, no source
         try:
             entries = json.loads(raw)["sources"]
-            sources = [Source(str(e["name"]), str(e["path"]), str(e["tenant_id"])) for e in entries]
+            sources = [
+                Source(
+                    str(e["name"]),
+                    str(e["path"]),
+                    str(e["tenant_id"]),
+                    e.get("sensitivity"),
+                    e.get("retention_days"),
+                )
+                for e in entries
+            ]
         except (ValueError, KeyError, TypeError):
             raise RegistryError(f"{self.path}: not a sources file") from None
         return sorted(sources, key=lambda s: s.name)

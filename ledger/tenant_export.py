@@ -48,6 +48,8 @@ def iter_tenant_export(ledger: Any, tenant_id: str) -> Iterator[bytes]:
     The checkpoint is the newest one if it covers the whole log, else one issued now;
     entries appended after it are left out (they belong to the next export)."""
     checkpoint: CheckpointRecord | None = ledger.issue_checkpoint()
+    if checkpoint is not None:
+        checkpoint = ledger.cosign(checkpoint)  # with its witnesses' cosignatures
     if checkpoint is None:  # never: the genesis entry is written when a ledger opens
         raise LookupError("the log is empty")
     size = checkpoint.tree_size

@@ -46,6 +46,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from ledger.log_repeats import log_failure
 from ledger.merkle import EMPTY_ROOT, HASH_SIZE, MerkleProofs, check_hash_arg, fold_right, node_hash
 from ledger.store import Store
 
@@ -59,7 +60,12 @@ _NAME_RE = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 class TileStateError(RuntimeError):
     """The stored tiles cannot describe the size they claim (a missing or short
-    row): the caller rebuilds them from the log."""
+    row: evidence, see `ledger.integrity`), or were written with another tile
+    height (`layout_changed`: a setting, not evidence; rebuilt from the log)."""
+
+    def __init__(self, message: str, *, layout_changed: bool = False) -> None:
+        super().__init__(message)
+        self.layout_changed = layout_changed
 
 
 class TileStore:
@@ -218,7 +224,9 @@ class TiledMerkleTree(MerkleProofs):
                 return 0
             size, tile_height = state
             if tile_height != self.tile_height or size < 0:
-                raise TileStateError(f"tiles of height {tile_height} stored, {self.tile_height} wanted")
+                raise TileStateError(
+                    f"tiles of height {tile_height} stored, {self.tile_height} wanted", layout_changed=True
+                )
             wanted: list[tuple[int, int, int]] = []  # (level, tile index, width)
             level = 0
             while size >> (self.tile_height * level):
@@ -239,7 +247,8 @@ class TiledMerkleTree(MerkleProofs):
             return size
 
     def clear(self) -> None:
-        """Drop the stored tiles and start empty (they did not match the log)."""
+        """Drop the stored tiles and start empty (another tile height, or an
+        operator's `citeledger repair` of tiles that did not match the log)."""
         with self._lock:
             if self.tiles is not None:
                 self.tiles.clear()
@@ -322,8 +331,8 @@ class TiledMerkleTree(MerkleProofs):
             return  # memory-only: full tiles stay in `_dirty` for good
         try:
             self.flush()
-        except Exception:  # see docstring; retried at the next flush
-            log.warning("could not store Merkle tiles; they stay behind the log", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - see docstring; retried at the next flush
+            log_failure(log, "could not store Merkle tiles; they stay behind the log", exc)
 
     # -- reading ------------------------------------------------------------------
     def root(self, size: int | None = None) -> bytes:
@@ -345,6 +354,16 @@ class TiledMerkleTree(MerkleProofs):
     def leaf_hash_at(self, index: int) -> bytes:
         with self._lock:
             return super().leaf_hash_at(index)
+
+    def tile(self, level: int, index: int, width: int) -> bytes:
+        """The first `width` hashes of tile (level, index) as C2SP tlog-tiles serves it:
+        nodes of height tile_height*level, each complete in the current tree. Raises
+        LookupError when the tree does not have that many yet."""
+        with self._lock:
+            available = (self._size >> (self.tile_height * level)) - (index << self.tile_height)
+            if not 1 <= width <= min(available, self._width) or index < 0 or level < 0:
+                raise LookupError(f"tile {level}/{index} has no {width} hashes in a tree of {self._size}")
+            return b"".join(self._expanded(level, index)[0][:width])
 
     def _node(self, height: int, index: int) -> bytes:
         level, r = divmod(height, self.tile_height)

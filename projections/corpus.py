@@ -75,6 +75,8 @@ class CorpusProjection(Projection):
         IndexSpec(
             f"{CORPUS_TABLE}_chunk", CORPUS_TABLE, "tenant_id, document_id, chunk_id", deferrable=False
         ),
+        # A source's documents: a sync's own files, target_roots naming a source.
+        IndexSpec(f"{CORPUS_TABLE}_source", CORPUS_TABLE, "tenant_id, source, document_id"),
         # as_of(p): rows with live_from <= p (primary key prefix) and live_to NULL or > p.
         IndexSpec(f"{CORPUS_TABLE}_live_to", CORPUS_TABLE, "tenant_id, live_to_position, live_from_position"),
     )
@@ -190,4 +192,5 @@ def chunk_state(row: Any) -> ChunkState:
         retention_days=row["retention_days"],
         text=orjson.loads(row["text"]) if row["text"] else None,
         heading_path=orjson.loads(row["heading_path"]) if row["heading_path"] else None,
+        source=row["source"],
     )

@@ -33,6 +33,9 @@ def receipt_id_of(envelope: dict[str, Any]) -> str | None:
         return str(payload["original_receipt_id"])
     if event_type == "AccessDenied" and payload.get("resource_type") == "receipt":
         return str(payload["resource_id"])
+    if event_type == "ContentRead" and len(payload.get("receipt_ids", ())) == 1:
+        # A read of one receipt is found by its id; a page's read lists several.
+        return str(payload["receipt_ids"][0])
     return None
 
 

@@ -22,8 +22,9 @@ import orjson
 
 from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.entries import EventDraft, RecordedEvent
+from ledger.events import MAX_TARGET_ROOTS
 from ledger.idempotency import IdempotentWrite
-from ledger.store import Store
+from ledger.store import LEDGER_STREAM_ID, Store
 from ledger.usecases.context import UseCaseContext, Writer
 from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
 from projections.corpus import CORPUS_TABLE, chunk_state
@@ -157,11 +158,30 @@ class ProjectedLookups:
     def _chunk_rows(self, where: str, params: tuple[Any, ...]) -> list[ChunkState]:
         rows = self.store.rows(
             "SELECT tenant_id, document_id, version_id, chunk_id, live_from_position, path, "
-            "start_line, end_line, sensitivity, retention_days, text, heading_path "
+            "start_line, end_line, sensitivity, retention_days, text, heading_path, source "
             f"FROM {self.store.table(CORPUS_TABLE)} WHERE {where}",
             params,
         )
         return [chunk_state(row) for row in rows]
+
+    def erased_documents(self, tenant_id: str) -> tuple[frozenset[str], frozenset[str]]:
+        rows = self.store.rows(
+            f"SELECT DISTINCT document_id, content_sha256 FROM {self.store.table(CORPUS_TABLE)} "
+            "WHERE tenant_id=? AND scrub_reason='erasure_request'",
+            (tenant_id,),
+        )
+        return frozenset(r["document_id"] for r in rows), frozenset(r["content_sha256"] for r in rows)
+
+    def documents_of_sources(self, tenant_id: str, sources: Sequence[str]) -> dict[str, str]:
+        names = list(dict.fromkeys(sources))[:MAX_TARGET_ROOTS]
+        if not names:
+            return {}
+        rows = self.store.rows(
+            f"SELECT DISTINCT document_id, source FROM {self.store.table(CORPUS_TABLE)} "
+            f"WHERE tenant_id=? AND source IN ({', '.join('?' * len(names))})",
+            (tenant_id, *names),
+        )
+        return {row["document_id"]: row["source"] for row in rows}
 
     def source_documents(self, tenant_id: str, source: str) -> dict[str, str]:
         """Path -> document id of the tenant's live (not removed) documents from `source`."""
@@ -280,6 +300,42 @@ class ProjectedLookups:
             return None
         self._remember_entry(tenant_id, receipt_id, event)
         return event
+
+    def receipt_with_replays(
+        self, tenant_id: str, receipt_id: str
+    ) -> tuple[RecordedEvent, list[tuple[str, int]]] | None:
+        """The receipt's entry and its replays (id, position; log order) in one statement of
+        index lookups: the receipt's key, the entry's key in the log, the replays' index
+        (parent, position). An entry held in memory is not read again."""
+        receipts = self.store.table(RECEIPTS_TABLE)
+        replays_sql = (
+            f"SELECT position, receipt_id FROM {receipts} WHERE tenant_id=? AND parent_receipt_id=? "
+            "ORDER BY position LIMIT ?"
+        )
+        replay_params = (tenant_id, receipt_id, _MAX_REPLAYS_LISTED)
+        event = self.cached_receipt(tenant_id, receipt_id)
+        if event is not None:
+            rows = self.store.rows(replays_sql, replay_params)
+            return event, [(row["receipt_id"], int(row["position"])) for row in rows]
+        events = self.store.table(self.store.events_table)
+        rows = self.store.rows(
+            f"SELECT r.position AS position, e.state AS state, NULL AS receipt_id FROM {receipts} r "
+            f"JOIN {events} e ON e.originator_id=? AND e.originator_version=r.position "
+            "WHERE r.tenant_id=? AND r.receipt_id=? "
+            f"UNION ALL SELECT position, NULL, receipt_id FROM ({replays_sql}) replays",
+            (self.store.adapter.stream_param(LEDGER_STREAM_ID), tenant_id, receipt_id, *replay_params),
+        )
+        found = [row for row in rows if row["receipt_id"] is None]
+        if not found:
+            return None
+        event = RecordedEvent(position=int(found[0]["position"]), entry=bytes(found[0]["state"]))
+        if event.tenant_id != tenant_id or event.type != "RetrievalRecorded":
+            return None
+        self._remember_entry(tenant_id, receipt_id, event)
+        replays = sorted(
+            (int(row["position"]), row["receipt_id"]) for row in rows if row["receipt_id"] is not None
+        )
+        return event, [(replay_id, position) for position, replay_id in replays]
 
     # -- replay -----------------------------------------------------------------------
     def receipt_record(self, tenant_id: str, receipt_id: str) -> ReceiptRecord | None:

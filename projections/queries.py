@@ -145,6 +145,8 @@ class ReceiptFilter:
     to_position: int | None = None  # inclusive
     recorded_from: str | None = None  # inclusive, RFC 3339 UTC
     recorded_to: str | None = None  # exclusive
+    task_id: str | None = None
+    document_id: str | None = None  # receipts citing this document
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,12 @@ class ReadModels:
             if value is not None:
                 conditions.append(f"{column}=?")
                 params.append(value)
+        # No column of their own: matched in the receipt's canonical JSON, key and value
+        # together (ids cannot hold a quote), within the tenant's rows.
+        for key, value in (("task_id", filters.task_id), ("document_id", filters.document_id)):
+            if value is not None:
+                conditions.append("body LIKE ? ESCAPE '!'")
+                params.append(f'%"{key}":"{_like_literal(value)}"%')
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
         rows = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
@@ -347,6 +355,10 @@ class ReadModels:
             f"ORDER BY position {order.upper()} LIMIT ?"
         )
         return self.store.rows(statement, [*params, limit + 1])
+
+
+def _like_literal(value: str) -> str:
+    return value.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 def _ranges(conditions: list[str], params: list[Any], low: int | None, high: int | None) -> None:

@@ -39,7 +39,7 @@ import numpy.typing as npt
 from ledger import adapters
 from ledger.entries import RecordedEvent
 from ledger.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
-from ledger.search_text import TermHasher, filename_words, term_counts, term_key
+from ledger.search_text import TermHasher, filename_words, forget_words, term_counts, term_key
 from ledger.signing import KeyDirectory
 from ledger.store import Store
 from ledger.usecases.ports import ChunkState, IndexedChunk
@@ -261,8 +261,14 @@ class SearchIndexProjection(Projection):
             ),
             (event.tenant_id, event.position),
         )
+        self.forget_terms(event.tenant_id)
+
+    def forget_terms(self, tenant_id: str) -> None:
+        """Drop the plaintext words this process cached (stems, term hashes) once an erasure is
+        seen: applied here, or found by a copy that another process's apply left behind."""
+        forget_words()
         if self._keys is not None:
-            self._keys.hasher(event.tenant_id).forget()
+            self._keys.hasher(tenant_id).forget()
 
     def _flush(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
         if rows:
@@ -350,6 +356,7 @@ class _TenantIndex:
         self.live_to = np.zeros(0, np.int64)
         self.length = np.zeros(0, np.int64)
         self.ordinal = np.zeros(0, np.int64)
+        self.restricted = np.zeros(0, np.bool_)
         self.document_number = np.zeros(0, np.int64)
         self.document_numbers: dict[str, int] = {}
         self.chunks: list[IndexedChunk] = []
@@ -369,6 +376,9 @@ class _TenantIndex:
         ).astype(np.int64)
         self.length = np.concatenate([self.length, [int(r["length"]) for r in rows]]).astype(np.int64)
         self.ordinal = np.concatenate([self.ordinal, [int(r["ordinal"]) for r in rows]]).astype(np.int64)
+        self.restricted = np.concatenate(
+            [self.restricted, [r["sensitivity"] == "restricted" for r in rows]]
+        ).astype(np.bool_)
         numbers = self.document_numbers
         self.document_number = np.concatenate(
             [self.document_number, [numbers.setdefault(r["document_id"], len(numbers)) for r in rows]]
@@ -402,6 +412,7 @@ class AsOfView:
     lengths: npt.NDArray[np.int64]
     ordinals: npt.NDArray[np.int64]
     document_numbers: npt.NDArray[np.int64]
+    restricted: npt.NDArray[np.bool_]
     live_count: int
     total_length: int
     _index: _TenantIndex
@@ -490,6 +501,7 @@ class SearchIndex:
                 lengths=lengths,
                 ordinals=index.ordinal,
                 document_numbers=index.document_number,
+                restricted=index.restricted,
                 live_count=int(live.sum()),
                 total_length=int(lengths[live].sum()),
                 _index=index,
@@ -557,6 +569,8 @@ class SearchIndex:
             )
             erased = cursor.fetchall()[0]["last"] or 0
             if index is None or erased > index.erased_through:
+                if index is not None:  # an erasure since this copy was loaded
+                    self.projection.forget_terms(tenant_id)
                 index = _TenantIndex()
                 # A copy of the keys first: other threads' chunk_states write to the cache.
                 for key in [k for k in list(self._states) if k[0] == tenant_id]:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from ledger.adapters import AppendListener
+from ledger.log_repeats import log_failure
 from ledger.store import Store
 from projections.runner import TRANSIENT_ERRORS, ProjectionRunner
 
@@ -27,18 +28,28 @@ class LogWaiter:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._listener: AppendListener | None = store.adapter.listen_appends()
+        self._listens = self._listener is not None  # the backend has notifications
 
     def wait(self, timeout: float, stop: threading.Event) -> None:
         if self._listener is None:
             stop.wait(timeout)
+            if self._listens:  # lost earlier and the database was still down: try again
+                self._listen()
             return
         try:
             self._listener.wait(timeout)
-        except TRANSIENT_ERRORS:
-            log.warning("lost the LISTEN connection; reconnecting", exc_info=True)
+        except TRANSIENT_ERRORS as exc:
+            log_failure(log, "lost the LISTEN connection; reconnecting", exc)
             self.close()
             stop.wait(timeout)
+            self._listen()
+
+    def _listen(self) -> None:
+        try:
             self._listener = self.store.adapter.listen_appends()
+        except TRANSIENT_ERRORS as exc:  # still down: poll, and try again next time
+            log_failure(log, "could not LISTEN; polling until the database is back", exc)
+            self._listener = None
 
     def close(self) -> None:
         if self._listener is not None:
@@ -59,8 +70,8 @@ def run_worker(
         while not stop.is_set():
             try:
                 applied = runner.catch_up(interrupt=stop)
-            except TRANSIENT_ERRORS:
-                log.warning("database unavailable; retrying", exc_info=True)
+            except TRANSIENT_ERRORS as exc:
+                log_failure(log, "database unavailable; retrying", exc)
                 stop.wait(1.0)
                 continue
             if after_pass is not None:

@@ -13,6 +13,13 @@ configuration (the limiter still runs on every request).
     .venv/bin/python scripts/bench_api.py [--seconds 8] [--clients 32] [--client auto|wrk|python]
         [--out docs/benchmarks/api.md]
 
+`--uncached-receipts 10000,1000000` measures `GET /v1/receipts/{id}` of receipts the server has
+not served before at each ledger size, side by side (`scripts/bench_api_receipts.py`; ledgers
+built once under `--ledger-root` and reused), and writes its own section of the output file.
+
+    .venv/bin/python scripts/bench_api.py --uncached-receipts 10000,1000000 [--samples 1000]
+        [--ledger-root /tmp/citeledger-bench-ledgers]
+
 `--postgres-workers 1,2` measures scale-out instead: `citeledger serve --workers N`
 on PostgreSQL (a fresh schema per run, a `citeledger project` worker beside it)
 for each N, plus one SQLite worker for reference, side by side in one run
@@ -309,17 +316,30 @@ def drive_wrk(
 
 PG_SECTION_START = "<!-- postgres-workers -->"
 PG_SECTION_END = "<!-- /postgres-workers -->"
+SECTIONS = (
+    (PG_SECTION_START, PG_SECTION_END),
+    ("<!-- uncached-receipts -->", "<!-- /uncached-receipts -->"),
+)
 
 
-def merge_section(path: Path, section: str | None, main_text: str | None) -> str:
+def merge_section(
+    path: Path, section: str | None, main_text: str | None, start: str = PG_SECTION_START
+) -> str:
     """The output file: the single-worker report (`main_text`, or the one already in the
-    file) followed by the scale-out section (`section`, or the one already in the file)."""
-    old = path.read_text() if path.exists() else ""
-    old_main, _, rest = old.partition(PG_SECTION_START)
-    old_section = PG_SECTION_START + rest.partition(PG_SECTION_END)[0] + PG_SECTION_END if rest else ""
-    body = (main_text if main_text is not None else old_main).rstrip("\n")
-    tail = section if section is not None else old_section
-    return body + "\n" + ("\n" + tail.rstrip("\n") + "\n" if tail else "")
+    file) followed by its sections (scale-out, uncached reads): `section` replaces the one
+    opened by `start`, the others are kept as they are."""
+    text = path.read_text() if path.exists() else ""
+    sections: dict[str, str] = {}
+    for opening, closing in SECTIONS:
+        before, found, rest = text.partition(opening)
+        if found:
+            inner, _, after = rest.partition(closing)
+            sections[opening] = opening + inner + closing
+            text = before + after
+    if section is not None:
+        sections[start] = section
+    body = (main_text if main_text is not None else text).rstrip("\n")
+    return body + "\n" + "".join("\n" + sections[o].rstrip("\n") + "\n" for o, _ in SECTIONS if o in sections)
 
 
 class WaitSampler:
@@ -621,8 +641,29 @@ def main() -> None:
         default="1000000",
         help="scale-out mode: CITELEDGER_RATE_LIMIT_RPS of the servers (0: limiter off)",
     )
+    parser.add_argument(
+        "--uncached-receipts",
+        help="mode: GET /v1/receipts/{id} of receipts not served before, at these ledger sizes "
+        "side by side (comma-separated, e.g. 10000,1000000; see scripts/bench_api_receipts.py)",
+    )
+    parser.add_argument(
+        "--ledger-root",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "citeledger-bench-ledgers",
+        help="uncached-receipts mode: where ledger-<size> directories are built or reused",
+    )
+    parser.add_argument("--samples", type=int, default=1000, help="uncached-receipts mode: reads per size")
     args = parser.parse_args()
     args.scale_notes = SCALE_NOTES
+    if args.uncached_receipts:
+        from bench_api_receipts import SECTION_START, run
+
+        sizes = [int(size) for size in args.uncached_receipts.split(",")]
+        section = run(sizes, args.ledger_root, args.samples, free_port())
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(merge_section(args.out, section, None, SECTION_START))
+        print(section)
+        return
     wrk = shutil.which("wrk") if args.client in ("auto", "wrk") else None
     if args.client == "wrk" and wrk is None:
         parser.error("wrk is not on PATH (apt-get install wrk)")

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 # The one place that names the CLI module; run as `python -m CLI_MODULE ...` from ROOT so
 # the worktree's code is what runs (the `citeledger` console script may point elsewhere).
 CLI_MODULE = "cli.main"
+
+
+# Root ignores file modes; a process without CAP_DAC_OVERRIDE does not (it keeps uid 0, so the
+# interpreter under /root stays readable). Files a test makes read-only then refuse its writes.
+UNPRIVILEGED: tuple[str, ...] = (
+    ("setpriv", "--bounding-set", "-dac_override,-dac_read_search") if os.geteuid() == 0 else ()
+)
 
 
 def free_port() -> int:
@@ -47,9 +55,11 @@ def server_env(config: LedgerConfig, bootstrap_token: str, **extra: str) -> dict
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", CLI_MODULE, *args],
+        [*prefix, sys.executable, "-m", CLI_MODULE, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -85,12 +95,21 @@ class ServerProcess:
     """`citeledger serve` on 127.0.0.1 in its own session (process group)."""
 
     def __init__(
-        self, data_dir: Path, env: dict[str, str], *, workers: int = 1, log_path: Path | None = None
+        self,
+        data_dir: Path,
+        env: dict[str, str],
+        *,
+        workers: int = 1,
+        log_path: Path | None = None,
+        log_level: str = "warning",
+        prefix: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
         self.env = env
         self.workers = workers
         self.log_path = log_path
+        self.log_level = log_level
+        self.prefix = list(prefix)  # e.g. UNPRIVILEGED: runs the server through it
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -107,6 +126,7 @@ class ServerProcess:
         try:
             self.process = subprocess.Popen(
                 [
+                    *self.prefix,
                     sys.executable,
                     "-m",
                     CLI_MODULE,
@@ -118,7 +138,7 @@ class ServerProcess:
                     "--workers",
                     str(self.workers),
                     "--log-level",
-                    "warning",
+                    self.log_level,
                 ],
                 cwd=ROOT,
                 env=self.env,

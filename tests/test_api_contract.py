@@ -227,6 +227,7 @@ def test_unhandled_error_is_a_500_envelope_without_details(api: Api, raw_store: 
     response = api.client.get("/v1/receipts", headers=api.headers())
     assert_envelope(response, 500, "internal_error", retryable=True)
     assert RECEIPTS_TABLE not in response.text
+    assert int(response.headers["retry-after"]) >= 1  # every retryable 5xx says when to retry
 
 
 def test_structured_log_line_has_ids_and_no_text(api: Api, caplog: pytest.LogCaptureFixture) -> None:

@@ -235,7 +235,9 @@ def test_the_demo_explains_itself_and_says_when_it_appends(tmp_path: Path) -> No
     out = again.stdout + again.stderr
     assert "Appending to the existing ledger" in out
     assert "already on the allowlist" in out
-    assert f"0 ingested, {corpus_files} unchanged, 0 removed, 0 skipped" in out
+    # The document the first run erased is still in the folder: it stays out.
+    assert f"0 ingested, {corpus_files - 1} unchanged, 0 removed, 1 skipped" in out
+    assert "skipped (erased): 1" in out
     assert not re.search(r"^ +\d+  DocumentIngested$", out, re.M)  # nothing re-recorded
     assert "already live (same bundle)" in out
     gone = next(line for line in out.splitlines() if "reads back: gone (404" in line)

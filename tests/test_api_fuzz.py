@@ -83,8 +83,11 @@ RAW_BODIES = st.sampled_from(
 def world(api: Api) -> dict[str, Any]:
     """A document, a policy-free tenant, a hold: the real objects valid bodies refer to."""
     doc = api.document()
+    held = api.document("# Held\n\nKept for a case.\n", path="fuzz/held.md")  # a hold names a real document
     hold = api.client.post(
-        "/v1/legal-holds", json={"document_ids": ["held-doc"], "legal_basis": "fuzz"}, headers=api.headers()
+        "/v1/legal-holds",
+        json={"document_ids": [held["document_id"]], "legal_basis": "fuzz"},
+        headers=api.headers(),
     )
     assert hold.status_code == 201, hold.text
     return {"doc": doc, "hold_id": hold.json()["hold_id"], "retrieval": api.retrieval_body(doc)}

@@ -236,6 +236,7 @@ def test_ops_routes(api: Api) -> None:
 
 def test_tokens_cli_and_bootstrap(tmp_path: Path) -> None:
     runner = CliRunner()
+    assert runner.invoke(cli_app, ["init", "--data-dir", str(tmp_path)]).exit_code == 0
     result = runner.invoke(
         cli_app,
         [

@@ -320,6 +320,7 @@ def test_cli_verify_says_what_a_partial_export_proves(api: Api, tmp_path: Path) 
 
 def test_tokens_create_operator(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
+    assert _cli("init", data_dir=data_dir).returncode == 0
     made = _cli("tokens", "create", "--operator", data_dir=data_dir)
     assert made.returncode == 0, made.stderr
     bearer = made.stdout.strip()

@@ -98,6 +98,12 @@ def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
 def test_server_commands_still_reach_the_web_package(tmp_path: Path) -> None:
     """The probe sees imports: `tokens create` loads `api` (lazily, inside the command)."""
     data = str(tmp_path / "data")
-    result = _probe([["tokens", "create", "--tenant", "acme", "--scopes", "audit.read", "--data-dir", data]])
-    assert result[0]["exit"] == 0
-    assert "api" in result[0]["loaded"]  # type: ignore[operator]
+    result = _probe(
+        [
+            ["init", "--data-dir", data],
+            ["tokens", "create", "--tenant", "acme", "--scopes", "audit.read", "--data-dir", data],
+        ]
+    )
+    assert result[0]["exit"] == 0 and result[0]["loaded"] == []  # init is offline too
+    assert result[1]["exit"] == 0
+    assert "api" in result[1]["loaded"]  # type: ignore[operator]

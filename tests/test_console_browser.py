@@ -110,7 +110,7 @@ def _sign_in(page: Page, base_url: str, token: str, target: str = "/console/") -
 
 def _auditor_token(config: Any) -> str:
     # Everything an auditor does in the console, but not knowledge.restricted.read.
-    return create_token(config.token_path, "acme", ["audit.read", "replay.run", "admin"])
+    return create_token(config.token_path, "acme", ["audit.read", "audit.content", "replay.run", "admin"])
 
 
 def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_path: Path) -> None:
@@ -143,8 +143,18 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
         receipt_id = seeded["search"]["receipt_id"]
         page.locator(f"a[href='/console/receipts/{receipt_id}']").first.click()
         assert page.locator(".badge.intact").is_visible()
-        assert "handbook/retention.md" in page.locator("main").inner_text()
+        main = page.locator("main").inner_text()
+        assert "handbook/retention.md" in main
+        # The question asked, in plain under audit.content, and the read is on the record.
+        assert page.locator("blockquote.question").inner_text() == "audit logs kept"
         _shot(page, "receipt", screenshots)
+        page.goto(base + "/console/history?type=ContentRead")
+        assert page.locator("table.history tbody tr td:nth-child(3)").count() >= 1
+        # The restricted citation's snippet stays sealed for a token without the scope.
+        page.goto(f"{base}/console/receipts/{seeded['restricted']['receipt_id']}")
+        assert "restricted: needs knowledge.restricted.read" in page.locator("main").inner_text()
+        assert "confidential" not in page.content()
+        page.goto(f"{base}/console/receipts/{receipt_id}")
 
         # Replay: the diff's three views and the integrity verdict.
         page.get_by_role("button", name="Replay this receipt").click()

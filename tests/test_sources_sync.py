@@ -205,6 +205,7 @@ def test_the_cli_syncs_with_a_report_per_file(tmp_path: Path, root: Path) -> Non
 
     runner = CliRunner()
     data_dir = str(tmp_path / "cli-data")
+    assert runner.invoke(app, ["init", "--data-dir", data_dir]).exit_code == 0
     added = runner.invoke(
         app, ["sources", "add", "notes", str(root), "--tenant", TENANT, "--data-dir", data_dir]
     )

@@ -19,6 +19,7 @@ import pytest
 
 from ledger.application import Ledger, LedgerIntegrityError
 from ledger.config import LedgerConfig
+from ledger.integrity import IntegrityHold
 from ledger.merkle import MerkleTree
 from ledger.store import LEDGER_STREAM_ID, Store
 from ledger.tree_store import TiledMerkleTree, TileStore
@@ -202,61 +203,121 @@ def _reopen_tree(store: Store) -> TiledMerkleTree:
     return tree
 
 
-def test_tiles_that_do_not_match_the_log_are_rebuilt(
+def _assert_held(ledger: Ledger, kind: str) -> None:
+    """Writes and checkpoints refused, naming the finding; reads still answer."""
+    assert [finding.kind for finding in ledger.findings] == [kind]
+    with pytest.raises(IntegrityHold, match="citeledger repair"):
+        ledger.append(retrieval_draft(ledger), tenant_id=TENANT)
+    with pytest.raises(IntegrityHold):
+        ledger.issue_checkpoint()
+    assert ledger.get(1) is not None
+
+
+def test_tiles_that_do_not_match_the_log_hold_writes_until_repaired(
     ledger_config: LedgerConfig, raw_store: RawStore
 ) -> None:
-    """Partial or foreign states (a missing or short row, a wrong leaf, a log
-    shorter than the tiles): opening notices and builds the tiles again."""
+    """Partial or foreign tiles (a missing or short row, a wrong leaf) are evidence:
+    opening keeps them as they are, serves the tree built from the log, and refuses
+    writes until `repair`, which records a signed IntegrityRepaired entry and only
+    then rebuilds them. Tiles of another layout are a setting and are rebuilt."""
     ledger = _reopen(ledger_config)
     _fill(ledger, 700)
     ref = _log_tree(ledger)
     ledger.close()
     expected = _expected_tiles(ref)
-    damages = [
-        "DELETE FROM citeledger_merkle_tiles WHERE level = 0 AND idx = 2",  # the edge tile is gone
-        "UPDATE citeledger_merkle_tiles SET hashes = substr(hashes, 1, 32) WHERE level = 1",  # short
-        "UPDATE citeledger_merkle_state SET tile_height = 4",  # written with another layout
-    ]
-    for damage in damages:
-        raw_store.execute(damage)
-        again = _reopen(ledger_config)
-        try:
-            _assert_same_tree(again.tree, ref)
-            assert again.tree.stored_size == ref.size
-        finally:
-            again.close()
-        assert _stored_tiles(raw_store) == expected, damage
-    # The stored last leaf differs from the log's entry at that size.
-    raw_store.execute(
-        "UPDATE citeledger_merkle_tiles SET hashes = ? WHERE level = 0 AND idx = 2",
-        (b"\x00" * 32 * (701 - 512),),
-    )
+    raw_store.execute("UPDATE citeledger_merkle_state SET tile_height = 4")
     again = _reopen(ledger_config)
     try:
+        assert again.findings == []
         _assert_same_tree(again.tree, ref)
     finally:
         again.close()
     assert _stored_tiles(raw_store) == expected
-    # Entries gone from under the tiles (the log was cut back): the log wins.
+    damages = [
+        ("DELETE FROM citeledger_merkle_tiles WHERE level = 0 AND idx = 2", (), "tiles_damaged"),
+        (
+            "UPDATE citeledger_merkle_tiles SET hashes = substr(hashes, 1, 32) WHERE level = 1",
+            (),
+            "tiles_damaged",
+        ),
+        ("UPDATE citeledger_merkle_tiles SET hashes = ? WHERE level = 0 AND idx = 2", None, "tiles_disagree"),
+    ]
+    size = 701
+    for damage, params, kind in damages:
+        zeros = b"\x00" * len(_stored_tiles(raw_store)[(0, 2)])  # a wrong last leaf, the right length
+        raw_store.execute(damage, params if params is not None else (zeros,))
+        damaged = _stored_tiles(raw_store)
+        held = _reopen(ledger_config)
+        try:
+            _assert_held(held, kind)
+            _assert_same_tree(held.tree, _log_tree(held))
+        finally:
+            held.close()
+        assert _stored_tiles(raw_store) == damaged, damage  # the evidence is still there
+        held = _reopen(ledger_config)
+        try:
+            repaired = held.repair(actor="test")
+            size += 1
+            assert repaired.type == "IntegrityRepaired" and repaired.position == size
+            assert repaired.payload["findings"][0]["kind"] == kind
+            assert held.findings == []
+            held.append(retrieval_draft(held), tenant_id=TENANT)
+            size += 1
+        finally:
+            held.close()
+        final = _reopen(ledger_config)
+        try:
+            assert final.findings == []
+            assert _stored_tiles(raw_store) == _expected_tiles(_log_tree(final))
+        finally:
+            final.close()
+
+
+def test_a_log_cut_back_under_its_tiles_and_checkpoints_is_held(
+    ledger_config: LedgerConfig, raw_store: RawStore
+) -> None:
+    """Entries deleted from under the tiles: the log does NOT win. The shorter log is
+    served for reading and verification, writes wait for the operator; with the
+    tiles gone too, the newest signed checkpoint is still evidence."""
+    ledger = _reopen(ledger_config)
+    _fill(ledger, 700)
+    record = ledger.issue_checkpoint()
+    assert record is not None and record.tree_size == 701
+    ledger.close()
+    tiles_before = _stored_tiles(raw_store)
     for position in range(650, 702):
         raw_store.execute(
             "DELETE FROM stored_events WHERE originator_id = ? AND originator_version = ?",
             (raw_store.stream_value(LEDGER_STREAM_ID), position),
         )
-    again = _reopen(ledger_config)
+    held = _reopen(ledger_config)
     try:
-        assert again.size == 649
-        short = MerkleTree(ref.leaf_hash_at(i) for i in range(649))
-        _assert_same_tree(again.tree, short)
-        again.append(retrieval_draft(again), tenant_id=TENANT)
-        assert again.tree.root() == _log_tree(again).root()
+        assert held.size == 649
+        kinds = sorted(finding.kind for finding in held.findings)
+        assert kinds == ["log_shorter_than_checkpoint", "log_shorter_than_tiles"]
+        with pytest.raises(IntegrityHold):
+            held.append(retrieval_draft(held), tenant_id=TENANT)
+        assert held.tree.root() == _log_tree(held).root()
     finally:
-        again.close()
-    final = _reopen(ledger_config)
+        held.close()
+    assert _stored_tiles(raw_store) == tiles_before  # nothing healed at start-up
+    raw_store.execute("DELETE FROM citeledger_merkle_tiles")
+    raw_store.execute("DELETE FROM citeledger_merkle_state")
+    held = _reopen(ledger_config)
     try:
-        assert _stored_tiles(raw_store) == _expected_tiles(_log_tree(final))
+        assert [finding.kind for finding in held.findings] == ["log_shorter_than_checkpoint"]
+        event = held.repair(actor="test")
+        assert event.payload["log_size"] == 649
+        assert held.findings == []
+        held.append(retrieval_draft(held), tenant_id=TENANT)
+        assert held.issue_checkpoint() is not None
     finally:
-        final.close()
+        held.close()
+    after = _reopen(ledger_config)
+    try:
+        assert after.findings == []  # answered evidence does not hold again
+    finally:
+        after.close()
 
 
 def test_store_without_tiles_is_upgraded_on_first_open(

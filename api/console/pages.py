@@ -17,12 +17,12 @@ from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
 from api.contract import ApiError
 from api.routes.events import ID_PATTERN, history_page, time_bound
-from api.routes.receipts import receipt_body
+from api.routes.receipts import receipt_answer
 from ledger.events import EventType
 from ledger.timestamps import format_timestamp
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
-from ledger.usecases.receipts import find_receipt, receipt_integrity, replay_chain
+from ledger.usecases.receipts import verify_receipt
 from projections.queries import HistoryFilter
 
 User = Annotated[ConsoleUser, Dependency(skip_validation=True)]
@@ -114,7 +114,7 @@ async def history(
         recorded_to=_moment(filters["until"], "until"),
     )
     body = await services.blocking(
-        history_page, services, user.caller.tenant_id, flt, _blank(cursor), HISTORY_PAGE
+        history_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "sealed"
     )
     shown = {k: v for k, v in filters.items() if v is not None}
     return page(
@@ -175,26 +175,36 @@ async def event(request: AnyRequest, user: User, position: int) -> Template:
 
 @get("/receipts/{receipt_id:str}", name="console:receipt")
 async def receipt(request: AnyRequest, user: User, receipt_id: str) -> Template:
+    """The receipt as `GET /v1/receipts/{id}` reads it; with `audit.content` the question and
+    the snippets in plain (a recorded read, as the API's `content=plain`)."""
     user.require("audit.read")
     services = services_of(request)
     ctx = services.context
     tenant = user.caller.tenant_id
-    found = await services.blocking(find_receipt, ctx, tenant, receipt_id[:128])
-    integrity = await services.blocking(receipt_integrity, ctx, tenant, receipt_id[:128])
-    chain = await services.blocking(replay_chain, ctx, tenant, found)
-    payload = found.payload
-    snapshot = payload.get("policy_snapshot") or {}
+    receipt_id = receipt_id[:128]
+    plain = user.may("audit.content")
+    body = await receipt_answer(services, user.caller, receipt_id, content=plain)
+    integrity = await services.blocking(verify_receipt, ctx, tenant, receipt_id)
+    payload = body["event"]["payload"]
+    content = body.get("content") or {}
+    by_citation = {c["citation_id"]: c for c in content.get("citations", [])}
+    entries = [
+        {**cited, "entry": entry, "content": by_citation.get(cited["citation_id"])}
+        for cited, entry in zip(body["citations"], payload.get("selected_entries", []), strict=True)
+    ]
     return page(
         "receipt.html",
         user,
-        receipt=receipt_body(found.envelope),
+        receipt=body,
         payload=payload,
-        entries=payload.get("selected_entries", []),
+        question=content.get("query") if plain else None,
+        entries=entries,
         filters_applied=payload.get("filters_applied", []),
-        snapshot=snapshot,
+        snapshot=payload.get("policy_snapshot") or {},
         integrity=integrity,
-        chain=chain,
+        chain=body["replay_chain"],
         may_replay=user.may("replay.run"),
+        may_read_content=plain,
     )
 
 
@@ -219,7 +229,7 @@ async def erasures(request: AnyRequest, user: User) -> Template:
     user.require("audit.read")
     services = services_of(request)
     flt = HistoryFilter(types=["RetentionScrubbed", "LegalHoldPlaced", "LegalHoldReleased"])
-    body = await services.blocking(history_page, services, user.caller.tenant_id, flt, None, 200)
+    body = await services.blocking(history_page, services, user.caller, flt, None, 200, "sealed")
     return page("erasures.html", user, events=list(reversed(body["events"])), may_admin=user.may("admin"))
 
 

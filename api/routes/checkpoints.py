@@ -15,22 +15,23 @@ from api.openapi import contract
 from api.responses import CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
-from ledger.signing import b64
+from ledger.note import verifier_key
+from ledger.signing import b64, unb64
 from ledger.usecases.export import tenant_export, whole_log_export
 
 Size = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
 
 
-def _latest(services: Services) -> dict[str, Any]:
+def latest_checkpoint_body(services: Services) -> dict[str, Any]:
     record = services.ledger.latest_checkpoint()
     if record is None:
         raise not_found("checkpoint")
-    return {"checkpoint": record.to_json(), "origin": services.ledger.origin}
+    return {"checkpoint": services.ledger.cosigned(record).to_json(), "origin": services.ledger.origin}
 
 
 @get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint", **contract(404))
 async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[CheckpointOut]:
-    return ok(request, services, await services.blocking(_latest, services))
+    return ok(request, services, await services.blocking(latest_checkpoint_body, services))
 
 
 def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any]:
@@ -78,7 +79,7 @@ checkpoints_router = Router(
 )
 
 
-def _keys(services: Services) -> dict[str, Any]:
+def keys_body(services: Services) -> dict[str, Any]:
     ledger = services.ledger
     ledger.sync()
     events = ledger.key_events()
@@ -97,9 +98,17 @@ def _keys(services: Services) -> dict[str, Any]:
                 "valid_until": following.envelope["recorded_at"] if following else None,
                 "retired_at_position": following.position if following else None,
                 "active": following is None,
+                "vkey": verifier_key(ledger.origin, unb64(payload["public_key"])),
             }
         )
-    return {"keys": keys, "root_public_key": b64(ledger.root_public_key), "origin": ledger.origin}
+    endpoints = ledger.cosigner.endpoints if ledger.cosigner is not None else []
+    return {
+        "keys": keys,
+        "root_public_key": b64(ledger.root_public_key),
+        "origin": ledger.origin,
+        "vkey": ledger.vkey,
+        "witnesses": [{"name": e.witness.name, "vkey": e.witness.vkey, "url": e.url} for e in endpoints],
+    }
 
 
 @get(
@@ -110,7 +119,7 @@ def _keys(services: Services) -> dict[str, Any]:
     **contract(),
 )
 async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[KeysOut]:
-    return ok(request, services, await services.blocking(_keys, services))
+    return ok(request, services, await services.blocking(keys_body, services))
 
 
 def _ndjson(body: Iterator[bytes], services: Services, filename: str) -> Stream:

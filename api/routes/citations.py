@@ -17,15 +17,24 @@ from api.contract import ApiError
 from api.openapi import contract
 from api.responses import CitationOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.routes.events import ContentMode
 from api.services import Services
 from ledger.usecases.citations import read_citation
+from ledger.usecases.content import read_citation_content, require_content_scope
 from ledger.usecases.context import Caller
 
 
 async def _respond(
-    request: AnyRequest, services: Services, caller: Caller, citation_id: str
+    request: AnyRequest, services: Services, caller: Caller, citation_id: str, content: str = "sealed"
 ) -> Response[Any]:
+    plain = content == "plain"
+    if plain:
+        require_content_scope(caller)
     body = await services.blocking(read_citation, services.context, services.read_models, caller, citation_id)
+    if plain:
+        body["content"] = await services.blocking(
+            read_citation_content, services.context, caller, body["receipt_id"], body["citation_id"]
+        )
     return ok(request, services, {"data": body})
 
 
@@ -38,9 +47,13 @@ async def _respond(
     **contract(404),
 )
 async def get_citation(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, citation_id: str
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    citation_id: str,
+    content: ContentMode = "sealed",
 ) -> Response[CitationOut]:
-    return await _respond(request, services, caller, citation_id.lstrip("/"))
+    return await _respond(request, services, caller, citation_id.lstrip("/"), content)
 
 
 @get(

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import orjson
 from litestar import Request, Response
 from litestar.di import NamedDependency, Provide
+from litestar.enums import RequestEncodingType
 from litestar.params import HeaderParameter, ParameterKwarg
 
 from api.auth import principal_of
@@ -18,6 +19,7 @@ from api.contract import ApiError, correlation
 from api.services import Services
 from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
+from ledger.usecases.visibility import sees_restricted
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
@@ -71,6 +73,45 @@ async def strict_query_integers(request: AnyRequest) -> None:
             raise ApiError(400, "bad_request", f"invalid request: {name}: must be a whole number")
 
 
+def _body_media_type(handler: Any) -> tuple[str, bool] | None:
+    """(media type, optional) of the handler's request body, None when it takes none; worked
+    out once and kept in the handler's own options."""
+    known: tuple[str, bool] | Literal[False] | None = handler.opt.get("citeledger_body", False)
+    if known is False:
+        data = handler.parsed_fn_signature.parameters.get("data")
+        kwarg = data.kwarg_definition if data is not None else None
+        media = RequestEncodingType(getattr(kwarg, "media_type", None) or RequestEncodingType.JSON).value
+        known = handler.opt["citeledger_body"] = (media, data.is_optional) if data is not None else None
+    return known
+
+
+def _has_body(request: AnyRequest) -> bool:
+    length = request.headers.get("content-length")
+    return "transfer-encoding" in request.headers or (length is not None and length.strip() not in ("", "0"))
+
+
+async def body_media_type(request: AnyRequest) -> None:
+    """Before every handler that takes a body: it comes as the type the route reads (JSON, or a
+    multipart form for the upload), else 415 naming that type; an optional body may be left out.
+    Litestar alone would parse any body as JSON, whatever its Content-Type says."""
+    expected = _body_media_type(request.route_handler)
+    if expected is None:
+        return
+    media, optional = expected
+    given = request.headers.get("content-type")
+    if given is None and optional and not _has_body(request):
+        return
+    if given is not None and given.split(";", 1)[0].strip().lower() == media:
+        return
+    raise ApiError(415, "unsupported_media_type", f"Content-Type must be {media}")
+
+
+async def check_request(request: AnyRequest) -> None:
+    """What every request must satisfy before its handler reads it."""
+    await strict_query_integers(request)
+    await body_media_type(request)
+
+
 def _services(request: AnyRequest) -> Services:
     services: Services = request.app.state.services
     return services
@@ -121,20 +162,31 @@ def ok(
     ids = correlation(request.scope)
     principal = request.scope.get("state", {}).get("citeledger.principal")
     tenant = tenant or getattr(principal, "tenant", None)
-    body = {
+    content = answered(services, body, ids.run_id, ids.trace_id, tenant)
+    return Response(content=content, status_code=status, media_type="application/json")
+
+
+def answered(
+    services: Services, body: dict[str, Any], run_id: str | None, trace_id: str | None, tenant: str | None
+) -> dict[str, Any]:
+    """What every success answer carries beside its own fields (HTTP bodies and MCP results)."""
+    return {
         **body,
-        "run_id": ids.run_id,
-        "trace_id": ids.trace_id,
+        "run_id": run_id,
+        "trace_id": trace_id,
         "server_version": services.server_version,
         "policy_version": services.policy_version(tenant),
     }
-    return Response(content=body, status_code=status, media_type="application/json")
 
 
-def fingerprint(route: str, value: Any) -> str:
-    """What makes two requests 'the same body' for Idempotency-Key."""
+def fingerprint(route: str, value: Any, caller: Caller) -> str:
+    """What makes two requests 'the same body' for Idempotency-Key. A stored answer can hold
+    what only `knowledge.restricted.read` may see, so a request with the scope is never the
+    same request as one without it (another token of the tenant reusing the key gets 409,
+    not the first answer)."""
+    audience = b"\0restricted" if sees_restricted(caller.scopes) else b""
     return hashlib.sha256(
-        route.encode() + b"\0" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        route.encode() + b"\0" + orjson.dumps(value, option=orjson.OPT_SORT_KEYS) + audience
     ).hexdigest()
 
 
@@ -151,17 +203,31 @@ async def write(
 ) -> Response[Any]:
     """Run a write use case at most once per (tenant, Idempotency-Key): a repeat of a
     recorded request gets the first answer (`dedup: true`) without running again."""
+    result = await run_write(services, caller, key, route, body, use_case)
+    return ok(request, services, result.body, created_status if result.created else 200)
+
+
+async def run_write(
+    services: Services,
+    caller: Caller,
+    key: str | None,
+    route: str,
+    body: Any,
+    use_case: Callable[[IdempotencyKey | None], Result],
+) -> Result:
+    """`write` without HTTP (the MCP tools share it): the same key over either surface is the
+    same request, since `route` names the HTTP route in both."""
     idempotency: IdempotencyKey | None = None
     if key is not None:
         try:
-            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body))
+            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body, caller))
         except ValueError:
             raise ApiError(
                 400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters"
             ) from None
         stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
         if stored is not None:
-            created, answer = stored.replay(idempotency)  # a different body: 409 via api.errors
-            return ok(request, services, answer, created_status if created else 200)
-    result = await services.blocking(use_case, idempotency)
-    return ok(request, services, result.body, created_status if result.created else 200)
+            # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
+            created, answer = stored.replay(idempotency, services.ledger.sealer)
+            return Result(answer, created=bool(created))
+    return await services.blocking(use_case, idempotency)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
 from litestar import Response, Router, delete, post
@@ -12,7 +12,7 @@ from litestar.params import Body, Parameter, QueryParameter
 from pydantic import ValidationError
 
 from api.auth import requires
-from api.contract import ApiError
+from api.contract import ApiError, rule_refusal
 from api.openapi import contract
 from api.responses import DocumentOut, DocumentRemovedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
@@ -66,6 +66,9 @@ class DocumentUpload:
     document_id: str | None = None
 
 
+UPLOAD_FIELDS = frozenset(field.name for field in fields(DocumentUpload))
+
+
 @post(
     "/upload",
     guards=[requires("ingest.write")],
@@ -80,6 +83,15 @@ async def upload_document(
     data: Annotated[DocumentUpload, Body(media_type=RequestEncodingType.MULTI_PART)],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[DocumentOut]:
+    # Litestar drops form fields the form does not name; a misspelt `retention_day` would
+    # quietly give the default window, so an unknown field is refused.
+    unknown = sorted(set((await request.form()).keys()) - UPLOAD_FIELDS)
+    if unknown:
+        raise ApiError(
+            422,
+            "unknown_field",
+            f"{unknown[0][:64]!r} is not a field of this form (fields: {', '.join(sorted(UPLOAD_FIELDS))})",
+        )
     if isinstance(data.file, str):
         raw, filename = data.file.encode("utf-8", "surrogatepass"), None
     elif isinstance(data.file, UploadFile):
@@ -104,7 +116,7 @@ async def upload_document(
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ApiError(
+        raise rule_refusal(exc.errors()) or ApiError(
             400, "bad_request", f"invalid request: {'.'.join(map(str, first['loc']))}: {first['msg']}"
         ) from None
     return await _record(request, services, caller, doc, idempotency_key)

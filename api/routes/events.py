@@ -21,6 +21,8 @@ from ledger.bundle import proof_json
 from ledger.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.events import IDENTIFIER_PATTERN, EventType
 from ledger.timestamps import format_timestamp, parse_timestamp
+from ledger.usecases.content import read_content, require_content_scope
+from ledger.usecases.context import Caller
 from projections.queries import HistoryFilter, InvalidCursor
 
 ID_PATTERN = IDENTIFIER_PATTERN
@@ -83,12 +85,26 @@ def _moment(name: str, description: str) -> Any:
 
 
 Since = Annotated[str | None, _moment("since", "Inclusive lower bound on recorded_at (RFC 3339)")]
+ContentMode = Annotated[
+    str,
+    QueryParameter(
+        name="content",
+        pattern="^(sealed|plain)$",
+        required=False,
+        description="`plain` (scope `audit.content`): also the sealed fields (query, snippets, heading "
+        "paths) in plain, or why they are unreadable (`erased`, `expired`); the read is recorded as a "
+        "signed ContentRead entry",
+    ),
+]
 Until = Annotated[str | None, _moment("until", "Exclusive upper bound on recorded_at (RFC 3339)")]
 
 
 def history_page(
-    services: Services, tenant: str, flt: HistoryFilter, cursor: str | None, limit: int
+    services: Services, caller: Caller, flt: HistoryFilter, cursor: str | None, limit: int, content: str
 ) -> dict[str, Any]:
+    tenant = caller.tenant_id
+    if content == "plain":
+        require_content_scope(caller)
     try:
         page = services.read_models.events(tenant, flt, cursor=cursor, limit=limit)
     except InvalidCursor:
@@ -99,8 +115,12 @@ def history_page(
     for entry in page.items:
         event = services.ledger.get(entry.position)
         if event is not None and event.tenant_id == tenant:
-            events.append(event.envelope)
-    return {"events": events, "next_cursor": page.next_cursor}
+            events.append(event)
+    body: dict[str, Any] = {"events": [e.envelope for e in events], "next_cursor": page.next_cursor}
+    if content == "plain":
+        plain = read_content(services.context, caller, events)
+        body["content"] = {str(position): value for position, value in plain.items()}
+    return body
 
 
 @get(
@@ -129,6 +149,7 @@ async def list_events(
     ] = None,
     cursor: Cursor = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+    content: ContentMode = "sealed",
 ) -> Response[EventPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
     flt = HistoryFilter(
@@ -142,7 +163,7 @@ async def list_events(
         recorded_from=time_bound(since, "since"),
         recorded_to=time_bound(until, "until"),
     )
-    body = await services.blocking(history_page, services, caller.tenant_id, flt, cursor, limit)
+    body = await services.blocking(history_page, services, caller, flt, cursor, limit, content)
     return ok(request, services, body)
 
 
@@ -153,6 +174,16 @@ def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
     return event
 
 
+def _event_read(services: Services, caller: Caller, position: int, content: str) -> dict[str, Any]:
+    if content == "plain":
+        require_content_scope(caller)
+    event = _event(services, caller.tenant_id, position)
+    body = event_body(event)
+    if content == "plain":
+        body["content"] = read_content(services.context, caller, [event]).get(event.position)
+    return body
+
+
 @get(
     "/{position:int}",
     guards=[requires("audit.read")],
@@ -160,10 +191,14 @@ def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
     **contract(404),
 )
 async def get_event(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, position: Position
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    position: Position,
+    content: ContentMode = "sealed",
 ) -> Response[EventOut]:
-    event = await services.blocking(_event, services, caller.tenant_id, position)
-    return ok(request, services, event_body(event))
+    body = await services.blocking(_event_read, services, caller, position, content)
+    return ok(request, services, body)
 
 
 def _inclusion(services: Services, tenant: str, position: int, tree_size: int | None) -> dict[str, Any]:

@@ -7,11 +7,12 @@ from typing import Any
 
 from litestar import Response, Router, get
 
-from api.contract import correlation, error_body
+from api.contract import RETRY_AFTER_S, correlation, error_body
 from api.openapi import contract
 from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
+from ledger.integrity import report
 
 
 def _health(services: Services) -> dict[str, Any]:
@@ -29,6 +30,11 @@ def _health(services: Services) -> dict[str, Any]:
         "lag": lag,
         "uptime_s": round(time.monotonic() - services.started, 3),
         "last_error": services.last_error,
+        # Reads and verification go on while the ledger holds writes: reported, not a 503.
+        "integrity": {
+            **report(services.ledger.findings),
+            "witness_alarms": list(cosigner.alarms) if (cosigner := services.ledger.cosigner) else [],
+        },
     }
 
 
@@ -42,7 +48,12 @@ async def healthz(request: AnyRequest, services: ServicesDep) -> Response[Health
             ),
             **health,
         }
-        return Response(content=body, status_code=503, media_type="application/json")  # type: ignore[arg-type]
+        return Response(
+            content=body,  # type: ignore[arg-type]
+            status_code=503,
+            media_type="application/json",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return ok(request, services, health)
 
 

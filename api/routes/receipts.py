@@ -13,71 +13,56 @@ from api.contract import ApiError
 from api.openapi import contract
 from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
-from api.routes.events import ID_PATTERN, Cursor, Since, Until, invalid_cursor, time_bound
+from api.routes.events import ID_PATTERN, ContentMode, Cursor, Since, Until, invalid_cursor, time_bound
 from api.services import Services
 from ledger.entries import RecordedEvent
+from ledger.usecases.content import require_content_scope
+from ledger.usecases.context import Caller
 from ledger.usecases.errors import NotFound
-from ledger.usecases.receipts import find_receipt, receipt_bundle, replay_chain
+from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
-from projections.queries import InvalidCursor, ReceiptFilter, ReceiptView
+from projections.queries import InvalidCursor, Order, ReceiptFilter
+from projections.receipt_reads import receipt_detail, receipts_page
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
 
 
-def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
-    payload = envelope["payload"]
-    snapshot = payload.get("policy_snapshot")
-    return {
-        "receipt_id": payload["receipt_id"],
-        "position": envelope["position"],
-        "recorded_at": envelope["recorded_at"],
-        "actor": envelope["actor"],
-        "engine": payload["engine"],
-        "mode": payload["mode"],
-        "status": payload["status"],
-        "parent_receipt_id": payload.get("parent_receipt_id"),
-        "context_hash": payload["context_hash"],
-        "policy_bundle_hash": snapshot.get("bundle_hash") if snapshot else None,
-        "citations": [
-            {
-                "citation_id": e["citation_id"],
-                "document_id": e["document_id"],
-                "version_id": e.get("version_id"),
-                "chunk_id": e["chunk_id"],
-                "path": e["path"],
-                "locator": {"start_line": e["locator"]["start_line"], "end_line": e["locator"]["end_line"]},
-                "score": e["score"],
-                "sensitivity": e["sensitivity"],
-                "expires_at": e.get("expires_at"),
-            }
-            for e in payload["selected_entries"]
-        ],
-        "kid": envelope["kid"],
-        "signature": envelope["signature"],
-        "event": envelope,
-    }
-
-
 @get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt", **contract(404))
 async def get_receipt(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    receipt_id: ReceiptId,
+    content: ContentMode = "sealed",
 ) -> Response[ReceiptOut]:
-    # A receipt is an immutable signed entry: a recent one is served from memory, without a
-    # thread hop or a database read.
-    event = services.lookups.cached_receipt(caller.tenant_id, receipt_id)
-    if event is None:
-        event = await services.blocking(_find, services, caller.tenant_id, receipt_id)
-    chain = await services.blocking(replay_chain, services.context, caller.tenant_id, event)
-    return ok(request, services, {**receipt_body(event.envelope), "replay_chain": chain})
+    plain = content == "plain"
+    if plain:
+        require_content_scope(caller)  # before anything is looked up
+    return ok(request, services, await receipt_answer(services, caller, receipt_id, content=plain))
 
 
-def _find(services: Services, tenant_id: str, receipt_id: str) -> RecordedEvent:
-    """A receipt recorded through another process a moment ago is found after one follow round."""
+async def receipt_answer(
+    services: Services, caller: Caller, receipt_id: str, *, content: bool = False
+) -> dict[str, Any]:
+    """One receipt with its replay chain, sources and rules (the HTTP route and the MCP tool and
+    resource): one indexed lookup of the entry and its replays; with `content`, its sealed
+    fields in plain (a recorded read)."""
+
+    def read() -> dict[str, Any]:
+        event, chain = _find(services, caller.tenant_id, receipt_id)
+        return receipt_detail(services.context, caller, event, chain, content=content)
+
+    return await services.blocking(read)
+
+
+def _find(services: Services, tenant_id: str, receipt_id: str) -> tuple[RecordedEvent, dict[str, Any]]:
+    """One lookup (the entry, unless held in memory, and the replays); a receipt recorded
+    through another process a moment ago is found after one follow round."""
     try:
-        return find_receipt(services.context, tenant_id, receipt_id)
+        return receipt_with_chain(services.context, tenant_id, receipt_id)
     except NotFound:
         services.follow_now()
-        return find_receipt(services.context, tenant_id, receipt_id)
+        return receipt_with_chain(services.context, tenant_id, receipt_id)
 
 
 @get(
@@ -91,6 +76,21 @@ async def get_bundle(
 ) -> Response[BundleOut]:
     bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
     return ok(request, services, {"bundle": bundle})
+
+
+@get(
+    "/{receipt_id:str}/receipt.cose",
+    guards=[requires("audit.read")],
+    summary="The receipt's inclusion proof as a COSE Receipt (RFC 9942: COSE_Sign1, vds RFC9162_SHA256, "
+    "detached root)",
+    media_type="application/cose",
+    **contract(404),
+)
+async def get_cose_receipt(
+    services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+) -> Response[bytes]:
+    body = await services.blocking(receipt_cose, services.context, caller.tenant_id, receipt_id)
+    return Response(body, media_type="application/cose")
 
 
 @post(
@@ -123,36 +123,30 @@ async def post_replay(
     )
 
 
-def _summary(view: ReceiptView) -> dict[str, Any]:
-    return {
-        "receipt_id": view.receipt_id,
-        "position": view.position,
-        "recorded_at": view.recorded_at,
-        "actor": view.actor,
-        "run_id": view.run_id,
-        "trace_id": view.trace_id,
-        "engine": view.engine,
-        "mode": view.mode,
-        "status": view.status,
-        "parent_receipt_id": view.parent_receipt_id,
-        "context_hash": view.context_hash,
-        "citation_count": view.citation_count,
-        "citation_ids": [e["citation_id"] for e in view.body.get("selected_entries", [])],
-        "kid": view.kid,
-        "signature": view.signature,
-    }
-
-
-def receipts_page(
-    services: Services, tenant: str, flt: ReceiptFilter, cursor: str | None, limit: int
+def _page(
+    services: Services,
+    caller: Caller,
+    flt: ReceiptFilter,
+    cursor: str | None,
+    limit: int,
+    order: Order,
+    content: str,
 ) -> dict[str, Any]:
     try:
-        page = services.read_models.receipts(tenant, flt, cursor=cursor, limit=limit)
+        return receipts_page(
+            services.context,
+            services.read_models,
+            caller,
+            flt,
+            cursor=cursor,
+            limit=limit,
+            order=order,
+            content=content == "plain",
+        )
     except InvalidCursor:
         raise invalid_cursor() from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
-    return {"receipts": [_summary(view) for view in page.items], "next_cursor": page.next_cursor}
 
 
 @get(
@@ -191,8 +185,25 @@ async def list_receipts(
     to_position: Annotated[
         int | None, QueryParameter(name="to_position", ge=1, le=2**53 - 1, required=False)
     ] = None,
+    task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None,
+    document_id: Annotated[
+        str | None,
+        QueryParameter(
+            name="document_id",
+            pattern=ID_PATTERN,
+            required=False,
+            description="Receipts citing this document",
+        ),
+    ] = None,
     cursor: Cursor = None,
     limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+    order: Annotated[
+        str,
+        QueryParameter(
+            name="order", pattern="^(asc|desc)$", required=False, description="`desc`: newest first"
+        ),
+    ] = "asc",
+    content: ContentMode = "sealed",
 ) -> Response[ReceiptPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
     flt = ReceiptFilter(
@@ -207,13 +218,16 @@ async def list_receipts(
         to_position=to_position,
         recorded_from=time_bound(since, "since"),
         recorded_to=time_bound(until, "until"),
+        task_id=task_id,
+        document_id=document_id,
     )
-    body = await services.blocking(receipts_page, services, caller.tenant_id, flt, cursor, limit)
+    direction: Order = "desc" if order == "desc" else "asc"
+    body = await services.blocking(_page, services, caller, flt, cursor, limit, direction, content)
     return ok(request, services, body)
 
 
 router = Router(
     path="/v1/receipts",
-    route_handlers=[get_receipt, get_bundle, post_replay, list_receipts],
+    route_handlers=[get_receipt, get_bundle, get_cose_receipt, post_replay, list_receipts],
     tags=["receipts"],
 )

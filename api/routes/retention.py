@@ -36,7 +36,7 @@ async def post_erasure(
     guards=[requires("admin")],
     status_code=201,
     summary="Place a legal hold",
-    **contract(409, 413, 422),
+    **contract(404, 409, 413, 422),
 )
 async def post_hold(
     request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[LegalHoldIn]

@@ -13,6 +13,7 @@ from api.contract import describe
 from api.openapi import contract
 from api.responses import ReceiptRecordedOut, RetrievalBatchOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, fingerprint, ok, write
+from ledger.adapters import store_unavailable
 from ledger.idempotency import IdempotencyKey
 from ledger.usecases.commands import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
 from ledger.usecases.context import Caller
@@ -24,7 +25,7 @@ ROUTE = "POST /v1/retrievals"
 
 
 def _key(caller: Caller, key: str, body: RetrievalIn) -> IdempotencyKey:
-    return IdempotencyKey(caller.tenant_id, key, fingerprint(ROUTE, body.model_dump(mode="json")))
+    return IdempotencyKey(caller.tenant_id, key, fingerprint(ROUTE, body.model_dump(mode="json"), caller))
 
 
 @post(
@@ -100,6 +101,9 @@ async def post_retrieval_batch(
     recorded (all in one transaction); 200 whenever the batch itself was well-formed."""
     items = [_item(caller, item) for item in data.items]
     outcomes = await services.blocking(record_retrievals, services.context, caller, items)
+    for outcome in outcomes:
+        if outcome.error is not None and store_unavailable(outcome.error):
+            raise outcome.error  # the batch's one transaction did not commit: 503 for the whole
     return ok(request, services, _results(outcomes))
 
 

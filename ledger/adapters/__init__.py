@@ -21,6 +21,8 @@ from ledger.adapters.base import (
     IdempotencyRow,
     LogRow,
     StoreAdapter,
+    StoreUnavailable,
+    generic_transient,
 )
 from ledger.adapters.postgres import PostgresAdapter
 from ledger.adapters.sqlite import SQLiteAdapter
@@ -35,6 +37,17 @@ DUPLICATE_KEY_ERRORS: tuple[type[Exception], ...] = tuple(
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = tuple(
     dict.fromkeys(error for adapter in ADAPTERS for error in adapter.transient_errors)
 )
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot serve now (read-only, full, unreachable,
+    restarting, busy) rather than that the request or the code is wrong: the driver's own
+    error decides where there is one."""
+    for adapter in ADAPTERS:
+        verdict = adapter.transient(exc)
+        if verdict is not None:
+            return verdict
+    return generic_transient(exc)
 
 
 def adapter_class(config: LedgerConfig) -> type[StoreAdapter]:
@@ -66,6 +79,8 @@ __all__ = [
     "PostgresAdapter",
     "SQLiteAdapter",
     "StoreAdapter",
+    "StoreUnavailable",
     "adapter_class",
     "open_adapter",
+    "store_unavailable",
 ]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 from uuid import UUID
 
+from eventsourcing import persistence
 from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
@@ -35,6 +36,46 @@ TRACKING_TABLE = "citeledger_projection_tracking"
 
 # `find` reads idempotency records in chunks so one statement never binds too many parameters.
 _IDEMPOTENCY_CHUNK = 500
+
+
+class StoreUnavailable(persistence.OperationalError):
+    """The database cannot serve this statement now (read-only, full, unreachable, restarting,
+    busy): the same request may succeed later. The connection it failed on is not reused."""
+
+
+def caused_by(exc: BaseException, errors: tuple[type[BaseException], ...]) -> bool:
+    """Whether `exc`, or an exception it was raised from, is one of `errors` (eventsourcing
+    re-raises driver errors as its own classes, `from` the driver's)."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            return False
+        if isinstance(current, errors):
+            return True
+        current = current.__cause__
+    return False
+
+
+def driver_error(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of `kind` in `exc`'s `from` chain (the driver's own error)."""
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None or isinstance(current, kind):
+            return current
+        current = current.__cause__
+    return None
+
+
+def generic_transient(exc: BaseException) -> bool:
+    """For an error no driver raised: eventsourcing's pool (no connection to be had in
+    time, a connection that could not be opened) or an already classified failure."""
+    return caused_by(exc, (StoreUnavailable, persistence.OperationalError, persistence.InterfaceError))
+
+
+def _first_line(exc: BaseException) -> str:
+    """The driver's own words, first line only (no statement, no parameters), bounded."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
 class EventStoreApp(Application[UUID]):
@@ -106,7 +147,8 @@ class StoreAdapter(ABC):
     real: ClassVar[str]
     #: What a write raises when a unique key (a log position, an idempotency key) is taken.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]]
-    #: What a lost connection or a busy database raises: worth a retry, not a failure.
+    #: What a lost connection or a busy database raises: worth a retry, not a failure
+    #: (for `except` clauses; `transient` decides precisely, from the driver's error).
     transient_errors: ClassVar[tuple[type[Exception], ...]]
     #: Whether several processes may serve one store (API workers, projection workers);
     #: without it the embedded default runs one process that also applies read models.
@@ -148,9 +190,48 @@ class StoreAdapter(ABC):
 
     @contextmanager
     def transaction(self, *, commit: bool) -> Iterator[Any]:
-        """A cursor in one transaction on eventsourcing's pool (committed when `commit`)."""
-        with self.recorder.datastore.transaction(commit=commit) as cursor:
-            yield cursor
+        """A cursor in one transaction on eventsourcing's pool (committed when `commit`).
+
+        A transient failure (see `transient`) comes out as `StoreUnavailable`, and
+        the connection it happened on is closed instead of going back to the pool: a
+        connection can stay broken after the fault is gone (SQLite opened read-only, a
+        PostgreSQL session of a read-only server), and a pool that kept it would fail
+        every write that draws it until a restart."""
+        try:
+            with self._pooled_connection(commit=commit) as connection:
+                try:
+                    with self._transaction_on(connection, commit=commit) as cursor:
+                        yield cursor
+                except Exception as exc:
+                    if self.unavailable(exc):
+                        connection.close()  # the pool drops a closed connection
+                    raise
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            if not self.unavailable(exc):
+                raise
+            raise StoreUnavailable(_first_line(exc)) from exc
+
+    @classmethod
+    @abstractmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        """Whether this backend's driver error in `exc`'s chain says the database cannot
+        serve now (read-only, full, unreachable, restarting, busy) rather than that the
+        statement is wrong; None when no error of this driver is in the chain."""
+
+    @classmethod
+    def unavailable(cls, exc: BaseException) -> bool:
+        verdict = cls.transient(exc)
+        return generic_transient(exc) if verdict is None else verdict
+
+    @abstractmethod
+    def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
+        """A connection from eventsourcing's pool, returned to it afterwards."""
+
+    @abstractmethod
+    def _transaction_on(self, connection: Any, *, commit: bool) -> AbstractContextManager[Any]:
+        """A cursor in one transaction on `connection` (committed when `commit`)."""
 
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL in one transaction, under `ddl_guard`."""
@@ -259,6 +340,24 @@ class StoreAdapter(ABC):
                     found[row["key_ref"]] = DataKeyRow(
                         row["tenant_id"], wrapped, row["destroyed_at"] is not None
                     )
+        return found
+
+    def data_key_destructions(self, key_refs: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """(destroyed_at, reason) of the destroyed refs among `key_refs` (live or unknown: absent)."""
+        found: dict[str, tuple[str, str]] = {}
+        refs = list(dict.fromkeys(key_refs))
+        for start in range(0, len(refs), 500):
+            part = refs[start : start + 500]
+            with self.transaction(commit=False) as cursor:
+                cursor.execute(
+                    self.sql(
+                        f"SELECT key_ref, destroyed_at, destroy_reason FROM {self.table(KEYS_TABLE)} "
+                        f"WHERE destroyed_at IS NOT NULL AND key_ref IN ({', '.join('?' * len(part))})"
+                    ),
+                    tuple(part),
+                )
+                for row in cursor.fetchall():
+                    found[row["key_ref"]] = (str(row["destroyed_at"]), str(row["destroy_reason"] or ""))
         return found
 
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:

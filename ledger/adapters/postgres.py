@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, Literal
 from uuid import UUID
 
 import psycopg
+import psycopg.errors
 from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from psycopg.errors import UniqueViolation
 
-from ledger.adapters.base import KEYS_TABLE, RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+from ledger.adapters.base import KEYS_TABLE, RATE_TABLE, EventStoreApp, LogRow, StoreAdapter, driver_error
 from ledger.config import LedgerConfig
 
 
@@ -67,16 +68,36 @@ class PostgresAdapter(StoreAdapter):
     # psycopg raises its own UniqueViolation through eventsourcing's pipeline.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError, UniqueViolation)
     # eventsourcing wraps driver errors raised inside its transactions in its own classes.
+    # A server restarting or a dropped connection is an OperationalError; a read-only server
+    # (a standby after a failover, default_transaction_read_only) refuses each write.
     transient_errors: ClassVar[tuple[type[Exception], ...]] = (
         psycopg.OperationalError,
+        psycopg.errors.ReadOnlySqlTransaction,
         persistence.OperationalError,
         persistence.InterfaceError,
     )
     scale_out: ClassVar[bool] = True
 
+    @classmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        driver = driver_error(exc, psycopg.Error)
+        if driver is None:
+            return None
+        # Connection lost or refused, server shutting down or out of resources, lock or
+        # statement timeouts (OperationalError), and a read-only server's refusal.
+        return isinstance(driver, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction))
+
     def _open_app(self) -> EventStoreApp:
         with _ddl_lock(self.config):
             return EventStoreApp(env=self.env)
+
+    def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
+        return self.recorder.datastore.get_connection()  # type: ignore[no-any-return]
+
+    @contextmanager
+    def _transaction_on(self, connection: Any, *, commit: bool) -> Iterator[Any]:
+        with connection.transaction(force_rollback=not commit):
+            yield connection.cursor()
 
     def table(self, name: str) -> str:
         return f'"{self.schema}"."{name}"'

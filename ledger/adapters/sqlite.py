@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from uuid import UUID
@@ -15,7 +15,12 @@ from uuid import UUID
 from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter
+from ledger.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter, driver_error
+
+# Primary result codes of a file that cannot be written or read now (it may be later):
+# PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. Not SQLITE_ERROR
+# ("no such table": the statement or the schema is wrong) nor CORRUPT (evidence).
+_TRANSIENT_CODES = frozenset({3, 5, 6, 7, 8, 10, 13, 14, 15})
 
 
 def _ensure_wal(database: Path, wait_s: float = 30.0) -> None:
@@ -42,13 +47,25 @@ class SQLiteAdapter(StoreAdapter):
     real: ClassVar[str] = "REAL"
     # eventsourcing's SQLite datastore turns sqlite3.IntegrityError into its own.
     duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError,)
-    # eventsourcing wraps driver errors raised inside its transactions in its own classes
-    # ("database is locked" is the usual one here).
+    # eventsourcing wraps driver errors raised inside its transactions in its own classes:
+    # "database is locked", "attempt to write a readonly database", "database or disk is
+    # full", "disk I/O error"; a connection that cannot be opened is its InterfaceError.
     transient_errors: ClassVar[tuple[type[Exception], ...]] = (
         sqlite3.OperationalError,
         persistence.OperationalError,
+        persistence.InterfaceError,
     )
     scale_out: ClassVar[bool] = False
+
+    @classmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        driver = driver_error(exc, sqlite3.Error)
+        if driver is None:
+            return None
+        code = getattr(driver, "sqlite_errorcode", None)
+        if code is None:  # not from the library (e.g. a closed connection)
+            return isinstance(driver, sqlite3.OperationalError)
+        return code & 0xFF in _TRANSIENT_CODES
 
     def _open_app(self) -> EventStoreApp:
         data_dir = self.config.data_dir
@@ -67,6 +84,12 @@ class SQLiteAdapter(StoreAdapter):
         with recorder.datastore.transaction(commit=True) as cursor:
             cursor.execute("PRAGMA secure_delete=ON")
         return app
+
+    def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
+        return self.recorder.datastore.get_connection(commit=commit)  # type: ignore[no-any-return]
+
+    def _transaction_on(self, connection: Any, *, commit: bool) -> AbstractContextManager[Any]:
+        return connection.transaction(commit=commit)  # type: ignore[no-any-return]
 
     def table(self, name: str) -> str:
         return name

@@ -16,8 +16,9 @@ from ledger.events import AccessDenied as AccessDeniedEvent
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, CitationUnavailable
-from ledger.usecases.ports import CitationReader
+from ledger.usecases.ports import ChunkState, CitationReader
 from ledger.usecases.scopes import RESTRICTED_SCOPE
+from ledger.usecases.visibility import may_see
 
 _ID_MAX = MAX_IDENTIFIER_CHARS
 
@@ -28,10 +29,34 @@ def _expired(expires_at: str | None, now: dt.datetime) -> bool:
     return parse_timestamp(expires_at) <= now
 
 
-def _as_recorded(ctx: UseCaseContext, tenant: str, citation: Any) -> tuple[str, dict[str, int] | None]:
-    """The chunk's text as the ledger recorded it at ingest, and where the citation's snippet
-    sits in it (None for citations recorded before snippets were checked). Raises
-    LookupError when the text is gone."""
+def document_rules(
+    ctx: UseCaseContext, chunk: ChunkState | None, read: dict[int, Any] | None = None
+) -> dict[str, Any] | None:
+    """The cited version's sensitivity and retention, and which rule set each (`source`,
+    `front_matter`, `default`; null: posted with the document, or recorded before rules
+    were named), as its DocumentIngested entry says. `read`: entries already read by
+    position (a receipt citing one version many times reads it once)."""
+    if chunk is None:
+        return None
+    read = {} if read is None else read
+    if chunk.position not in read:
+        read[chunk.position] = ctx.ledger.get(chunk.position)
+    event = read[chunk.position]
+    if event is None or event.type != "DocumentIngested":
+        return None
+    payload = event.payload
+    return {
+        "sensitivity": {"value": payload["sensitivity"], "set_by": payload.get("sensitivity_origin")},
+        "retention_days": {"value": payload.get("retention_days"), "set_by": payload.get("retention_origin")},
+    }
+
+
+def _as_recorded(
+    ctx: UseCaseContext, tenant: str, citation: Any
+) -> tuple[str, dict[str, int] | None, ChunkState]:
+    """The chunk's text as the ledger recorded it at ingest, where the citation's snippet
+    sits in it (None for citations recorded before snippets were checked), and the chunk's
+    source. Raises LookupError when the text is gone."""
     chunk = ctx.lookups.chunks(tenant, [(citation.document_id, citation.chunk_id)]).get(
         (citation.document_id, citation.chunk_id)
     )
@@ -41,7 +66,7 @@ def _as_recorded(ctx: UseCaseContext, tenant: str, citation: Any) -> tuple[str, 
     receipt = ctx.lookups.receipt(tenant, citation.receipt_id)
     entries = receipt.payload["selected_entries"] if receipt is not None else []
     span = next((e.get("snippet_span") for e in entries if e["citation_id"] == citation.citation_id), None)
-    return text, span
+    return text, span, chunk
 
 
 def read_citation(
@@ -56,7 +81,7 @@ def read_citation(
     if citation is None or _expired(citation.expires_at, now):
         # Expired counts as not found whether or not the scrub job has run yet.
         raise CitationUnavailable("chunk_not_found")
-    if citation.sensitivity == "restricted" and RESTRICTED_SCOPE not in caller.scopes:
+    if not may_see(caller.scopes, citation.sensitivity):
         denial = AccessDeniedEvent(
             resource_type="citation",
             resource_id=citation_id,
@@ -71,7 +96,7 @@ def read_citation(
         # The citation's own snapshot is the retention gate: its expiry key goes at the end of
         # its window, the document's key on erasure.
         reader.citation_text(citation, ctx.sealer)
-        chunk_text, span = _as_recorded(ctx, tenant, citation)
+        chunk_text, span, chunk = _as_recorded(ctx, tenant, citation)
     except LookupError:
         raise CitationUnavailable("chunk_retention_expired") from None
     return {
@@ -82,9 +107,11 @@ def read_citation(
         "document_id": citation.document_id,
         "version_id": citation.version_id,
         "chunk_id": citation.chunk_id,
+        "source": chunk.source,
         "path": citation.path,
         "locator": citation.locator,
         "sensitivity": citation.sensitivity,
+        "rules": document_rules(ctx, chunk),
         "expires_at": citation.expires_at,
         "position": citation.position,
     }

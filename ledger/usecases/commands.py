@@ -1,8 +1,15 @@
 """The commands of the use cases: validated plain values (pydantic). Text fields
-are plain text here; the use cases seal them before anything reaches the log."""
+are plain text here; the use cases seal them before anything reaches the log.
+
+Every text field is one of the types below, which carry the text rules once: no control
+characters (prose may hold tab, line feed and carriage return), and a document path is a
+relative path of `/`-separated names. A field breaking one of these rules fails with an error
+type of `RULE_ERRORS`: the request was well formed, a ledger rule refused it (HTTP 422).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import (
@@ -17,6 +24,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ledger.events import (
     MAX_AUTH_SCOPES,
@@ -45,6 +53,8 @@ MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024
 MAX_SNIPPET_CHARS = MAX_SEALED_TEXT_BYTES
 MAX_SEARCH_QUERY_CHARS = 2_000
+MAX_HOLD_TARGETS = 1_000
+MAX_LEGAL_BASIS_CHARS = 4_000
 
 
 def _whole(value: object) -> object:
@@ -55,9 +65,98 @@ def _whole(value: object) -> object:
     return value
 
 
+# The bounds come before the validator: placed after it, pydantic cannot attach them to the
+# integer and publishes them as raw `ge`/`le` keys no JSON Schema reader knows.
 Days = Annotated[RetentionDays, BeforeValidator(_whole)]
 Milliseconds = Annotated[DeadlineMs, BeforeValidator(_whole)]
+TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K), BeforeValidator(_whole)]
 Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
+
+# -- text rules ---------------------------------------------------------------------------
+CONTROL_CHARACTER = "control_character"
+UNSAFE_PATH = "unsafe_path"
+RULE_ERRORS = frozenset({CONTROL_CHARACTER, UNSAFE_PATH})
+
+_CONTROLS = r"\x00-\x1f\x7f"
+_PROSE_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"  # all but tab, line feed, carriage return
+_CONTROL = re.compile(f"[{_CONTROLS}]")
+_PROSE_CONTROL = re.compile(f"[{_PROSE_CONTROLS}]")
+
+
+def _no_controls(value: object) -> object:
+    # Before the field's own checks (strict type, pattern), so a control character is named
+    # as such whatever else the field requires; a value that is no string is theirs to refuse.
+    if isinstance(value, str) and _CONTROL.search(value):
+        raise PydanticCustomError(
+            CONTROL_CHARACTER, "must not contain control characters (U+0000-U+001F, U+007F)"
+        )
+    return value
+
+
+def _prose_controls(value: object) -> object:
+    if isinstance(value, str) and _PROSE_CONTROL.search(value):
+        raise PydanticCustomError(
+            CONTROL_CHARACTER,
+            "must not contain control characters other than tab, line feed and carriage return",
+        )
+    return value
+
+
+def unsafe_path_rule(path: str) -> str | None:
+    """Why `path` is no relative path of `/`-separated names, or None: a document path is a
+    label inside its source, never a way out of it (`..`), an absolute path or a Windows one."""
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return "must be relative (no leading / or drive letter)"
+    if "\\" in path:
+        return "must separate folders with /, not \\"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "must not have empty, . or .. segments"
+    return None
+
+
+def _document_path(value: object) -> object:
+    value = _no_controls(value)
+    if isinstance(value, str) and value and (rule := unsafe_path_rule(value)) is not None:
+        raise PydanticCustomError(UNSAFE_PATH, f"a document path {rule}")
+    return value
+
+
+_NO_CONTROLS = BeforeValidator(_no_controls)
+_PROSE = BeforeValidator(_prose_controls)
+_NO_CONTROLS_SCHEMA = {"pattern": f"^[^{_CONTROLS}]*$"}
+_PROSE_SCHEMA = {"pattern": f"^[^{_PROSE_CONTROLS}]*$"}
+
+Id = Annotated[Identifier, _NO_CONTROLS]
+Label = Annotated[str, Field(max_length=256, json_schema_extra=_NO_CONTROLS_SCHEMA), _NO_CONTROLS]
+FolderPath = Annotated[SourcePath, _NO_CONTROLS]  # a folder or prefix; the use case judges where it leads
+DocumentPath = Annotated[
+    SourcePath,
+    Field(description="A relative path of /-separated names: no leading /, no \\, no empty, . or .. segment"),
+    BeforeValidator(_document_path),
+]
+
+
+# Free text: lines and tabs, never other control characters. The size bounds come first:
+# placed after the validator, pydantic would check them as a generic length, another error.
+DocumentText = Annotated[
+    str, Field(min_length=1, max_length=MAX_DOCUMENT_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+QueryText = Annotated[
+    str, Field(min_length=1, max_length=MAX_QUERY_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+SearchQueryText = Annotated[
+    str, Field(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+SnippetText = Annotated[
+    str, Field(min_length=1, max_length=MAX_SNIPPET_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+ExplanationText = Annotated[str, Field(max_length=4096, json_schema_extra=_PROSE_SCHEMA), _PROSE]
+LegalBasisText = Annotated[
+    str, Field(min_length=1, max_length=MAX_LEGAL_BASIS_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+BundleText = Annotated[
+    str, Field(min_length=1, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]  # size: the use case's 413
 
 
 class RequestModel(BaseModel):
@@ -68,20 +167,20 @@ class RequestModel(BaseModel):
 class DocumentIn(RequestModel):
     """A markdown document to record (`DocumentIngested`)."""
 
-    path: SourcePath
-    text: Annotated[str, Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)]
-    title: Annotated[str, Field(max_length=256)] | None = None
-    source: Identifier = "api"
+    path: DocumentPath
+    text: DocumentText
+    title: Label | None = None
+    source: Id = "api"
     sensitivity: Sensitivity = "internal"
     retention_days: Days | None = None
-    document_id: Identifier | None = None
-    subject_id: Identifier | None = None
+    document_id: Id | None = None
+    subject_id: Id | None = None
 
 
 class TaskIn(RequestModel):
-    task_id: Identifier | None = None
+    task_id: Id | None = None
     deadline_ms: Milliseconds | None = None
-    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] | None = None
+    auth_scope: Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] | None = None
 
 
 class ScoreComponentIn(RequestModel):
@@ -92,27 +191,27 @@ class ScoreComponentIn(RequestModel):
 class SelectedEntryIn(RequestModel):
     """One chunk the caller's engine selected; the ledger mints its citation id."""
 
-    document_id: Identifier
-    chunk_id: Identifier
+    document_id: Id
+    chunk_id: Id
     score: Decimal
     score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
-    snippet: Annotated[str, Field(min_length=1, max_length=MAX_SNIPPET_CHARS)]
-    explanation: Annotated[str, Field(max_length=4096)] | None = None
+    snippet: SnippetText
+    explanation: ExplanationText | None = None
     expires_at: Timestamp | None = None
 
 
 class FilterAppliedIn(RequestModel):
-    rule_id: Identifier
-    chunk_id: Identifier
+    rule_id: Id
+    chunk_id: Id
     action: FilterAction
 
 
 class RetrievalIn(RequestModel):
     """A retrieval the caller performed itself (`engine: external:<name>`)."""
 
-    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    query: QueryText
     engine: Engine
-    subject_id: Identifier | None = None
+    subject_id: Id | None = None
     task: TaskIn = TaskIn()
     status: RetrievalStatus = "ok"
     selected_entries: Annotated[list[SelectedEntryIn], Field(max_length=MAX_SELECTED_ENTRIES)] = []
@@ -130,8 +229,8 @@ class RetrievalBatchItemIn(RequestModel):
 
     idempotency_key: IdempotencyKeyText
     retrieval: RetrievalIn
-    run_id: Identifier | None = None
-    trace_id: Identifier | None = None
+    run_id: Id | None = None
+    trace_id: Id | None = None
     _problem: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
@@ -180,22 +279,18 @@ class RetrievalBatchIn(RequestModel):
 class PolicyBundleIn(RequestModel):
     """A policy bundle: verbatim YAML (a mapping), published as the tenant's live policy."""
 
-    bundle_yaml: Annotated[str, Field(min_length=1)]
-    policy_version: Identifier | None = None
+    bundle_yaml: BundleText
+    policy_version: Id | None = None
 
 
 class SourceSyncIn(RequestModel):
     """Sync a source, or only one folder of it (`under`, relative to its root)."""
 
-    under: SourcePath | None = None
+    under: FolderPath | None = None
 
 
 class RemoveDocumentIn(RequestModel):
     reason: RemovalReason = "withdrawn"
-
-
-MAX_HOLD_TARGETS = 1_000
-MAX_LEGAL_BASIS_CHARS = 4_000
 
 
 class ErasureIn(RequestModel):
@@ -217,8 +312,8 @@ class ErasureIn(RequestModel):
         }
     )
 
-    document_id: Identifier | None = None
-    subject_id: Identifier | None = None
+    document_id: Id | None = None
+    subject_id: Id | None = None
 
     @model_validator(mode="after")
     def one_target(self) -> ErasureIn:
@@ -238,9 +333,9 @@ class LegalHoldIn(RequestModel):
         }
     )
 
-    document_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
-    subject_ids: Annotated[list[Identifier], Field(max_length=MAX_HOLD_TARGETS)] = []
-    legal_basis: Annotated[str, Field(min_length=1, max_length=MAX_LEGAL_BASIS_CHARS)]
+    document_ids: Annotated[list[Id], Field(max_length=MAX_HOLD_TARGETS)] = []
+    subject_ids: Annotated[list[Id], Field(max_length=MAX_HOLD_TARGETS)] = []
+    legal_basis: LegalBasisText
 
     @model_validator(mode="after")
     def some_target(self) -> LegalHoldIn:
@@ -251,13 +346,13 @@ class LegalHoldIn(RequestModel):
 
 class SearchFiltersIn(RequestModel):
     sensitivity: Annotated[list[Sensitivity], Field(max_length=3)] = []
-    path_prefixes: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    path_prefixes: Annotated[list[FolderPath], Field(max_length=MAX_TARGET_ROOTS)] = []
 
 
 class SearchInput(RequestModel):
-    query: Annotated[str, Field(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS)]
-    target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
-    top_k: Annotated[int, BeforeValidator(_whole), Field(ge=1, le=MAX_TOP_K)] = 5
+    query: SearchQueryText
+    target_roots: Annotated[list[FolderPath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    top_k: TopK = 5
     filters: SearchFiltersIn = SearchFiltersIn()
 
 
@@ -265,14 +360,14 @@ class SearchIn(RequestModel):
     """The task envelope of a search (seed 004 §9.2). `sender`, `recipient`, `intent`,
     `parent_task_id` and `context_refs` are accepted for the protocol's sake and not used."""
 
-    trace_id: Identifier | None = None
-    task_id: Identifier | None = None
-    parent_task_id: Identifier | None = None
-    sender: Identifier | None = None
-    recipient: Identifier | None = None
-    intent: Identifier | None = None
-    context_refs: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] = []
+    trace_id: Id | None = None
+    task_id: Id | None = None
+    parent_task_id: Id | None = None
+    sender: Id | None = None
+    recipient: Id | None = None
+    intent: Id | None = None
+    context_refs: Annotated[list[Id], Field(max_length=MAX_TARGET_ROOTS)] = []
     deadline_ms: Milliseconds | None = None
-    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
+    auth_scope: Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] = []
     idempotency_key: IdempotencyKeyText | None = None
     input: SearchInput

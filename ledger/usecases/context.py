@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import Schema
-from ledger.idempotency import IdempotencyKey, IdempotentWrite
+from ledger.idempotency import IdempotencyKey, IdempotentWrite, reveal
 from ledger.retention import RetentionRules
 from ledger.sealing import Sealer
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
@@ -128,12 +128,14 @@ class Pending:
         return Write(prepare_all(self.drafts(), tenant_id=self.caller.tenant_id), self.idempotent())
 
     def result(self, outcome: WriteOutcome) -> Result:
+        """The answer in plain (`ledger.idempotency.Protected` parts revealed): only its
+        stored copy is sealed."""
         if outcome.error is not None:
             raise outcome.error
         if outcome.answer is not None:
             created, body = outcome.answer
-            return Result(body, created=bool(created))
-        return Result({**self.answer(outcome.events), "dedup": False})
+            return Result(reveal(body), created=bool(created))
+        return Result(reveal({**self.answer(outcome.events), "dedup": False}))
 
 
 def entry_facts(event: RecordedEvent) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from ledger.events import (
     RemovalReason,
     Sealed,
 )
-from ledger.idempotency import IdempotencyKey
+from ledger.idempotency import IdempotencyKey, bound, sealed_refs
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
@@ -58,8 +58,16 @@ def _pieces(doc: DocumentIn) -> list[TextChunk]:
     return pieces
 
 
-def _unchanged(current: DocumentState | None, content_sha256: str) -> bool:
-    return current is not None and not current.removed and current.content_sha256 == content_sha256
+def _unchanged(current: DocumentState | None, content_sha256: str, doc: DocumentIn) -> bool:
+    """Same text under the same rules: nothing to record. A changed sensitivity or retention
+    is a new version, so the log says when the rule changed."""
+    return (
+        current is not None
+        and not current.removed
+        and current.content_sha256 == content_sha256
+        and current.sensitivity == doc.sensitivity
+        and current.retention_days == doc.retention_days
+    )
 
 
 def _dedup_answer(document_id: str, current: DocumentState) -> dict[str, object]:
@@ -81,6 +89,7 @@ def _new_version(
     content_sha256: str,
     pieces: list[TextChunk],
     current: DocumentState | None,
+    origins: tuple[str, str] | None = None,
 ) -> DocumentIngested:
     """The next version's payload, every text sealed; chunk ids from content (a section
     that did not change keeps its id)."""
@@ -106,6 +115,8 @@ def _new_version(
             sensitivity=doc.sensitivity,
             retention_days=doc.retention_days,
             subject_id=doc.subject_id,
+            sensitivity_origin=origins[0] if origins else None,  # type: ignore[arg-type]
+            retention_origin=origins[1] if origins else None,  # type: ignore[arg-type]
             chunks=[
                 Chunk(
                     chunk_id=chunk_id,
@@ -177,9 +188,12 @@ def ingest_document(
     with _claimed(claims, tenant, document_id):
         ctx.lookups.refresh()
         current = ctx.lookups.document(tenant, document_id)
-        if current is not None and _unchanged(current, content_sha256):
+        if current is not None and _unchanged(current, content_sha256, doc):
             return Result(_dedup_answer(document_id, current), created=False)
         payload = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
+        # The request holds the document's text: its record is bound to the keys sealing it.
+        texts_refs = sealed_refs(payload.title, *(chunk.text for chunk in payload.chunks))
+        idempotency = bound(idempotency, ctx.sealer, texts_refs)
         return record(ctx, caller, [payload], lambda events: _version_answer(payload, events[0]), idempotency)
 
 
@@ -205,6 +219,7 @@ def ingest_batch(
     removals: Sequence[str] = (),
     *,
     reason: RemovalReason = "source_deleted",
+    origins: Sequence[tuple[str, str]] | None = None,
 ) -> list[BatchOutcome]:
     """Many documents (and removals) in one write: the same rules as `ingest_document` and
     `remove_document`, one transaction. A document the rules refuse is answered `refused`
@@ -216,7 +231,7 @@ def ingest_batch(
     hashes = [hashlib.sha256(doc.text.encode("utf-8")).hexdigest() for doc in docs]
 
     def unchanged(index: int, current: DocumentState | None) -> bool:
-        if current is None or not _unchanged(current, hashes[index]):
+        if current is None or not _unchanged(current, hashes[index], docs[index]):
             return False
         outcomes[index] = BatchOutcome(
             targets[index],
@@ -246,7 +261,16 @@ def ingest_batch(
             if unchanged(index, current):
                 continue
             try:
-                payload = _new_version(ctx, tenant, doc, document_id, hashes[index], _pieces(doc), current)
+                payload = _new_version(
+                    ctx,
+                    tenant,
+                    doc,
+                    document_id,
+                    hashes[index],
+                    _pieces(doc),
+                    current,
+                    origins[index] if origins is not None else None,
+                )
                 prepare(draft(caller, payload))  # refused here (too large), not in the shared write
                 planned.append((index, payload))
             except (UseCaseError, EventRejected) as exc:

@@ -49,6 +49,7 @@ class ChunkState:
     retention_days: int | None
     text: dict[str, Any] | None  # the sealed chunk text (None once scrubbed)
     heading_path: dict[str, Any] | None = None  # sealed
+    source: str | None = None  # the source the document was synced from (or posted under)
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,16 @@ class WriteLookups(Protocol):
         self, tenant_id: str, document_id: str, chunk_id: str, version_id: str
     ) -> ChunkState | None: ...
 
+    def erased_documents(self, tenant_id: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The tenant's documents erased on request: their ids, and the content SHA-256 of
+        every version they had (what a sync recognises an erased file by; no text)."""
+        ...
+
+    def documents_of_sources(self, tenant_id: str, sources: Sequence[str]) -> dict[str, str]:
+        """Document id -> source of every document (any version, removed ones too) the
+        tenant recorded under one of `sources`: a document's source never changes."""
+        ...
+
     def source_documents(self, tenant_id: str, source: str) -> dict[str, str]:
         """Path -> document id of the tenant's live documents recorded from `source`."""
         ...
@@ -132,6 +143,13 @@ class WriteLookups(Protocol):
 
     def receipt(self, tenant_id: str, receipt_id: str) -> RecordedEvent | None:
         """The receipt's signed entry, if it is this tenant's."""
+        ...
+
+    def receipt_with_replays(
+        self, tenant_id: str, receipt_id: str
+    ) -> tuple[RecordedEvent, list[tuple[str, int]]] | None:
+        """The receipt's signed entry (if it is this tenant's) and its replays (id, position),
+        in log order, in one lookup."""
         ...
 
     # -- replay ---------------------------------------------------------------------
@@ -211,6 +229,11 @@ class CorpusView(Protocol):
     @property
     def document_numbers(self) -> Any:
         """numpy int64 array: a number per document (to count files)."""
+        ...
+
+    @property
+    def restricted(self) -> Any:
+        """numpy bool array: which chunk versions belong to `restricted` documents."""
         ...
 
     @property

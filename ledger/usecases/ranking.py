@@ -28,7 +28,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -43,7 +43,8 @@ from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.search_text import Term, query_terms, terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
-from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk
+from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, SearchIndexReader
+from ledger.usecases.visibility import visible_corpus
 
 log = logging.getLogger("citeledger.search")
 
@@ -102,6 +103,12 @@ class SearchRun:
     context_hash: str
     files_scanned: int
     denied_rule: str | None = None
+    # Live chunk versions the caller's scopes may not see, left out before ranking (None: the
+    # run ranked without the built-in rule, as receipts recorded before it did).
+    withheld: int | None = None
+    # Chunk ids of restricted chunks among the hits and filters: what an answer to a caller
+    # without the scope must leave out (a replay's diff; `ledger.usecases.visibility`).
+    restricted_ids: frozenset[str] = frozenset()
 
     @property
     def metrics(self) -> dict[str, int]:
@@ -145,8 +152,26 @@ def _fixed(value: float) -> str:
     return "0." + "0" * SCORE_PLACES if text.startswith("-0.") and float(text) == 0 else text
 
 
-def _in_roots(path: str, roots: Sequence[str]) -> bool:
-    return not roots or any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _in_roots(
+    chunk: IndexedChunk, roots: Sequence[str], root_sources: Sequence[str], source_of: dict[str, str]
+) -> bool:
+    """Whether a chunk lies under one of the target roots. A root whose first segment named a
+    source when the search ran (`root_sources`) means that source, or a folder in it; any
+    other root is a path prefix, as searches recorded before roots named sources had it."""
+    if not roots:
+        return True
+    for root in roots:
+        name, _, folder = root.strip("/").partition("/")
+        if name in root_sources:
+            if source_of.get(chunk.document_id) == name and (not folder or _under(chunk.path, folder)):
+                return True
+        elif _under(chunk.path, root):
+            return True
+    return False
 
 
 def _snippet(text: str, wanted: set[str]) -> tuple[str, tuple[int, int]]:
@@ -206,28 +231,60 @@ def rank(
     policy: PolicyRules,
     auth_scope: frozenset[str],
     deadline_s: float | None,
+    *,
+    withhold_restricted: bool = True,
 ) -> SearchRun:
     """Rank `tenant_id`'s corpus as of `request.corpus_position` (a pure read).
 
-    `deadline_s`: seconds this call may take (None: no limit); past it the answer is `timeout`."""
+    `deadline_s`: seconds this call may take (None: no limit); past it the answer is `timeout`.
+    `withhold_restricted`: the built-in rule (`ledger.usecases.visibility`): chunks `auth_scope`
+    may not see are left out before anything is ranked (the run's `withheld` counts them).
+    Only the replay of a receipt recorded before the rule (it has no `withheld`) turns it off,
+    to reproduce that receipt as it was ranked."""
     started = time.monotonic()
-    position = request.corpus_position
-
-    def late() -> bool:
-        return deadline_s is not None and time.monotonic() - started > deadline_s
-
     index = ctx.search_index
     if index is None:
         raise RuntimeError("this process has no search index")
-    wanted = query_terms(query)
-    if not wanted:
-        return empty_run("no_hit", position, ["the query has no searchable words; ask with content words"])
+    position = request.corpus_position
     try:
         view = index.view(tenant_id, position)
     except LookupError:
         raise Busy(
             f"the search index has not reached position {position} yet; retry", code="index_behind"
         ) from None
+    withheld: int | None = None
+    if withhold_restricted:
+        view, withheld = visible_corpus(view, auth_scope)
+    restricted: set[str] = set()
+    run = _rank(
+        ctx, index, tenant_id, query, request, policy, auth_scope, deadline_s, view, started, restricted
+    )
+    restricted.update(hit.chunk_id for hit in run.hits if hit.sensitivity == "restricted")
+    return replace(run, withheld=withheld, restricted_ids=frozenset(restricted))
+
+
+def _rank(
+    ctx: UseCaseContext,
+    index: SearchIndexReader,
+    tenant_id: str,
+    query: str,
+    request: SearchRequest,
+    policy: PolicyRules,
+    auth_scope: frozenset[str],
+    deadline_s: float | None,
+    view: CorpusView,
+    started: float,
+    restricted: set[str],
+) -> SearchRun:
+    """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
+    position = request.corpus_position
+
+    def late() -> bool:
+        return deadline_s is not None and time.monotonic() - started > deadline_s
+
+    wanted = query_terms(query)
+    if not wanted:
+        return empty_run("no_hit", position, ["the query has no searchable words; ask with content words"])
     if late():
         return empty_run("timeout", position)
     n = view.live_count
@@ -280,10 +337,12 @@ def rank(
     sensitivities = set(request.filters.sensitivity)
     candidates: list[int] = qualified.tolist()
     if roots or prefixes or sensitivities:
+        root_sources = request.root_sources or []
+        source_of = ctx.lookups.documents_of_sources(tenant_id, root_sources) if root_sources else {}
         candidates = [
             row
             for row in candidates
-            if _in_roots(view.chunk(row).path, roots)
+            if _in_roots(view.chunk(row), roots, root_sources, source_of)
             and (not prefixes or any(view.chunk(row).path.startswith(p) for p in prefixes))
             and (not sensitivities or view.chunk(row).sensitivity in sensitivities)
         ]
@@ -315,6 +374,8 @@ def rank(
         for rule_id, action in verdict.applied:
             if len(filters) < MAX_FILTERS_APPLIED:
                 filters.append((rule_id, state.chunk_id, action))
+                if state.sensitivity == "restricted":
+                    restricted.add(state.chunk_id)
             if action == "deny" and first_deny is None:
                 first_deny = rule_id
     if not allowed:

@@ -1,10 +1,10 @@
-"""Use cases on receipts: find one (tenant-scoped), build its portable bundle."""
+"""Use cases on receipts: find one (tenant-scoped), build its portable bundle, check it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ledger.bundle import build_bundle, proof_json
+from ledger.bundle import BundleError, build_bundle, cose_receipt, proof_json, verify_bundle
 from ledger.entries import RecordedEvent
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import NotFound
@@ -18,14 +18,27 @@ def find_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> Record
     return event
 
 
-def replay_chain(ctx: UseCaseContext, tenant_id: str, event: RecordedEvent) -> dict[str, Any]:
-    """Where a receipt sits among replays: its parent (a replay's original) and its replays."""
-    payload = event.payload
-    replays = ctx.lookups.replays_of(tenant_id, payload["receipt_id"])
-    return {
-        "parent_receipt_id": payload.get("parent_receipt_id"),
-        "replays": [{"receipt_id": r.receipt_id, "position": r.position} for r in replays],
+def receipt_with_chain(
+    ctx: UseCaseContext, tenant_id: str, receipt_id: str
+) -> tuple[RecordedEvent, dict[str, Any]]:
+    """The receipt's signed entry and where it sits among replays: its parent (a replay's
+    original) and its replays. One lookup; another tenant's receipt is not found."""
+    found = ctx.lookups.receipt_with_replays(tenant_id, receipt_id)
+    if found is None:
+        raise NotFound("receipt")
+    event, replays = found
+    chain = {
+        "parent_receipt_id": event.payload.get("parent_receipt_id"),
+        "replays": [{"receipt_id": replay_id, "position": position} for replay_id, position in replays],
     }
+    return event, chain
+
+
+def receipt_cose(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> bytes:
+    """The receipt's inclusion proof as a COSE Receipt (RFC 9942), in the first
+    checkpoint that covers it."""
+    event = find_receipt(ctx, tenant_id, receipt_id)
+    return cose_receipt(ctx.ledger, event.position, ctx.ledger.checkpoint_covering(event.position))
 
 
 def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
@@ -64,23 +77,28 @@ def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     return build_bundle(ledger, event.position, extra={"citations": citations})
 
 
-def receipt_integrity(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
-    """Is the receipt intact, checked now from the log itself (not from a read model's copy):
-    its entry's signature, its inclusion proof against a signed checkpoint, and that
-    checkpoint's signature, all under the ledger's root key. `intact` with the checkpoint it
-    was checked against, or not, with the first reason."""
-    from ledger.bundle import BundleError, verify_bundle
-
-    position = find_receipt(ctx, tenant_id, receipt_id).position
+def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
+    """Is the receipt intact? Its signature, its inclusion proof against the latest signed
+    checkpoint (one is issued first when none covers it yet), that checkpoint's signature and
+    the key chain back to the root key: the offline bundle check, run here. `problem` names
+    the first part that fails."""
+    event = find_receipt(ctx, tenant_id, receipt_id)
     ledger = ctx.ledger
+    latest = ledger.latest_checkpoint()
+    if latest is None or latest.tree_size < event.position:
+        latest = ledger.checkpoint_covering(event.position)
+    bundle = build_bundle(ledger, event.position, checkpoint=latest)
+    problem: str | None = None
     try:
-        bundle = build_bundle(ledger, position)
         verify_bundle(bundle, ledger.root_public_key)
-    except (BundleError, LookupError, ValueError) as exc:
-        return {"intact": False, "reason": str(exc)[:300], "position": position, "tree_size": None}
+    except BundleError as exc:
+        problem = str(exc)[:300]
     return {
-        "intact": True,
-        "reason": None,
-        "position": position,
-        "tree_size": bundle["checkpoint"]["tree_size"],
+        "receipt_id": receipt_id,
+        "position": event.position,
+        "intact": problem is None,
+        "problem": problem,
+        "kid": event.kid,
+        "checkpoint": latest.to_json(),
+        "inclusion_proof": bundle["inclusion_proof"],
     }

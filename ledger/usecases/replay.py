@@ -44,7 +44,7 @@ from ledger.events import (
 )
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused
 from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules
-from ledger.replay_diff import Outcome, diff, filter_keys, outcome_of_receipt, summary
+from ledger.replay_diff import Outcome, diff, filter_keys, outcome_of_receipt, summary, without_chunks
 from ledger.sealing import KeyDestroyed
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
@@ -54,6 +54,7 @@ from ledger.usecases.ranking import SearchHit, SearchRun, rank
 from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
+from ledger.usecases.visibility import may_see, restricted_chunk_ids, sees_restricted
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"
@@ -219,7 +220,7 @@ def _integrity(
 
 def _bm25(
     ctx: UseCaseContext, receipt: Receipt, rules: PolicyRules, query: str, at_position: int | None
-) -> tuple[dict[str, Any], RetrievalRecorded]:
+) -> tuple[dict[str, Any], RetrievalRecorded, frozenset[str]]:
     tenant, payload = receipt.record.tenant_id, receipt.payload
     if not payload.get("search"):
         raise Unreplayable("the receipt does not record the search it ran", code=INVALID_SNAPSHOT)
@@ -232,15 +233,20 @@ def _bm25(
     live_rules, live_hash = _live_policy(ctx, tenant, target)
     scopes = frozenset(payload["task"].get("auth_scope", []))
     now_request = request.model_copy(update={"corpus_position": target})
-    original_run = rank(ctx, tenant, query, request, rules, scopes, REPLAY_RUN_DEADLINE_S)
-    data_run = rank(ctx, tenant, query, now_request, rules, scopes, REPLAY_RUN_DEADLINE_S)
+    # The rule the receipt was recorded under: receipts from before the built-in restricted
+    # rule carry no `withheld` and are re-run without it, so they reproduce byte for byte.
+    withhold = payload.get("withheld") is not None
+
+    def run(at: SearchRequest, policy: PolicyRules) -> SearchRun:
+        return rank(
+            ctx, tenant, query, at, policy, scopes, REPLAY_RUN_DEADLINE_S, withhold_restricted=withhold
+        )
+
+    original_run = run(request, rules)
+    data_run = run(now_request, rules)
     # The same rules on the same corpus give the same bytes: no third run when the live
     # policy is the snapshot's (the usual case).
-    policy_run = (
-        data_run
-        if live_rules == rules
-        else rank(ctx, tenant, query, now_request, live_rules, scopes, REPLAY_RUN_DEADLINE_S)
-    )
+    policy_run = data_run if live_rules == rules else run(now_request, live_rules)
     recorded = outcome_of_receipt(payload)
     data_outcome = _outcome(data_run)
     integrity, reason = _integrity(ctx, receipt, recorded.context_hash, original_run)
@@ -265,14 +271,18 @@ def _bm25(
         context_hash=data_outcome.context_hash,
         status=data_run.status,
         search=now_request,
+        withheld=data_run.withheld,
     )
-    return body, replay_receipt
+    restricted = restricted_chunk_ids(payload["selected_entries"]).union(
+        *(r.restricted_ids for r in (original_run, data_run, policy_run))
+    )
+    return body, replay_receipt, restricted
 
 
 # --- external receipts ------------------------------------------------------------------
 def _external(
     ctx: UseCaseContext, receipt: Receipt, rules: PolicyRules, at_position: int | None
-) -> tuple[dict[str, Any], RetrievalRecorded]:
+) -> tuple[dict[str, Any], RetrievalRecorded, frozenset[str]]:
     tenant, payload = receipt.record.tenant_id, receipt.payload
     target, is_head = _target(ctx, receipt.record.position, at_position)
     entries: list[dict[str, Any]] = list(payload["selected_entries"])
@@ -327,7 +337,13 @@ def _external(
         "entry_counts": counts,
         "diff": {"data_drift": diff(outcome_of_receipt(payload), replay_outcome)},
     }
-    return body, replay_receipt
+    # An entry is hidden when the chunk it cited or the version it is in now is restricted.
+    moved = [
+        {"chunk_id": entry["chunk_id"], "sensitivity": report.current_sensitivity}
+        for entry, report in zip(entries, reports, strict=True)
+        if report.current_sensitivity is not None
+    ]
+    return body, replay_receipt, restricted_chunk_ids([*entries, *moved])
 
 
 # --- the use case ----------------------------------------------------------------------
@@ -339,6 +355,7 @@ def _replay_receipt(
     context_hash: str,
     status: str,
     search: SearchRequest | None,
+    withheld: int | None = None,
 ) -> RetrievalRecorded:
     payload = receipt.payload
     return RetrievalRecorded(
@@ -356,7 +373,42 @@ def _replay_receipt(
         filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in filters],  # type: ignore[arg-type]
         context_hash=context_hash,
         status=status,  # type: ignore[arg-type]
+        withheld=withheld,
     )
+
+
+def _erased_shown(ctx: UseCaseContext, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+    """`integrity_reason` without the erased documents that were restricted, for a caller
+    without the scope (document ids derive from paths)."""
+    reason = body.get("integrity_reason") or {}
+    if not reason.get("document_ids") or sees_restricted(caller.scopes):
+        return body
+    position = int(body["corpus_position"])
+
+    def restricted(document_id: str) -> bool:
+        versions = ctx.lookups.document_chunks(caller.tenant_id, document_id, position)
+        return any(not may_see(caller.scopes, v.sensitivity) for v in versions)
+
+    kept = [d for d in reason["document_ids"] if not restricted(d)]
+    return {**body, "integrity_reason": {**reason, "document_ids": kept}}
+
+
+def _shown(body: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
+    """The answer as a caller who may not see the `hidden` (restricted) chunks gets it:
+    their entries, filters and paths left out of every diff and entry list."""
+    if not hidden:
+        return body
+    shown = {
+        **body,
+        "diff": {run: without_chunks(envelope, hidden) for run, envelope in body["diff"].items()},
+    }
+    if "entries" in body:
+        entries = [e for e in body["entries"] if e["chunk_id"] not in hidden]
+        counts = dict.fromkeys(STATUSES, 0)
+        for entry in entries:
+            counts[entry["status"]] += 1
+        shown["entries"], shown["entry_counts"] = entries, counts
+    return shown
 
 
 def replay(
@@ -372,10 +424,12 @@ def replay(
     query = _query(ctx, receipt)
     ctx.lookups.refresh()  # "current" means every entry committed before this call
     if receipt.record.engine.startswith(BM25_PREFIX):
-        body, replay_receipt = _bm25(ctx, receipt, rules, query, at_position)
+        body, replay_receipt, restricted = _bm25(ctx, receipt, rules, query, at_position)
     else:
-        body, replay_receipt = _external(ctx, receipt, rules, at_position)
-    base = {"original_receipt_id": receipt_id, **body}
+        body, replay_receipt, restricted = _external(ctx, receipt, rules, at_position)
+    # The ledger records the whole diff; the caller sees what its own scopes may see.
+    hidden = frozenset() if sees_restricted(caller.scopes) else restricted
+    base = {"original_receipt_id": receipt_id, **_shown(_erased_shown(ctx, caller, body), hidden)}
     envelope = body["diff"]["data_drift"]
     # Recorded on the ledger too, so an auditor reading the log tells "reproduced" from
     # "could not be checked" (and why) without the response that was returned then.

@@ -44,6 +44,7 @@ class EntryReport:
     current_chunk_id: str | None = None  # where the snippet is now (superseded)
     current_version_id: str | None = None
     rule_id: str | None = None  # the snapshot rule that filters it
+    current_sensitivity: str | None = None  # of the version it is in now (superseded, changed)
 
     def view(self, entry: Mapping[str, Any], rank: int) -> dict[str, Any]:
         return {
@@ -139,11 +140,16 @@ def entry_report(
             continue
         if snippet and snippet in text:
             return EntryReport(
-                "superseded", current_chunk_id=chunk.chunk_id, current_version_id=chunk.version_id
+                "superseded",
+                current_chunk_id=chunk.chunk_id,
+                current_version_id=chunk.version_id,
+                current_sensitivity=chunk.sensitivity,
             )
     if any(chunk.scrubbed_position is not None for chunk in live):
         return EntryReport("scrubbed")
-    return EntryReport("changed", current_version_id=live[0].version_id)
+    return EntryReport(
+        "changed", current_version_id=live[0].version_id, current_sensitivity=live[0].sensitivity
+    )
 
 
 def entry_reports(

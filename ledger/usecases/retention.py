@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from ledger.entries import RecordedEvent
@@ -31,6 +32,17 @@ def _bucket_refs(ctx: UseCaseContext, tenant: str, scope: str) -> list[str]:
     return [ref for ref in refs if (parsed := parse_expiry_key_ref(ref)) is not None and parsed[2] == scope]
 
 
+def _require_targets(
+    ctx: UseCaseContext, tenant: str, document_ids: Sequence[str], subject_ids: Sequence[str]
+) -> None:
+    """Every target names a document or data subject the tenant's ledger knows: an unknown
+    one, or another tenant's, is not found (never a hold or an erasure of nothing)."""
+    if set(document_ids) - set(ctx.lookups.documents(tenant, document_ids)):
+        raise NotFound("document")
+    if any(not ctx.ledger.data_keys.known(subject_key_ref(tenant, s)) for s in sorted(set(subject_ids))):
+        raise NotFound("data subject")
+
+
 def erase(ctx: UseCaseContext, caller: Caller, body: ErasureIn) -> dict[str, Any]:
     tenant, lookups = caller.tenant_id, ctx.lookups
     lookups.refresh()
@@ -38,15 +50,13 @@ def erase(ctx: UseCaseContext, caller: Caller, body: ErasureIn) -> dict[str, Any
     refs: list[str]
     if body.document_id is not None:
         target_kind, target_id = "document", body.document_id
-        if lookups.document(tenant, target_id) is None:
-            raise NotFound("document")
+        _require_targets(ctx, tenant, [target_id], [])
         documents, refs = [target_id], []
     else:
         assert body.subject_id is not None
         target_kind, target_id = "subject", body.subject_id
+        _require_targets(ctx, tenant, [], [target_id])
         subject_ref = subject_key_ref(tenant, target_id)
-        if not ctx.ledger.data_keys.known(subject_ref):
-            raise NotFound("data subject")
         documents = lookups.documents_of_subject(tenant, target_id)
         refs = [subject_ref, *_bucket_refs(ctx, tenant, f"subject.{target_id}")]
     holds = lookups.active_holds(tenant, target_kind, target_id)
@@ -75,6 +85,8 @@ def erase(ctx: UseCaseContext, caller: Caller, body: ErasureIn) -> dict[str, Any
 
 
 def place_hold(ctx: UseCaseContext, caller: Caller, body: LegalHoldIn) -> dict[str, Any]:
+    ctx.lookups.refresh()
+    _require_targets(ctx, caller.tenant_id, body.document_ids, body.subject_ids)
     hold_id = uuid.uuid4().hex
     payload = LegalHoldPlaced(
         hold_id=hold_id,

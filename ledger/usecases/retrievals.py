@@ -17,6 +17,7 @@ from typing import Any
 from ledger.application import Write
 from ledger.canonical import canonical_json
 from ledger.entries import RecordedEvent, utc_now
+from ledger.events import AccessDenied as AccessDeniedEvent
 from ledger.events import (
     EventRejected,
     FilterApplied,
@@ -29,12 +30,12 @@ from ledger.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, lookup_many
+from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, bound, lookup_many, sealed_refs
 from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.commands import MAX_BATCH_ITEMS, RetrievalIn
-from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts
+from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts, record
 from ledger.usecases.errors import (
     ChunkScrubbed,
     Invalid,
@@ -44,6 +45,8 @@ from ledger.usecases.errors import (
     UseCaseError,
 )
 from ledger.usecases.ports import ChunkState, PolicyState
+from ledger.usecases.scopes import RESTRICTED_SCOPE
+from ledger.usecases.visibility import may_see, narrowed
 
 # Chunk texts a batch request has unsealed, by (tenant, chunk id, nonce of the sealed text).
 ChunkTexts = dict[tuple[str, str, str], str]
@@ -137,6 +140,7 @@ def seal_entry(
         document_id=chunk.document_id,
         version_id=chunk.version_id,
         chunk_id=chunk.chunk_id,
+        source=chunk.source,
         path=chunk.path,
         locator=locator or Locator(start_line=chunk.start_line, end_line=chunk.end_line),
         score=score,
@@ -188,6 +192,32 @@ def policy_snapshot(policy: PolicyState | None) -> PolicySnapshot:
     )
 
 
+def _visible(caller: Caller, chunks: dict[tuple[str, str], ChunkState]) -> dict[tuple[str, str], ChunkState]:
+    """The cited chunks the caller may see (`ledger.usecases.visibility`). A restricted one is
+    missing for a caller without the scope, exactly like a chunk the ledger does not hold: it
+    is refused before its text is compared with the snippet, with the answer an unknown chunk
+    gets (chunk ids derive from the text, so any other answer would confirm a guessed chunk)."""
+    return {ref: chunk for ref, chunk in chunks.items() if may_see(caller.scopes, chunk.sensitivity)}
+
+
+def _record_denials(ctx: UseCaseContext, caller: Caller, chunks: dict[tuple[str, str], ChunkState]) -> None:
+    """A signed AccessDenied for each restricted chunk a refused retrieval cited without the scope."""
+    denied = sorted(
+        {ref[1] for ref, chunk in chunks.items() if not may_see(caller.scopes, chunk.sensitivity)}
+    )
+    if denied:
+        denials = [
+            AccessDeniedEvent(
+                resource_type="chunk",
+                resource_id=chunk_id,
+                required_scope=RESTRICTED_SCOPE,
+                reason="restricted_scope_required",
+            )
+            for chunk_id in denied
+        ]
+        record(ctx, caller, denials, lambda events: {})
+
+
 def record_retrieval(
     ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
@@ -206,12 +236,15 @@ def retrieval_write(
     passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
     tenant = caller.tenant_id
     refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
-    chunks = ctx.lookups.chunks(tenant, refs)
+    found = ctx.lookups.chunks(tenant, refs)
+    chunks = _visible(caller, found)
     if len(chunks) < len(set(refs)):
         ctx.lookups.refresh()  # maybe ingested through another process a moment ago
-        chunks = ctx.lookups.chunks(tenant, refs)
+        found = ctx.lookups.chunks(tenant, refs)
+        chunks = _visible(caller, found)
     for index, ref in enumerate(refs):
         if ref not in chunks:
+            _record_denials(ctx, caller, found)
             raise UnknownChunk(
                 f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant"
             )
@@ -248,7 +281,9 @@ def retrieval_write(
             trace_id=caller.trace_id,
             task_id=body.task.task_id,
             deadline_ms=body.task.deadline_ms,
-            auth_scope=body.task.auth_scope if body.task.auth_scope is not None else sorted(caller.scopes),
+            # A claim is narrowed to the token's scopes, never widened (an unknown or unheld
+            # scope named in it is dropped from the signed record).
+            auth_scope=sorted(narrowed(caller.scopes, body.task.auth_scope)),
         ),
         engine=body.engine,
         mode="live",
@@ -283,7 +318,9 @@ def retrieval_write(
             "status": body.status,
         }
 
-    return Pending(caller, [payload], answer, idempotency)
+    # The request quotes the query and the snippets: its record is bound to their keys.
+    texts_refs = sealed_refs(query, *(e.snapshot for e in entries), *(e.explanation for e in entries))
+    return Pending(caller, [payload], answer, bound(idempotency, ctx.sealer, texts_refs))
 
 
 @dataclass(frozen=True)
@@ -330,7 +367,7 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                 raise Invalid(item.problem or "item is malformed", code="invalid_item")
             earlier = stored.get(item.idempotency.key)
             if earlier is not None:
-                status, body = earlier.replay(item.idempotency)
+                status, body = earlier.replay(item.idempotency, ctx.sealer)
                 outcomes[index] = ItemOutcome(index, Result(body, created=bool(status)))
                 continue
             own = caller

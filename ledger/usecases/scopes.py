@@ -9,10 +9,13 @@ may hold them, so they stay loadable and grant nothing.
 from __future__ import annotations
 
 RESTRICTED_SCOPE = "knowledge.restricted.read"
+# Plain reads of sealed fields (queries, snippets, heading paths); every such read is recorded.
+CONTENT_SCOPE = "audit.content"
 SCOPES = (
     "ingest.write",
     "retrieval.write",
     "audit.read",
+    CONTENT_SCOPE,
     RESTRICTED_SCOPE,
     "replay.run",
     "admin",

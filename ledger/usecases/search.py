@@ -4,7 +4,6 @@ current position under the live policy, then one signed receipt for every search
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import time
 import uuid
@@ -16,22 +15,24 @@ from ledger.events import (
     FilterApplied,
     Locator,
     RetrievalRecorded,
+    Sealed,
     SearchFilters,
     SearchRequest,
     SelectedEntry,
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey
+from ledger.idempotency import IdempotencyKey, Protected, bound, protect_json, sealed_refs
 from ledger.policy_rules import PolicyRules, rules_from_bundle
 from ledger.retention import expiry_key_for
-from ledger.sealing import document_key_ref, tenant_key_ref
+from ledger.sealing import KeyDestroyed, Sealer, document_key_ref, tenant_key_ref
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
-from ledger.usecases.errors import Invalid
+from ledger.usecases.errors import ChunkScrubbed, Invalid
 from ledger.usecases.ports import PolicyState
 from ledger.usecases.ranking import ENGINE, SearchHit, SearchRun, empty_run, rank
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
+from ledger.usecases.visibility import narrowed
 
 log = logging.getLogger("citeledger.search")
 
@@ -62,12 +63,23 @@ def rules_from_snapshot(bundle_yaml: str | None) -> PolicyRules:
 
 
 def _scopes(caller: Caller, body: SearchIn) -> frozenset[str]:
-    """Least privilege: the envelope's `auth_scope` narrows the token's scopes, never widens them."""
-    return caller.scopes & frozenset(body.auth_scope) if body.auth_scope else caller.scopes
+    """Least privilege: the envelope's `auth_scope` narrows the token's scopes, never widens
+    them (an empty list claims nothing: the token's scopes)."""
+    return narrowed(caller.scopes, body.auth_scope or None)
 
 
 def _outside_roots(roots: Sequence[str]) -> bool:
     return any(root.startswith("/") or ".." in root.split("/") or "\\" in root for root in roots)
+
+
+def _root_sources(ctx: UseCaseContext, tenant: str, roots: Sequence[str]) -> list[str] | None:
+    """The sources the target roots name (their first segment), as the corpus knows them now:
+    frozen into the receipt so a replay reads the roots the same way."""
+    firsts = {root.strip("/").partition("/")[0] for root in roots}
+    if not firsts:
+        return None
+    named = sorted(set(ctx.lookups.documents_of_sources(tenant, sorted(firsts)).values()))
+    return named or None
 
 
 def search(
@@ -87,6 +99,7 @@ def search(
     policy = rules_of(policy_state)
     request = SearchRequest(
         target_roots=list(task.target_roots),
+        root_sources=_root_sources(ctx, tenant, task.target_roots),
         top_k=min(task.top_k, policy.max_top_k),
         filters=SearchFilters(
             sensitivity=list(task.filters.sensitivity), path_prefixes=list(task.filters.path_prefixes)
@@ -197,7 +210,10 @@ def _record(
         filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in run.filters_applied],  # type: ignore[arg-type]
         context_hash=run.context_hash,
         status=run.status,
+        withheld=run.withheld,
     )
+    # The snippet's salted commitment, not a bare hash: once its key is shredded a log line
+    # can no longer confirm a guess of the text.
     log.info(
         "search tenant=%s status=%s position=%d hits=%s",
         tenant,
@@ -207,12 +223,29 @@ def _record(
             {
                 "path": h.path,
                 "lines": [h.start_line, h.end_line],
-                "snippet_sha256": hashlib.sha256(h.snippet.encode()).hexdigest()[:16],
+                "snippet_commitment": entry.snapshot.commitment[:16],
                 "snippet_chars": len(h.snippet),
             }
-            for h in run.hits
+            for h, entry in zip(run.hits, entries, strict=True)
         ],
     )
+
+    # Sealed before the commit (a shredded key fails this search alone, not the group commit):
+    # what the stored answer keeps of the query, snippets, headings and terms.
+    try:
+        citations = [
+            _citation(ctx.sealer, tenant, hit, entry, query)
+            for hit, entry in zip(run.hits, entries, strict=True)
+        ]
+        gaps: list[str] | Protected = (
+            protect_json(
+                ctx.sealer, list(run.gaps), tenant_id=tenant, key_refs=sealed_refs(query), withheld=[]
+            )
+            if run.gaps
+            else []
+        )
+    except KeyDestroyed:
+        raise ChunkScrubbed("a cited document's text was scrubbed during the search; retry") from None
 
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
         errors = []
@@ -237,10 +270,10 @@ def _record(
             "task_id": body.task_id,
             "status": run.status,
             "output": {
-                "query": body.input.query,
+                "query": Protected(body.input.query, query, withheld=""),
                 "target_roots": list(request.target_roots),
-                "citations": [_citation(hit, entry) for hit, entry in zip(run.hits, entries, strict=True)],
-                "gaps": list(run.gaps),
+                "citations": citations,
+                "gaps": gaps,
             },
             "errors": errors,
             "metrics": {
@@ -253,26 +286,44 @@ def _record(
             **entry_facts(events[0]),
         }
 
-    return record(ctx, caller, [payload], answer, idempotency)
+    return record(ctx, caller, [payload], answer, bound(idempotency, ctx.sealer, sealed_refs(query)))
 
 
-def _citation(hit: SearchHit, entry: SelectedEntry) -> dict[str, Any]:
+def _citation(
+    sealer: Sealer, tenant: str, hit: SearchHit, entry: SelectedEntry, query: Sealed
+) -> dict[str, Any]:
+    """One hit of the answer. Its text is `Protected` under the keys that seal it in the
+    receipt: the snippet is the entry's sealed snapshot, the heading the chunk's sealed
+    heading, and the matched terms (words of the query and of the chunk) both keys' layers."""
+    heading = hit.chunk.heading_path
+    terms = [{"term": t, "bm25": v} for t, v in hit.term_scores]
     return {
         "citation_id": entry.citation_id,
         "document_id": hit.document_id,
         "chunk_id": hit.chunk_id,
+        "source": entry.source,
         "path": hit.path,
-        "snippet": hit.snippet,
+        "snippet": Protected(hit.snippet, entry.snapshot, withheld=""),
         "snippet_span": list(hit.snippet_span) if hit.snippet_span else None,
-        "locator": {"start_line": hit.start_line, "end_line": hit.end_line, "heading_path": hit.heading_path},
+        "locator": {
+            "start_line": hit.start_line,
+            "end_line": hit.end_line,
+            "heading_path": (
+                Protected(hit.heading_path, Sealed.model_validate(heading))
+                if heading is not None and hit.heading_path is not None
+                else None
+            ),
+        },
         "score": hit.score,
         "reason": {
             "score_breakdown": [{"component": c, "value": v} for c, v in hit.score_breakdown],
-            "terms": [{"term": t, "bm25": v} for t, v in hit.term_scores],
+            "terms": protect_json(
+                sealer, terms, tenant_id=tenant, key_refs=sealed_refs(entry.snapshot, query), withheld=[]
+            )
+            if terms
+            else [],
             "policy": [{"rule_id": r, "action": a} for r, a in hit.policy_rules],
         },
         "sensitivity": hit.sensitivity,
         "expires_at": entry.expires_at,
     }
-
-

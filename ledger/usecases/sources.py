@@ -9,6 +9,7 @@ Log lines name paths, hashes and sizes, never document text.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections import Counter
@@ -20,22 +21,29 @@ from typing import Any
 from pydantic import ValidationError
 
 from ledger.claims import DocumentClaims
+from ledger.events import MAX_RETENTION_DAYS
+from ledger.front_matter import SENSITIVITY_RANK, FileRules, FrontMatterRefused, file_rules
 from ledger.source_registry import RegistryError, Source, SourceRegistry, valid_name
 from ledger.sources import (
+    BAD_PATH,
+    BUILTIN_DENYLIST,
+    DENYLISTED,
     SYMLINK_ESCAPE,
     PathRefused,
     ScannedFile,
     SourceLimits,
     check_root,
+    denied_by,
     scan,
 )
-from ledger.usecases.commands import DocumentIn
+from ledger.usecases.commands import UNSAFE_PATH, DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch
 from ledger.usecases.errors import Invalid, NotFound
 
 log = logging.getLogger("citeledger.sources")
 
+SOURCE_OVERLAP = "source_overlap"
 SYNC_BATCH_DOCUMENTS = 100  # documents per write (one transaction each)
 MAX_TITLE_CHARS = 256
 _TITLE = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
@@ -47,21 +55,63 @@ def _refused(exc: PathRefused) -> Invalid:
     return Invalid(exc.message, code=exc.rule)
 
 
+def _check_placement(registry: SourceRegistry, root: Path, name: str, *, tell_others: bool) -> None:
+    """A root (a real path) may neither hold nor lie inside the ledger's data directory, a
+    system folder or another source (of any tenant): a sync would record what is not its own
+    (keys, tokens, another tenant's files). At a sync (`tell_others` False) the refusal names
+    no other source."""
+    data_dir = Path(os.path.realpath(registry.data_dir))
+    if denied_by(root, (data_dir,)) or denied_by(data_dir, (root,)):
+        raise PathRefused(DENYLISTED, f"{root} holds or lies inside the ledger's data directory")
+    system = next((p for p in map(Path, BUILTIN_DENYLIST) if denied_by(p, (root,))), None)
+    if system is not None:
+        raise PathRefused(DENYLISTED, f"{root} holds the system path {system}")
+    for other in registry.all():
+        other_root = Path(other.path)
+        if other.name != name and (denied_by(root, (other_root,)) or denied_by(other_root, (root,))):
+            what = f"source {other.name} ({other_root})" if tell_others else "another source"
+            raise PathRefused(SOURCE_OVERLAP, f"{root} holds or lies inside {what}")
+
+
 def add_source(
-    registry: SourceRegistry, limits: SourceLimits, name: str, path: str, tenant_id: str
+    registry: SourceRegistry,
+    limits: SourceLimits,
+    name: str,
+    path: str,
+    tenant_id: str,
+    *,
+    sensitivity: str | None = None,
+    retention_days: int | None = None,
 ) -> dict[str, Any]:
-    """Allowlist a folder for a tenant; refused (with the rule) when denylisted or not a folder."""
+    """Allowlist a folder for a tenant; refused (with the rule) when denylisted or not a folder.
+    `sensitivity` / `retention_days`: what every file synced from it gets (front matter may narrow)."""
     if not valid_name(name):
         raise Invalid(f"source name {name!r} must be 1-63 of a-z 0-9 _ - (first a letter or digit)")
+    if sensitivity is not None and sensitivity not in SENSITIVITY_RANK:
+        raise Invalid("sensitivity must be public, internal or restricted", code="invalid_sensitivity")
+    if retention_days is not None and not 1 <= retention_days <= MAX_RETENTION_DAYS:
+        raise Invalid(f"retention_days must be from 1 to {MAX_RETENTION_DAYS}", code="invalid_retention")
     try:
         root = check_root(path, limits)
-        registry.add(Source(name=name, path=str(root), tenant_id=tenant_id))
+        _check_placement(registry, root, name, tell_others=True)
+        registry.add(
+            Source(
+                name=name,
+                path=str(root),
+                tenant_id=tenant_id,
+                sensitivity=sensitivity,
+                retention_days=retention_days,
+            )
+        )
     except PathRefused as exc:
         raise _refused(exc) from None
     except RegistryError as exc:
         raise Invalid(str(exc), code="source_exists") from None
     log.info("source added name=%s tenant=%s path=%s", name, tenant_id, root)
-    return {"name": name, "path": str(root), "tenant_id": tenant_id}
+    rules = {"sensitivity": sensitivity, "retention_days": retention_days}
+    return {"name": name, "path": str(root), "tenant_id": tenant_id} | {
+        key: value for key, value in rules.items() if value is not None
+    }
 
 
 def list_sources(registry: SourceRegistry, tenant_id: str | None = None) -> list[dict[str, Any]]:
@@ -114,11 +164,17 @@ def sync_source(
     under: str | None = None,
     time_budget_s: float | None = None,
     progress: Progress | None = None,
+    readmit: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Bring the ledger in line with the folder: every markdown file is reported
     `ingested | unchanged | removed | skipped` (with its reason), in path order. A bad file
     never fails the batch. When the scan could not see everything (`truncated`), nothing is
-    removed: a file it did not reach is not a file that vanished."""
+    removed: a file it did not reach is not a file that vanished.
+
+    An erasure sticks: a file whose document was erased, or whose content is that of an erased
+    version (by SHA-256: a copy or a move), is `skipped (erased)` until the operator names its
+    path in `readmit`; it is then recorded as a new document (`<id>.readmit.<n>`): the erased
+    one's key is gone for good."""
     tenant = caller.tenant_id
     source = registry.get(name, tenant)
     if source is None:
@@ -129,23 +185,45 @@ def sync_source(
         root = check_root(source.path, limits)
         if root != Path(source.path):  # the folder became a link to somewhere else
             raise PathRefused(SYMLINK_ESCAPE, f"source {name} now resolves outside its recorded root")
+        _check_placement(registry, root, name, tell_others=False)  # a registry written before the rule
         scanned = scan(root, replace(limits, scan_timeout_s=budget), under=under)
     except PathRefused as exc:
         log.warning("source sync refused name=%s tenant=%s rule=%s", name, tenant, exc.rule)
         raise _refused(exc) from None
     truncated = scanned.truncated
     rows: dict[str, dict[str, Any]] = {}
-    readable: list[tuple[ScannedFile, DocumentIn]] = []
+    readable: list[tuple[ScannedFile, DocumentIn, FileRules]] = []
+    default_days = ctx.retention_for(tenant).default_days
+    targets = _targets(ctx, tenant, name, [f for f in scanned.files if f.text is not None], readmit)
     for file in scanned.files:
         if file.text is None:
             rows[file.path] = _row(file, "skipped", file.skip)
             continue
-        try:
-            doc = DocumentIn(path=file.path, text=file.text, title=_title(file.text), source=name)
-        except ValidationError:
-            rows[file.path] = _row(file, "skipped", "invalid_document")
+        document_id = targets.get(file.path)
+        if document_id is None:
+            rows[file.path] = _row(file, "skipped", "erased", detail=READMIT_HINT)
             continue
-        readable.append((file, doc))
+        try:
+            rules = file_rules(file.text, source.sensitivity, source.retention_days, default_days)
+        except FrontMatterRefused as exc:
+            rows[file.path] = _row(file, "skipped", exc.reason, detail=exc.message)
+            continue
+        try:
+            doc = DocumentIn(
+                path=file.path,
+                text=file.text,
+                title=_title(file.text),
+                source=name,
+                document_id=document_id,
+                sensitivity=rules.sensitivity,  # type: ignore[arg-type]
+                retention_days=rules.retention_days,
+            )
+        except ValidationError as exc:
+            # A file name no document path may be (`a\\b.md`): the scanner's own reason for it.
+            unsafe = any(error["type"] == UNSAFE_PATH for error in exc.errors())
+            rows[file.path] = _row(file, "skipped", BAD_PATH if unsafe else "invalid_document")
+            continue
+        readable.append((file, doc, rules))
     total = len(scanned.files)
     done = total - len(readable)
     if progress is not None:
@@ -154,12 +232,25 @@ def sync_source(
         batch = readable[start : start + SYNC_BATCH_DOCUMENTS]
         if time.monotonic() - started > budget:
             truncated = "deadline"
-            for file, _ in readable[start:]:
+            for file, _, _ in readable[start:]:
                 rows[file.path] = _row(file, "skipped", "deadline")
             break
-        outcomes = ingest_batch(ctx, claims, caller, [doc for _, doc in batch])
-        for (file, _), outcome in zip(batch, outcomes, strict=True):
+        outcomes = ingest_batch(
+            ctx,
+            claims,
+            caller,
+            [doc for _, doc, _ in batch],
+            origins=[(rules.sensitivity_origin, rules.retention_origin) for _, _, rules in batch],
+        )
+        for (file, _, rules), outcome in zip(batch, outcomes, strict=True):
             rows[file.path] = _outcome_row(file, outcome)
+            if outcome.status in ("ingested", "unchanged"):
+                rows[file.path].update(
+                    sensitivity=rules.sensitivity,
+                    sensitivity_origin=rules.sensitivity_origin,
+                    retention_days=rules.retention_days,
+                    retention_origin=rules.retention_origin,
+                )
         done += len(batch)
         if progress is not None:
             progress(done, total)
@@ -200,6 +291,37 @@ def sync_source(
     }
 
 
+READMIT_HINT = "erased from the ledger; `citeledger sources sync NAME --readmit PATH` records it again"
+READMIT_MARK = ".readmit."
+
+
+def _targets(
+    ctx: UseCaseContext, tenant: str, name: str, files: list[ScannedFile], readmit: frozenset[str]
+) -> dict[str, str]:
+    """The document each readable file is recorded as; erased files are left out (skipped)
+    unless re-admitted. What recognises them is no text: the erased document ids and the
+    content SHA-256 their versions were recorded with."""
+    ctx.lookups.refresh()
+    erased_ids, erased_hashes = ctx.lookups.erased_documents(tenant)
+    live = ctx.lookups.source_documents(tenant, name)  # path -> document id (a re-admitted one too)
+    current = ctx.lookups.documents(tenant, [live[f.path] for f in files if f.path in live])
+    targets: dict[str, str] = {}
+    for file in files:
+        document_id = live.get(file.path) or default_document_id(tenant, name, file.path)
+        state = current.get(document_id)
+        known = state is not None and state.content_sha256 == file.sha256 and document_id not in erased_ids
+        if document_id in erased_ids or (file.sha256 in erased_hashes and not known):
+            if file.path not in readmit:
+                continue
+            if document_id in erased_ids:
+                base = default_document_id(tenant, name, file.path)
+                taken = sum(1 for i in erased_ids if i.startswith(base + READMIT_MARK))
+                document_id = f"{base}{READMIT_MARK}{taken + 1}"
+            log.info("source sync readmitted name=%s tenant=%s path=%s", name, tenant, file.path)
+        targets[file.path] = document_id
+    return targets
+
+
 def _vanished(
     ctx: UseCaseContext, tenant: str, name: str, under: str | None, seen: set[str]
 ) -> list[tuple[str, str]]:
@@ -209,7 +331,8 @@ def _vanished(
     prefix = PurePosixPath(under) if under else None
     gone = []
     for path, document_id in sorted(ctx.lookups.source_documents(tenant, name).items()):
-        if document_id != default_document_id(tenant, name, path) or path in seen:
+        own = default_document_id(tenant, name, path)
+        if (document_id != own and not document_id.startswith(own + READMIT_MARK)) or path in seen:
             continue
         if prefix is not None and prefix not in PurePosixPath(path).parents:
             continue

@@ -1,0 +1,320 @@
+"""The MCP tools: each the twin of one HTTP route, calling the same use case the same way
+(`api.routes.common.run_write` for writes, so a write's Idempotency-Key means the same over
+both surfaces and the same input records the same events). Input schemas are the
+commands' (`ledger.usecases.commands`, `api.mcp.arguments`), output schemas the HTTP
+answers' (`api.responses`): one source for both contracts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import cache, partial
+from typing import Any
+
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel
+
+from api.mcp import forwards
+from api.mcp.arguments import (
+    CitationRef,
+    IngestDocumentArgs,
+    ReceiptQuery,
+    ReceiptRef,
+    RecordRetrievalArgs,
+    ReplayArgs,
+)
+from api.mcp.calls import Call, Forward, Operation, Surface, Work
+from api.mcp.outcomes import log_call, refusal, success, tool_error
+from api.responses import (
+    CitationOut,
+    DocumentOut,
+    ReceiptOut,
+    ReceiptPage,
+    ReceiptRecordedOut,
+    ReceiptVerificationOut,
+    ReplayOut,
+    SearchOut,
+)
+from api.routes.common import run_write
+from api.routes.events import time_bound
+from api.routes.receipts import receipt_answer
+from api.services import Services
+from ledger.usecases.citations import read_citation
+from ledger.usecases.commands import SearchIn
+from ledger.usecases.context import Caller
+from ledger.usecases.documents import ingest_document
+from ledger.usecases.receipts import verify_receipt
+from ledger.usecases.replay import replay
+from ledger.usecases.retrievals import record_retrieval
+from ledger.usecases.search import search
+from projections.queries import ReceiptFilter
+from projections.receipt_reads import receipts_page
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    arguments: type[BaseModel]
+    answer: type[BaseModel]
+    scopes: tuple[str, ...]
+    work: Work
+    forward: Callable[[Any], Forward]
+    read_only: bool = False
+    idempotent: bool = False
+
+    @property
+    def operation(self) -> Operation:
+        return Operation(self.scopes, self.arguments, self.work, self.forward)
+
+
+async def _search(services: Services, caller: Caller, data: SearchIn) -> dict[str, Any]:
+    def run(idem: Any) -> Any:
+        return search(services.context, caller, data, idem)
+
+    body = data.model_dump(mode="json")
+    return (await run_write(services, caller, data.idempotency_key, "POST /v1/search", body, run)).body
+
+
+async def _get_document_chunk(services: Services, caller: Caller, ref: CitationRef) -> dict[str, Any]:
+    chunk = await services.blocking(
+        read_citation, services.context, services.read_models, caller, ref.citation_id
+    )
+    return {"data": chunk}
+
+
+async def _record_retrieval(services: Services, caller: Caller, args: RecordRetrievalArgs) -> dict[str, Any]:
+    data = args.command()
+
+    def run(idem: Any) -> Any:
+        return record_retrieval(services.context, caller, data, idem)
+
+    body = data.model_dump(mode="json")
+    return (await run_write(services, caller, args.idempotency_key, "POST /v1/retrievals", body, run)).body
+
+
+async def _ingest_document(services: Services, caller: Caller, args: IngestDocumentArgs) -> dict[str, Any]:
+    doc = args.command()
+
+    def run(idem: Any) -> Any:
+        return ingest_document(services.context, services.claims, caller, doc, idem)
+
+    body = doc.model_dump(mode="json")
+    return (await run_write(services, caller, args.idempotency_key, "POST /v1/documents", body, run)).body
+
+
+async def _get_receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[str, Any]:
+    return await receipt_answer(services, caller, ref.receipt_id)
+
+
+async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery) -> dict[str, Any]:
+    flt = ReceiptFilter(
+        mode=query.mode,
+        status=query.status,
+        engine=query.engine,
+        actor=query.actor,
+        trace_id=query.trace_id,
+        run_id=query.run_id,
+        parent_receipt_id=query.parent_receipt_id,
+        from_position=query.from_position,
+        to_position=query.to_position,
+        recorded_from=time_bound(query.since, "since"),
+        recorded_to=time_bound(query.until, "until"),
+    )
+    return await services.blocking(
+        partial(
+            receipts_page,
+            services.context,
+            services.read_models,
+            caller,
+            flt,
+            cursor=query.cursor,
+            limit=query.limit,
+        )
+    )
+
+
+async def _replay_receipt(services: Services, caller: Caller, args: ReplayArgs) -> dict[str, Any]:
+    def run(idem: Any) -> Any:
+        return replay(services.context, caller, args.receipt_id, args.at_position, idem)
+
+    body = {"receipt_id": args.receipt_id, "at_position": args.at_position}
+    route = "POST /v1/receipts/{id}/replay"
+    return (await run_write(services, caller, args.idempotency_key, route, body, run)).body
+
+
+async def _verify_receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[str, Any]:
+    return await services.blocking(verify_receipt, services.context, caller.tenant_id, ref.receipt_id)
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "search",
+        "Search the tenant's documents",
+        "Rank the tenant's documents for `input.query` (the task envelope of POST /v1/search) and "
+        "record the search as a signed receipt; answers status, citations (path, snippet, locator, "
+        "score, reason), gaps and the receipt id. Needs retrieval.write.",
+        SearchIn,
+        SearchOut,
+        ("retrieval.write",),
+        _search,
+        forwards.search,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "get_document_chunk",
+        "Read a cited chunk back",
+        "The chunk text a citation points at, as recorded at ingest, and the cited span in it "
+        "(GET /v1/citations/{id}). An unknown, expired or erased citation is one not-found error "
+        "(code chunk_not_found or chunk_retention_expired); a restricted chunk needs "
+        "knowledge.restricted.read (code restricted_scope_required, the denial is recorded).",
+        CitationRef,
+        CitationOut,
+        (),
+        _get_document_chunk,
+        forwards.get_document_chunk,
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "record_retrieval",
+        "Record a retrieval your engine made",
+        "Record a retrieval made by another engine (engine `external:<name>`, scores as decimal "
+        "strings) as a signed receipt (POST /v1/retrievals); every snippet must occur in the chunk "
+        "it cites (else snippet_not_in_chunk). Answers the receipt id and a citation id per entry. "
+        "Needs retrieval.write.",
+        RecordRetrievalArgs,
+        ReceiptRecordedOut,
+        ("retrieval.write",),
+        _record_retrieval,
+        forwards.record_retrieval,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "ingest_document",
+        "Record a markdown document",
+        "Record a markdown document version (POST /v1/documents): its chunks and their ids; an "
+        "unchanged text is the current version (dedup). Needs ingest.write.",
+        IngestDocumentArgs,
+        DocumentOut,
+        ("ingest.write",),
+        _ingest_document,
+        forwards.ingest_document,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "get_receipt",
+        "Read one receipt",
+        "One receipt (GET /v1/receipts/{id}): what was selected, its position, signature, the "
+        "signed entry and its replay chain. Needs audit.read.",
+        ReceiptRef,
+        ReceiptOut,
+        ("audit.read",),
+        _get_receipt,
+        forwards.get_receipt,
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "list_receipts",
+        "List receipts",
+        "The tenant's receipts, filtered as GET /v1/receipts, one page at a time (next_cursor). "
+        "Needs audit.read.",
+        ReceiptQuery,
+        ReceiptPage,
+        ("audit.read",),
+        _list_receipts,
+        forwards.list_receipts,
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "replay_receipt",
+        "Replay a receipt",
+        "Re-run a receipt under its frozen policy (POST /v1/receipts/{id}/replay): integrity and "
+        "the diff envelope (data drift, policy drift); records a signed replay receipt. Needs "
+        "replay.run.",
+        ReplayArgs,
+        ReplayOut,
+        ("replay.run",),
+        _replay_receipt,
+        forwards.replay_receipt,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "verify_receipt",
+        "Check that a receipt is intact",
+        "Check a receipt's signature and its inclusion proof against the latest signed checkpoint "
+        "(with that checkpoint's signature and the key chain to the root key): intact, or the "
+        "first part that fails. Needs audit.read.",
+        ReceiptRef,
+        ReceiptVerificationOut,
+        ("audit.read",),
+        _verify_receipt,
+        forwards.verify_receipt,
+        read_only=True,
+        idempotent=True,
+    ),
+)
+
+
+@cache
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema(mode="validation")
+
+
+@cache
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema(mode="serialization")
+
+
+class LedgerTool(Tool):
+    """A tool whose arguments are validated by its command model (not by a function
+    signature) and whose answer is built here, success or refusal."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        result: CallToolResult = await self.fn(arguments)
+        return result
+
+
+def call_tool(spec: ToolSpec, surface: Surface) -> Callable[[dict[str, Any]], Awaitable[CallToolResult]]:
+    async def run(arguments: dict[str, Any]) -> CallToolResult:
+        started = time.perf_counter()
+        call = Call.begin(surface)
+        error_code: str | None = None
+        try:
+            return success(await call.answer(spec.operation, arguments))
+        except Exception as exc:  # noqa: BLE001 - every refusal and failure is the call's result, never a traceback
+            body = refusal(exc, call.ids)
+            error_code = body["error"]["code"]
+            return tool_error(body)
+        finally:
+            log_call(surface.transport, "tool", spec.name, call.ids, call.principal, started, error_code)
+
+    return run
+
+
+def ledger_tools(surface: Surface) -> list[Tool]:
+    return [
+        LedgerTool(
+            fn=call_tool(spec, surface),
+            name=spec.name,
+            title=spec.title,
+            description=spec.description,
+            parameters=input_schema(spec.arguments),
+            fn_metadata=FuncMetadata(arg_model=ArgModelBase, output_schema=output_schema(spec.answer)),
+            is_async=True,
+            annotations=ToolAnnotations(
+                title=spec.title,
+                read_only_hint=spec.read_only,
+                destructive_hint=False,  # the ledger only appends
+                idempotent_hint=spec.idempotent,
+                open_world_hint=False,
+            ),
+        )
+        for spec in TOOLS
+    ]

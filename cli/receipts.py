@@ -1,0 +1,480 @@
+"""`citeledger receipts list|show`: what was retrieved and cited, from the terminal.
+
+Both read a local data directory (the operator at the machine: every scope, reads recorded
+as actor `cli`) or a server (`--url`/`--token`, `$CITELEDGER_URL`/`$CITELEDGER_TOKEN`, through
+the Python client). The answers are the HTTP API's, so the two modes print the same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+out = Console()
+err = Console(stderr=True)
+
+receipts_app = typer.Typer(no_args_is_help=True, help="List receipts and show one, locally or from a server.")
+
+Url = Annotated[
+    str | None,
+    typer.Option("--url", envvar="CITELEDGER_URL", help="Ledger base URL ($CITELEDGER_URL); else local"),
+]
+Token = Annotated[
+    str | None, typer.Option("--token", envvar="CITELEDGER_TOKEN", help="Bearer token ($CITELEDGER_TOKEN)")
+]
+Tenant = Annotated[
+    str, typer.Option("--tenant", help="Local mode: the tenant (default $CITELEDGER_TENANT or 'default')")
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="JSON instead of tables")]
+
+
+class Refused(Exception):
+    """The ledger refused or failed; `message` says why."""
+
+
+class ReceiptSource(Protocol):
+    def page(self, filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]: ...
+    def detail(self, receipt_id: str, content: bool) -> dict[str, Any]: ...
+    def bundle(self, receipt_id: str) -> dict[str, Any]: ...
+    def root_key(self) -> tuple[bytes, str]: ...
+
+
+class LocalSource:
+    """The local data directory, through the same use cases and read models as the server."""
+
+    def __init__(self, data_dir: Path | None, tenant: str) -> None:
+        from ledger.application import Ledger
+        from ledger.config import LedgerConfig
+        from ledger.usecases.context import Caller
+        from ledger.usecases.scopes import SCOPES
+        from projections.lookups import ledger_context
+        from projections.queries import ReadModels
+
+        self.config = LedgerConfig.from_env(data_dir)
+        self.ledger = Ledger(self.config)
+        self.ctx = ledger_context(self.ledger)
+        self.read_models = ReadModels(self.ledger.store)
+        self.caller = Caller(tenant_id=tenant, actor="cli", scopes=frozenset(SCOPES))
+
+    def page(self, filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]:
+        from projections.queries import InvalidCursor, ReceiptFilter
+        from projections.receipt_reads import receipts_page
+
+        order = filters.pop("order", "desc")
+        content = filters.pop("content", None) == "plain"
+        flt = ReceiptFilter(
+            recorded_from=filters.pop("since", None), recorded_to=filters.pop("until", None), **filters
+        )
+        try:
+            return receipts_page(
+                self.ctx,
+                self.read_models,
+                self.caller,
+                flt,
+                cursor=cursor,
+                limit=limit,
+                order=order,
+                content=content,
+            )
+        except InvalidCursor:
+            raise Refused("invalid_cursor: the cursor is not one this command printed") from None
+
+    def detail(self, receipt_id: str, content: bool) -> dict[str, Any]:
+        from ledger.usecases.receipts import receipt_with_chain
+        from projections.receipt_reads import receipt_detail
+
+        event, chain = receipt_with_chain(self.ctx, self.caller.tenant_id, receipt_id)
+        return receipt_detail(self.ctx, self.caller, event, chain, content=content)
+
+    def bundle(self, receipt_id: str) -> dict[str, Any]:
+        from ledger.usecases.receipts import receipt_bundle
+
+        return receipt_bundle(self.ctx, self.caller.tenant_id, receipt_id)
+
+    def root_key(self) -> tuple[bytes, str]:
+        from ledger.signing import KeyDirectory, read_public_key_file
+
+        path = KeyDirectory(self.config.keys_dir).root_public_key_path
+        return read_public_key_file(path), str(path)
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+class RemoteSource:
+    """A server, through the Python client (its retries, timeouts and error envelope)."""
+
+    def __init__(self, url: str, token: str, public_key: Path | None) -> None:
+        from client import Client
+
+        self.client = Client(url, token, drain_interval_s=None, max_attempts=2)
+        self.public_key = public_key
+
+    def page(self, filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]:
+        return self.client.receipts(**filters, cursor=cursor, limit=limit)
+
+    def detail(self, receipt_id: str, content: bool) -> dict[str, Any]:
+        return self.client.receipt(receipt_id, content=content)
+
+    def bundle(self, receipt_id: str) -> dict[str, Any]:
+        return self.client.receipt_bundle(receipt_id)
+
+    def root_key(self) -> tuple[bytes, str]:
+        from ledger.signing import read_public_key_file, unb64
+
+        if self.public_key is not None:
+            return read_public_key_file(self.public_key), str(self.public_key)
+        served = self.client.keys()["root_public_key"]
+        return unb64(served), "as served by the server (pass --public-key for an independent check)"
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@contextmanager
+def _source(
+    url: str | None, token: str | None, data_dir: Path | None, tenant: str, public_key: Path | None = None
+) -> Iterator[ReceiptSource]:
+    from client.errors import LedgerError
+    from ledger.usecases.errors import UseCaseError
+
+    source: LocalSource | RemoteSource
+    if url:
+        if not token:
+            err.print("[red]--token (or $CITELEDGER_TOKEN) is needed with --url")
+            raise typer.Exit(2)
+        source = RemoteSource(url, token, public_key)
+    else:
+        source = LocalSource(data_dir, tenant or os.environ.get("CITELEDGER_TENANT", "default"))
+    try:
+        yield source
+    except (LedgerError, UseCaseError, Refused) as exc:
+        code = getattr(exc, "code", "refused")
+        message = getattr(exc, "message", str(exc))
+        err.print(f"[red]refused ({code}): {message}")
+        raise typer.Exit(2) from None
+    finally:
+        source.close()
+
+
+def _moment(value: str | None, name: str) -> str | None:
+    """An RFC 3339 timestamp, or a day (YYYY-MM-DD, its UTC midnight), as the API takes it."""
+    from ledger.timestamps import format_timestamp, parse_timestamp
+
+    if value is None:
+        return None
+    try:
+        if len(value) == 10:
+            moment = dt.datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=dt.UTC)
+        else:
+            moment = parse_timestamp(value)
+    except ValueError:
+        err.print(f"[red]{name} must be a day (2026-11-17) or an RFC 3339 timestamp (2026-11-17T09:30:00Z)")
+        raise typer.Exit(2) from None
+    return format_timestamp(moment, timespec="seconds")
+
+
+@receipts_app.command("list")
+def list_command(
+    since: Annotated[str | None, typer.Option("--since", help="From this moment or day (inclusive)")] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Before this moment or day (exclusive)")
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="e.g. citeledger-bm25@1, external:my-rag")
+    ] = None,
+    status: Annotated[str | None, typer.Option("--status", help="ok, no_hit, denied, timeout, error")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="live or as_of_replay")] = None,
+    trace_id: Annotated[str | None, typer.Option("--trace-id")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id")] = None,
+    task_id: Annotated[str | None, typer.Option("--task-id")] = None,
+    document: Annotated[
+        str | None, typer.Option("--document", help="Receipts citing this document id")
+    ] = None,
+    actor: Annotated[str | None, typer.Option("--actor", help="Who recorded it (token id)")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=500, help="Receipts per page")] = 20,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="The next page, as printed under a page")
+    ] = None,
+    oldest_first: Annotated[
+        bool, typer.Option("--oldest-first", help="Oldest first (default: newest)")
+    ] = False,
+    with_queries: Annotated[
+        bool, typer.Option("--queries", help="Also each receipt's query in plain (audit.content; recorded)")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line")] = False,
+    url: Url = None,
+    token: Token = None,
+    tenant: Tenant = "",
+    data_dir: DataDir = None,
+) -> None:
+    """Receipts, newest first, one page at a time."""
+    filters = {
+        "since": _moment(since, "--since"),
+        "until": _moment(until, "--until"),
+        "engine": engine,
+        "status": status,
+        "mode": mode,
+        "trace_id": trace_id,
+        "run_id": run_id,
+        "task_id": task_id,
+        "document_id": document,
+        "actor": actor,
+        "order": "asc" if oldest_first else "desc",
+        "content": "plain" if with_queries else None,
+    }
+    with _source(url, token, data_dir, tenant) as source:
+        page = source.page({k: v for k, v in filters.items() if v is not None}, cursor, limit)
+    receipts = page["receipts"]
+    if as_json:
+        for receipt in receipts:
+            typer.echo(json.dumps(receipt, sort_keys=True))
+        if page.get("next_cursor"):
+            err.print(f"next page: --cursor {page['next_cursor']}")
+        return
+    title = f"{len(receipts)} receipt(s), {'oldest' if oldest_first else 'newest'} first"
+    if out.width < WIDE:
+        _print_compact(title, receipts, with_queries)
+    else:
+        _print_table(title, receipts, with_queries)
+    if page.get("next_cursor"):
+        out.print(f"next page: --cursor {page['next_cursor']}")
+
+
+WIDE = 120  # narrower terminals get two lines per receipt instead of a table
+
+
+def _when(receipt: dict[str, Any]) -> str:
+    return str(receipt["recorded_at"][:19]).replace("T", " ")
+
+
+def _print_table(title: str, receipts: list[dict[str, Any]], with_queries: bool) -> None:
+    table = Table(title=title)
+    columns = ["recorded at (UTC)", "receipt", "engine", "status", "cited", "task", "actor"]
+    for column in columns + (["query"] if with_queries else []):
+        # The id stays whole (it is what `show` takes); the other columns fold to fit.
+        whole = column in ("receipt", "recorded at (UTC)")
+        table.add_column(column, overflow="fold", no_wrap=whole)
+    for receipt in receipts:
+        row = [
+            _when(receipt),
+            receipt["receipt_id"],
+            receipt["engine"],
+            receipt["status"],
+            str(receipt["citation_count"]),
+            receipt.get("task_id") or "",
+            receipt["actor"],
+        ]
+        if with_queries:
+            row.append(field_text((receipt.get("content") or {}).get("query")))
+        table.add_row(*(Text(cell) for cell in row))
+    out.print(table)
+
+
+def _print_compact(title: str, receipts: list[dict[str, Any]], with_queries: bool) -> None:
+    out.print(title)
+    for receipt in receipts:
+        out.print(
+            f"{receipt['receipt_id']}  {_when(receipt)}  {receipt['status']:<7} "
+            f"{receipt['citation_count']} cited",
+            highlight=False,
+        )
+        facts = f"engine {receipt['engine']}  task {receipt.get('task_id') or '-'}  actor {receipt['actor']}"
+        if with_queries:
+            facts += f"\n    query: {field_text((receipt.get('content') or {}).get('query'))}"
+        out.print(f"    {facts}", highlight=False, markup=False)
+
+
+def field_text(field: dict[str, Any] | None, *, none: str = "-") -> str:
+    """A content field as a person reads it."""
+    if field is None:
+        return none
+    state = field.get("state")
+    if state == "plain":
+        return str(field["text"])
+    if state in ("erased", "expired"):
+        return f"[{state} at {field.get('at') or 'an unknown time'}]"
+    if state == "restricted":
+        return f"[restricted: needs {field.get('required_scope')}]"
+    if state == "sealed":
+        return "[sealed: needs audit.content]"
+    return f"[{state}]"
+
+
+@receipts_app.command("show")
+def show_command(
+    receipt_id: Annotated[str, typer.Argument(help="The receipt")],
+    no_content: Annotated[
+        bool, typer.Option("--no-content", help="Do not read the query and snippets in plain")
+    ] = False,
+    public_key: Annotated[
+        Path | None, typer.Option("--public-key", help="Trusted root public key for the proof check")
+    ] = None,
+    as_json: AsJson = False,
+    url: Url = None,
+    token: Token = None,
+    tenant: Tenant = "",
+    data_dir: DataDir = None,
+) -> None:
+    """One receipt: the query, each citation, the policy, the signature, the inclusion proof
+    checked from the root key, the replay chain. Reading the query and snippets in plain is
+    recorded (ContentRead); a token without audit.content sees them sealed. Exit 1 when the
+    proof does not check."""
+    from client.errors import Refused as ClientRefused
+
+    with _source(url, token, data_dir, tenant, public_key) as source:
+        try:
+            detail = source.detail(receipt_id, not no_content)
+        except ClientRefused as refused:
+            if refused.status != 403:
+                raise
+            detail = source.detail(receipt_id, False)  # no audit.content: the envelope only
+        if "content" not in detail or detail["content"] is None:
+            detail["content"] = _sealed_content(detail)
+        proof = _check_proof(source, receipt_id)
+    detail["proof"] = proof
+    detail["policy"] = _policy(detail["event"]["payload"].get("policy_snapshot"))
+    if as_json:
+        typer.echo(json.dumps(detail, indent=2, sort_keys=True))
+    else:
+        print_receipt(detail)
+    raise typer.Exit(0 if proof["intact"] else 1)
+
+
+def _sealed_content(detail: dict[str, Any]) -> dict[str, Any]:
+    sealed = {"state": "sealed"}
+    return {
+        "query": sealed,
+        "citations": [
+            {"citation_id": c["citation_id"], "snippet": sealed, "heading_path": sealed}
+            for c in detail["citations"]
+        ],
+    }
+
+
+def _check_proof(source: ReceiptSource, receipt_id: str) -> dict[str, Any]:
+    """The receipt's bundle checked with nothing but the root key: entry signature, inclusion
+    proof, checkpoint signature, key chain."""
+    from ledger.bundle import BundleError, verify_bundle
+
+    key, where = source.root_key()
+    bundle = source.bundle(receipt_id)
+    checkpoint = bundle.get("checkpoint", {})
+    facts = {
+        "root_key": where,
+        "checkpoint_size": checkpoint.get("tree_size"),
+        "root": checkpoint.get("root"),
+    }
+    try:
+        verify_bundle(bundle, key)
+    except (BundleError, KeyError, TypeError, ValueError) as exc:
+        return {"intact": False, "reason": str(exc)[:300], **facts}
+    return {"intact": True, "reason": None, **facts}
+
+
+def _policy(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    if snapshot is None:
+        return {"bundle_hash": None, "rules": None, "note": "legacy receipt: no policy snapshot"}
+    if snapshot.get("bundle_yaml") is None:
+        return {"bundle_hash": None, "rules": [], "note": "no policy bundle was active"}
+    import yaml
+
+    from ledger.policy_rules import PolicyRuleError, rules_from_bundle
+
+    try:
+        rules = rules_from_bundle(yaml.safe_load(snapshot["bundle_yaml"]))
+    except (PolicyRuleError, yaml.YAMLError, TypeError, ValueError) as exc:
+        return {"bundle_hash": snapshot["bundle_hash"], "rules": None, "note": f"unparseable: {exc}"[:200]}
+    return {
+        "bundle_hash": snapshot["bundle_hash"],
+        "captured_at": snapshot.get("captured_at"),
+        "rules": [
+            {
+                "rule_id": rule.rule_id,
+                "action": rule.action,
+                "paths": list(rule.paths),
+                "sensitivity": sorted(rule.sensitivity),
+                "unless_scope": rule.unless_scope,
+            }
+            for rule in rules.rules
+        ],
+    }
+
+
+def _sensitivity(citation: dict[str, Any]) -> str:
+    rules = citation.get("rules") or {}
+    set_by = (rules.get("sensitivity") or {}).get("set_by")
+    return f"{citation['sensitivity']} ({set_by})" if set_by else str(citation["sensitivity"])
+
+
+def print_receipt(detail: dict[str, Any]) -> None:
+    content = detail["content"]
+    out.print(
+        f"receipt [bold]{detail['receipt_id']}[/] at position {detail['position']}, "
+        f"recorded {detail['recorded_at']} by {detail['actor']}",
+        soft_wrap=True,
+    )
+    out.print(f"engine {detail['engine']}, mode {detail['mode']}, status [bold]{detail['status']}[/]")
+    out.print(f"query: {field_text(content.get('query'))}", markup=False, highlight=False, soft_wrap=True)
+    by_id = {c["citation_id"]: c for c in content.get("citations", [])}
+    table = Table(title=f"{len(detail['citations'])} citation(s)")
+    for column in ("#", "source", "path", "heading", "lines", "score", "sensitivity (set by)", "snippet"):
+        table.add_column(column, overflow="fold")
+    for rank, citation in enumerate(detail["citations"], start=1):
+        plain = by_id.get(citation["citation_id"], {})
+        locator = citation["locator"]
+        cells = (
+            str(rank),
+            citation.get("source") or "-",
+            citation["path"],
+            field_text(plain.get("heading_path")),
+            f"{locator['start_line']}-{locator['end_line']}",
+            citation["score"],
+            _sensitivity(citation),
+            field_text(plain.get("snippet")),
+        )
+        table.add_row(*(Text(cell) for cell in cells))  # document text is never markup
+    out.print(table)
+    policy = detail["policy"]
+    if policy.get("note"):
+        out.print(f"policy: {policy['note']}")
+    if policy.get("bundle_hash"):
+        out.print(f"policy bundle sha256 {policy['bundle_hash']}, {len(policy['rules'] or [])} rule(s):")
+        for rule in policy["rules"] or []:
+            scope = f" unless {rule['unless_scope']}" if rule["unless_scope"] else ""
+            where = ", ".join(rule["paths"] + rule["sensitivity"]) or "everything"
+            out.print(f"  {rule['rule_id']}: {rule['action']} {where}{scope}")
+    out.print(f"signature: key {detail['kid']}, {detail['signature'][:24]}...")
+    proof = detail["proof"]
+    if proof["intact"]:
+        out.print(
+            f"proof: [green]intact[/] (entry signature, inclusion in the signed checkpoint of size "
+            f"{proof['checkpoint_size']}, key chain; root key {proof['root_key']})",
+            soft_wrap=True,
+            highlight=False,
+        )
+    else:
+        out.print(f"proof: [red]NOT intact[/]: {proof['reason']}", soft_wrap=True, highlight=False)
+    chain = detail["replay_chain"]
+    replays = ", ".join(f"{r['receipt_id']} (position {r['position']})" for r in chain["replays"]) or "none"
+    out.print(
+        f"replay chain: parent {chain['parent_receipt_id'] or 'none'}; replays: {replays}", soft_wrap=True
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(receipts_app, name="receipts")

@@ -1,0 +1,211 @@
+"""Evidence that the log was cut back or rewritten, and the hold it puts on writes.
+
+A store is evidence. When the log is shorter than something that was signed or
+derived from it (a checkpoint, a witness's cosignature, the Merkle tiles beside
+it), or disagrees with it, nothing may "heal" the difference away: a ledger that
+rebuilt its tiles or signed a new checkpoint over the shorter log would destroy
+the proof that history was rewritten and present a second history under the same
+key. Instead the ledger holds: it refuses writes and checkpoints, keeps serving
+reads and verification, and reports the findings (healthz, `citeledger lag`, the
+logs) until an operator runs `citeledger repair`, which appends a signed
+`IntegrityRepaired` entry saying what was found and what was done.
+
+The checks here are pure functions of plain values; `RepairRecords` is the one
+side table (which evidence an operator has already answered for).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.store import Store
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One piece of evidence. `evidence` names it stably (what a repair acknowledges)."""
+
+    kind: str
+    evidence: str
+    message: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "evidence": self.evidence, "message": self.message}
+
+
+class IntegrityHold(RuntimeError):
+    """Writes are refused until an operator answers the findings (`citeledger repair`)."""
+
+    code = "integrity_hold"
+
+    def __init__(self, findings: Sequence[Finding]) -> None:
+        self.findings = tuple(findings)
+        first = self.findings[0].message if self.findings else "integrity finding"
+        more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        super().__init__(
+            f"writes refused: {first}{more}; reads and verification still work; "
+            "an operator must run `citeledger repair`"
+        )
+
+
+def tiles_findings(
+    *, log_size: int, tiles_size: int, tile_leaf: bytes | None, log_leaf: bytes | None
+) -> list[Finding]:
+    """The stored tiles describe `tiles_size` leaves whose last is `tile_leaf`;
+    the log's entry at that size hashes to `log_leaf` (None: no such entry)."""
+    if tiles_size == 0:
+        return []
+    if log_size < tiles_size or log_leaf is None:
+        return [
+            Finding(
+                "log_shorter_than_tiles",
+                f"tiles:{tiles_size}",
+                f"the log has {log_size} entries but its Merkle tiles describe {tiles_size}: "
+                f"entries {log_size + 1}..{tiles_size} were removed",
+            )
+        ]
+    if tile_leaf != log_leaf:
+        return [
+            Finding(
+                "tiles_disagree",
+                f"tiles:{tiles_size}",
+                f"the entry at position {tiles_size} does not hash to the Merkle tiles' leaf "
+                "(the entry or the tiles were rewritten)",
+            )
+        ]
+    return []
+
+
+def damaged_tiles_finding(problem: str) -> Finding:
+    return Finding("tiles_damaged", "tiles:damaged", f"the stored Merkle tiles are damaged: {problem}")
+
+
+def checkpoint_findings(
+    *, log_size: int, seq: int, size: int, root: bytes, root_at: Callable[[int], bytes]
+) -> list[Finding]:
+    """The newest signed checkpoint (#seq: size, root) against the log: it may
+    not be longer, and the log's root at its size must be its root."""
+    evidence = f"checkpoint:{seq}:{root.hex()}"
+    if size > log_size:
+        return [
+            Finding(
+                "log_shorter_than_checkpoint",
+                evidence,
+                f"the log has {log_size} entries but signed checkpoint #{seq} covers {size}: "
+                f"entries {log_size + 1}..{size} were removed",
+            )
+        ]
+    if size and root_at(size) != root:
+        return [
+            Finding(
+                "checkpoint_disagrees",
+                evidence,
+                f"the log's Merkle root at size {size} is not the root signed in checkpoint #{seq} "
+                "(the log was rewritten)",
+            )
+        ]
+    return []
+
+
+def witness_findings(
+    *, log_size: int, witnessed: Iterable[tuple[str, int, bytes | None]], root_at: Callable[[int], bytes]
+) -> list[Finding]:
+    """Each (witness name, size, root) a witness cosigned (or, root None, says it
+    holds) against the log."""
+    found = []
+    for name, size, root in witnessed:
+        evidence = f"witness:{name}:{size}"
+        if size > log_size:
+            found.append(
+                Finding(
+                    "log_shorter_than_witnessed",
+                    evidence,
+                    f"the log has {log_size} entries but witness {name} cosigned a checkpoint of size {size}",
+                )
+            )
+        elif root is not None and size and root_at(size) != root:
+            found.append(
+                Finding(
+                    "witness_disagrees",
+                    evidence,
+                    f"the log's Merkle root at size {size} is not the root witness {name} cosigned",
+                )
+            )
+    return found
+
+
+class RepairRecords:
+    """Evidence an operator answered with `citeledger repair` (and the position of
+    the signed entry that says so): such a finding no longer holds writes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.table = store.table("citeledger_integrity_repairs")
+        store.create_tables(
+            f"CREATE TABLE IF NOT EXISTS {self.table} ("
+            "evidence TEXT PRIMARY KEY, position BIGINT NOT NULL, repaired_at TEXT NOT NULL)"
+        )
+
+    def answered(self) -> set[str]:
+        return {str(row["evidence"]) for row in self.store.rows(f"SELECT evidence FROM {self.table}")}
+
+    def record(self, evidence: Iterable[str], position: int) -> None:
+        now = dt.datetime.now(dt.UTC).isoformat()
+        with self.store.transaction(commit=True) as cursor:
+            for item in sorted(set(evidence)):
+                cursor.execute(
+                    self.store.sql(
+                        f"INSERT INTO {self.table} (evidence, position, repaired_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT (evidence) DO NOTHING"
+                    ),
+                    (item, position, now),
+                )
+
+
+def unanswered(findings: Iterable[Finding], answered: set[str]) -> list[Finding]:
+    return [finding for finding in findings if finding.evidence not in answered]
+
+
+def report(findings: Sequence[Finding]) -> dict[str, Any]:
+    """What healthz and `citeledger lag` show."""
+    return {"ok": not findings, "findings": [finding.to_json() for finding in findings]}
+
+
+def size_findings(store: Store) -> list[Finding]:
+    """The cheap part of the opening check, for tools that read a store without
+    opening a ledger (`citeledger lag`): is the log shorter than its tiles, its
+    newest checkpoint or a witness's cosigned size? (Roots are compared when a
+    ledger opens.)"""
+    from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+    from ledger.tree_store import TileStore
+    from ledger.witnessed import WitnessedSizes
+
+    def newest(stream: Any) -> Any:
+        rows = store.recorder.select_events(stream, desc=True, limit=1)
+        return rows[0] if rows else None
+
+    head = newest(LEDGER_STREAM_ID)
+    log_size = int(head.originator_version) if head is not None else 0
+    found: list[Finding] = []
+    state = TileStore(store).state()
+    if state is not None and state[0] > log_size:
+        found += tiles_findings(log_size=log_size, tiles_size=state[0], tile_leaf=None, log_leaf=None)
+    row = newest(CHECKPOINT_STREAM_ID)
+    if row is not None:
+        from ledger.checkpoints import CheckpointRecord
+
+        record = CheckpointRecord.from_bytes(bytes(row.state))
+        if record.tree_size > log_size:
+            found += checkpoint_findings(
+                log_size=log_size,
+                seq=int(row.originator_version),
+                size=record.tree_size,
+                root=record.root,
+                root_at=lambda size: b"",
+            )
+    sizes = [(name, size, None) for name, size, _ in WitnessedSizes(store).all()]
+    found += witness_findings(log_size=log_size, witnessed=sizes, root_at=lambda size: b"")
+    return unanswered(found, RepairRecords(store).answered())

@@ -1,0 +1,131 @@
+"""Reading receipts for people: one receipt's body and a filtered page of them, the same for
+every surface (the HTTP routes, `citeledger receipts list|show`). Plain content is added
+only through `ledger.usecases.content.read_content` (scope `audit.content`, recorded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.entries import RecordedEvent
+from ledger.usecases.citations import document_rules
+from ledger.usecases.content import read_content, require_content_scope
+from ledger.usecases.context import Caller, UseCaseContext
+from projections.queries import Order, ReadModels, ReceiptFilter, ReceiptView
+
+
+def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
+    """A receipt as its signed entry says, with the entry itself for offline checks."""
+    payload = envelope["payload"]
+    snapshot = payload.get("policy_snapshot")
+    return {
+        "receipt_id": payload["receipt_id"],
+        "position": envelope["position"],
+        "recorded_at": envelope["recorded_at"],
+        "actor": envelope["actor"],
+        "engine": payload["engine"],
+        "mode": payload["mode"],
+        "status": payload["status"],
+        "parent_receipt_id": payload.get("parent_receipt_id"),
+        "context_hash": payload["context_hash"],
+        "policy_bundle_hash": snapshot.get("bundle_hash") if snapshot else None,
+        "citations": [
+            {
+                "citation_id": e["citation_id"],
+                "document_id": e["document_id"],
+                "version_id": e.get("version_id"),
+                "chunk_id": e["chunk_id"],
+                "source": e.get("source"),
+                "path": e["path"],
+                "locator": {"start_line": e["locator"]["start_line"], "end_line": e["locator"]["end_line"]},
+                "score": e["score"],
+                "sensitivity": e["sensitivity"],
+                "expires_at": e.get("expires_at"),
+            }
+            for e in payload["selected_entries"]
+        ],
+        "kid": envelope["kid"],
+        "signature": envelope["signature"],
+        "event": envelope,
+    }
+
+
+def receipt_summary(view: ReceiptView) -> dict[str, Any]:
+    """One line of a listing."""
+    return {
+        "receipt_id": view.receipt_id,
+        "position": view.position,
+        "recorded_at": view.recorded_at,
+        "actor": view.actor,
+        "run_id": view.run_id,
+        "trace_id": view.trace_id,
+        "task_id": view.body.get("task", {}).get("task_id"),
+        "engine": view.engine,
+        "mode": view.mode,
+        "status": view.status,
+        "parent_receipt_id": view.parent_receipt_id,
+        "context_hash": view.context_hash,
+        "citation_count": view.citation_count,
+        "citation_ids": [e["citation_id"] for e in view.body.get("selected_entries", [])],
+        "kid": view.kid,
+        "signature": view.signature,
+    }
+
+
+def receipts_page(
+    ctx: UseCaseContext,
+    read_models: ReadModels,
+    caller: Caller,
+    flt: ReceiptFilter,
+    *,
+    cursor: str | None,
+    limit: int,
+    order: Order = "asc",
+    content: bool = False,
+) -> dict[str, Any]:
+    """A page of the caller's tenant's receipts; with `content`, their sealed fields in plain
+    (one recorded read for the page). Raises InvalidCursor / ValueError on a bad page request."""
+    if content:
+        require_content_scope(caller)
+    page = read_models.receipts(caller.tenant_id, flt, cursor=cursor, limit=limit, order=order)
+    summaries = [receipt_summary(view) for view in page.items]
+    if content:
+        events = [e for e in (ctx.ledger.get(view.position) for view in page.items) if e is not None]
+        plain = read_content(ctx, caller, events)
+        for summary in summaries:
+            summary["content"] = plain.get(summary["position"])
+    return {"receipts": summaries, "next_cursor": page.next_cursor}
+
+
+def receipt_detail(
+    ctx: UseCaseContext,
+    caller: Caller,
+    event: RecordedEvent,
+    chain: dict[str, Any],
+    *,
+    content: bool = False,
+) -> dict[str, Any]:
+    """One receipt with its replay chain (`receipt_with_chain`) and, with `content`, its sealed
+    fields in plain."""
+    if content:
+        require_content_scope(caller)
+    body = {**receipt_body(event.envelope), "replay_chain": chain}
+    cited = [(c["document_id"], c["chunk_id"]) for c in body["citations"]]
+    chunks = ctx.lookups.chunks(caller.tenant_id, cited) if cited else {}
+    read: dict[int, Any] = {}
+    for citation in body["citations"]:
+        chunk = chunks.get((citation["document_id"], citation["chunk_id"]))
+        if (
+            citation["version_id"] is not None
+            and chunk is not None
+            and chunk.version_id != citation["version_id"]
+        ):
+            chunk = ctx.lookups.chunk_in_version(
+                caller.tenant_id, citation["document_id"], citation["chunk_id"], citation["version_id"]
+            )
+        if citation["source"] is None and chunk is not None:
+            # Recorded before entries named their source: the cited document knows it.
+            citation["source"] = chunk.source
+        citation["rules"] = document_rules(ctx, chunk, read)
+    if content:
+        body["content"] = read_content(ctx, caller, [event]).get(event.position)
+    return body

@@ -1,0 +1,115 @@
+"""docs/auditor-guide.md, run block by block with bash against a real `citeledger serve`, as
+tests/test_readme_examples.py does for the README: every command it shows works, and its
+outputs are the kind the guide prints (ids, times, keys and signatures differ per run).
+
+`WRITE_AUDITOR_GUIDE_OUTPUT=1` rewrites each block's ```text output in the guide from
+this run (how the outputs in the guide were made)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ledger.config import LedgerConfig
+from tests.server_process import CLI_MODULE, ROOT, ServerProcess, server_env
+
+GUIDE = ROOT / "docs" / "auditor-guide.md"
+BLOCK = re.compile(r"<!-- (guide|guide-setup) -->\n```sh\n(.*?)\n```\n(\n```text\n.*?\n```\n)?", re.S)
+TOKEN = "guide-bootstrap-token-0123456789"
+MARK = "=== guide block "
+
+
+def _blocks() -> list[str]:
+    text = GUIDE.read_text(encoding="utf-8")
+    found = BLOCK.findall(text)
+    assert text.count("<!-- guide") == len(found), "a marked block the pattern did not take"
+    assert [kind for kind, _, _ in found].count("guide-setup") == 1
+    return [code for kind, code, _ in found if kind == "guide"]
+
+
+def _run(tmp_path: Path) -> list[str]:
+    """Each block's stdout, in order."""
+    assert shutil.which("curl") and shutil.which("jq"), "the guide needs curl and jq"
+    data_dir = tmp_path / "guide-data"
+    env = server_env(LedgerConfig(data_dir=data_dir), TOKEN)
+    work = tmp_path / "work"
+    work.mkdir()
+    script = [
+        "set -euo pipefail",
+        f'citeledger() {{ {shlex.quote(sys.executable)} -m {CLI_MODULE} "$@"; }}',
+        f"export DATA_DIR={shlex.quote(str(data_dir))}",
+    ]
+    for number, code in enumerate(_blocks(), start=1):
+        script += [f"echo '{MARK}{number}'", code]
+    script.append(f"echo '{MARK}done'")
+    with ServerProcess(data_dir, env, log_path=tmp_path / "server.log") as server:
+        done = subprocess.run(
+            ["bash", "-c", "\n".join(script)],
+            cwd=work,
+            env={**env, "BASE": server.base_url, "TOKEN": TOKEN, "COLUMNS": "100"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    parts = done.stdout.split(MARK)
+    assert parts[-1].strip() == "done"
+    outputs = [part.split("\n", 1)[1] if "\n" in part else "" for part in parts[1:-1]]
+    # The data dir's path is the reader's `./guide-data`, not this run's temporary one.
+    return [o.replace(str(data_dir), "./guide-data").rstrip("\n") for o in outputs]
+
+
+def _write_outputs(outputs: list[str]) -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    pieces, last, index = [], 0, 0
+    for match in BLOCK.finditer(text):
+        pieces.append(text[last : match.start()])
+        kind, code = match.group(1), match.group(2)
+        block = f"<!-- {kind} -->\n```sh\n{code}\n```\n"
+        if kind == "guide":
+            output = outputs[index]
+            index += 1
+            if output.strip():
+                block += f"\n```text\n{output}\n```\n"
+        pieces.append(block)
+        last = match.end()
+    GUIDE.write_text("".join(pieces) + text[last:], encoding="utf-8")
+
+
+def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
+    outputs = _run(tmp_path)
+    if os.environ.get("WRITE_AUDITOR_GUIDE_OUTPUT"):
+        _write_outputs(outputs)
+    setup, who, asked, http_asked, replayed, erased, log, offline = outputs
+    # Two sources, the same path, rules from the source and from front matter.
+    assert '"retention_origin":"source"' in setup and '"sensitivity_origin":"front_matter"' in setup
+    assert '"cited":["handbook:docs/a.md","wiki:docs/a.md"]' in setup
+    assert who == ""
+    # What was asked and cited, in plain, and the proof checked.
+    assert "query: how long are audit logs kept" in asked and "Audit logs are kept for 180" in asked
+    assert "proof: intact" in asked and "handbook" in asked and "restricted" in asked
+    assert '"text":"how long are audit logs kept"' in http_asked and '"receipt_ids":["' in http_asked
+    # Erased: recorded, unreadable with the moment, 404 on read-back, kept out of the next sync.
+    assert '"reason":"erasure_request"' in erased and "[erased at" in erased
+    assert "Ana Ruiz" not in erased.split("query:")[1].split("\n", 1)[1]  # the snippet is gone
+    assert "404" in erased and '{"path":"docs/salary.md","status":"skipped","reason":"erased"}' in erased
+    assert '"integrity":"ok"' in replayed and "integrity: ok" in replayed
+    assert '"integrity":"unverifiable"' in erased and "erased_after_receipt" in erased
+    assert '"old_root"' in log and "OK: no problem found" in log
+    assert "OK entry at position" in offline and "export: partial" in offline
+
+
+def test_every_guide_block_is_taken() -> None:
+    blocks = _blocks()
+    assert len(blocks) == 8
+    joined = "\n".join(blocks)
+    for needed in ("citeledger receipts list", "citeledger receipts show", "content=plain", "/replay",
+                   "citeledger replay", "--held-checkpoint", "/v1/checkpoints/consistency",
+                   "citeledger verify-bundle", "verify --export", "/v1/erasures"):  # fmt: skip
+        assert needed in joined, needed
