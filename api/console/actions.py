@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from litestar import get, post
+from litestar.di import NamedDependency
 from litestar.enums import RequestEncodingType
-from litestar.params import Body, Dependency, Parameter
+from litestar.params import Body, FromPath, QueryParameter
 from litestar.response import Redirect, Template
 from pydantic import ValidationError
 
@@ -30,13 +31,13 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retention import erase, place_hold, release_hold
 
 Form = Annotated[dict[str, Any], Body(media_type=RequestEncodingType.URL_ENCODED)]
-User = Annotated[ConsoleUser, Dependency(skip_validation=True)]
+User = NamedDependency[ConsoleUser]
 MAX_TOKEN_CHARS = 512
 
 
 @get("/sign-in", name="console:sign-in")
 async def sign_in_form(
-    next_page: Annotated[str | None, Parameter(query="next", required=False, max_length=2048)] = None,
+    next_page: Annotated[str | None, QueryParameter(name="next", required=False, max_length=2048)] = None,
 ) -> Template:
     return page("sign_in.html", None, next_page=safe_next(next_page), problem=None)
 
@@ -80,7 +81,7 @@ async def sign_out(request: AnyRequest, user: User, data: Form) -> Redirect:
 
 
 @post("/receipts/{receipt_id:str}/replay", name="console:replay", status_code=200)
-async def run_replay(request: AnyRequest, user: User, receipt_id: str, data: Form) -> Template:
+async def run_replay(request: AnyRequest, user: User, receipt_id: FromPath[str], data: Form) -> Template:
     check_form(request, user, data)
     user.require("replay.run")
     services = services_of(request)

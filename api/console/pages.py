@@ -10,7 +10,8 @@ from typing import Annotated
 
 import orjson
 from litestar import get
-from litestar.params import Dependency, Parameter
+from litestar.di import NamedDependency
+from litestar.params import FromPath, QueryParameter
 from litestar.response import Stream, Template
 
 from api.console.charts import events_chart
@@ -25,8 +26,8 @@ from ledger.usecases.export import tenant_export
 from ledger.usecases.receipts import verify_receipt
 from projections.queries import HistoryFilter
 
-User = Annotated[ConsoleUser, Dependency(skip_validation=True)]
-OptionalText = Annotated[str | None, Parameter(required=False, max_length=128)]
+User = NamedDependency[ConsoleUser]
+
 OVERVIEW_DAYS = 14
 HISTORY_PAGE = 50
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
@@ -70,16 +71,22 @@ async def overview(request: AnyRequest, user: User) -> Template:
 async def history(
     request: AnyRequest,
     user: User,
-    event_type: Annotated[str | None, Parameter(query="type", required=False, max_length=40)] = None,
-    actor: OptionalText = None,
-    trace_id: OptionalText = None,
-    run_id: OptionalText = None,
-    receipt_id: OptionalText = None,
-    since: Annotated[str | None, Parameter(required=False, max_length=40)] = None,
-    until: Annotated[str | None, Parameter(required=False, max_length=40)] = None,
-    from_position: Annotated[str | None, Parameter(required=False, max_length=20)] = None,
-    to_position: Annotated[str | None, Parameter(required=False, max_length=20)] = None,
-    cursor: Annotated[str | None, Parameter(required=False, max_length=64)] = None,
+    event_type: Annotated[str | None, QueryParameter(name="type", required=False, max_length=40)] = None,
+    actor: Annotated[str | None, QueryParameter(name="actor", required=False, max_length=128)] = None,
+    trace_id: Annotated[str | None, QueryParameter(name="trace_id", required=False, max_length=128)] = None,
+    run_id: Annotated[str | None, QueryParameter(name="run_id", required=False, max_length=128)] = None,
+    receipt_id: Annotated[
+        str | None, QueryParameter(name="receipt_id", required=False, max_length=128)
+    ] = None,
+    since: Annotated[str | None, QueryParameter(name="since", required=False, max_length=40)] = None,
+    until: Annotated[str | None, QueryParameter(name="until", required=False, max_length=40)] = None,
+    from_position: Annotated[
+        str | None, QueryParameter(name="from_position", required=False, max_length=20)
+    ] = None,
+    to_position: Annotated[
+        str | None, QueryParameter(name="to_position", required=False, max_length=20)
+    ] = None,
+    cursor: Annotated[str | None, QueryParameter(name="cursor", required=False, max_length=64)] = None,
 ) -> Template:
     """Filters live in the query string, so a filtered view is a URL to share."""
     user.require("audit.read")
@@ -156,7 +163,7 @@ def _moment(value: str | None, name: str) -> str | None:
 
 
 @get("/events/{position:int}", name="console:event")
-async def event(request: AnyRequest, user: User, position: int) -> Template:
+async def event(request: AnyRequest, user: User, position: FromPath[int]) -> Template:
     user.require("audit.read")
     services = services_of(request)
     found = await services.blocking(services.ledger.get, position)
@@ -174,7 +181,7 @@ async def event(request: AnyRequest, user: User, position: int) -> Template:
 
 
 @get("/receipts/{receipt_id:str}", name="console:receipt")
-async def receipt(request: AnyRequest, user: User, receipt_id: str) -> Template:
+async def receipt(request: AnyRequest, user: User, receipt_id: FromPath[str]) -> Template:
     """The receipt as `GET /v1/receipts/{id}` reads it; with `audit.content` the question and
     the snippets in plain (a recorded read, as the API's `content=plain`)."""
     user.require("audit.read")
@@ -209,7 +216,7 @@ async def receipt(request: AnyRequest, user: User, receipt_id: str) -> Template:
 
 
 @get("/citations/{citation_id:str}", name="console:citation")
-async def citation(request: AnyRequest, user: User, citation_id: str) -> Template:
+async def citation(request: AnyRequest, user: User, citation_id: FromPath[str]) -> Template:
     """The API's read-back: 200 with the text, 403 (recorded) for a restricted chunk without
     the scope, one 404 whatever the reason."""
     services = services_of(request)
