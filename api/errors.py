@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from api.contract import ApiError
+from ledger.deadline import DeadlineExceeded
 from ledger.idempotency import IdempotencyKeyReused
 from ledger.usecases import errors
 
@@ -14,6 +15,7 @@ _STATUS: tuple[tuple[type[errors.UseCaseError], int, bool], ...] = (
     (errors.TooLarge, 413, False),
     (errors.Invalid, 422, False),
     (errors.Busy, 409, True),
+    (errors.Unavailable, 503, False),
     (errors.Conflict, 409, False),
 )
 
@@ -27,6 +29,8 @@ def to_api_error(exc: Exception) -> ApiError | None:
             "Idempotency-Key was already used with a different request",
             retryable=False,
         )
+    if isinstance(exc, DeadlineExceeded):
+        return ApiError(408, "request_timeout", str(exc), retryable=True)
     if not isinstance(exc, errors.UseCaseError):
         return None
     status, retryable = next(((s, r) for cls, s, r in _STATUS if isinstance(exc, cls)), (422, False))

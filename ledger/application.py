@@ -25,6 +25,7 @@ from ledger import idempotency
 from ledger.adapters import DUPLICATE_KEY_ERRORS
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
+from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.entries import (
     GENESIS_PREV_HASH,
     SYSTEM_TENANT,
@@ -69,6 +70,9 @@ class Write:
 
     prepared: list[PreparedDraft]
     idempotent: IdempotentWrite | None = None
+    # Claimed right before the transaction: a write whose caller's deadline has passed
+    # (or was answered "timed out") commits nothing (`ledger.deadline`).
+    deadline: Deadline | None = None
 
 
 @dataclass(frozen=True)
@@ -316,12 +320,15 @@ class Ledger:
         """`only_at` gives up (no outcome events) instead of moving on when that
         position is taken (the genesis entry exists once)."""
         outcomes: dict[int, WriteOutcome] = {}
+        for index, write in enumerate(writes):
+            if write.deadline is not None and not write.deadline.claim():
+                outcomes[index] = WriteOutcome([], None, DeadlineExceeded(write.deadline.seconds))
         # A key repeated within the batch: the first occurrence writes, the others
         # are answered from it after the commit.
         first_of_key: dict[tuple[str, str], int] = {}
         repeats: dict[int, int] = {}
         for index, write in enumerate(writes):
-            if write.idempotent is not None:
+            if write.idempotent is not None and index not in outcomes:
                 ident = (write.idempotent.key.tenant_id, write.idempotent.key.key)
                 if ident in first_of_key:
                     repeats[index] = first_of_key[ident]

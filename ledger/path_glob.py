@@ -124,20 +124,20 @@ def compile_glob(pattern: str) -> PathGlob:
     if not pattern:
         raise GlobError("an empty pattern")
     if len(pattern) > MAX_GLOB_CHARS:
-        raise GlobError(f"a pattern longer than {MAX_GLOB_CHARS} characters")
+        raise GlobError(f"limit max_glob_chars: a pattern longer than {MAX_GLOB_CHARS} characters")
     if "[" in pattern or "\\" in pattern:
-        raise GlobError("character classes ([...]) and escapes (\\) are not supported")
+        raise GlobError("limit glob_syntax: character classes ([...]) and escapes (\\) are not supported")
     texts = pattern.split("/")
     absolute = texts[0] == "" and len(texts) > 1
     if absolute:
         texts = texts[1:]
     if any(text == "" for text in texts):
-        raise GlobError("an empty segment (// or a trailing /)")
+        raise GlobError("limit glob_syntax: an empty segment (// or a trailing /)")
     if len(texts) > MAX_GLOB_SEGMENTS:
-        raise GlobError(f"more than {MAX_GLOB_SEGMENTS} segments")
+        raise GlobError(f"limit max_glob_segments: more than {MAX_GLOB_SEGMENTS} segments")
     wildcards = sum(1 if text == "**" else len(re.findall(r"\*+|\?", text)) for text in texts)
     if wildcards > MAX_GLOB_WILDCARDS:
-        raise GlobError(f"more than {MAX_GLOB_WILDCARDS} wildcards")
+        raise GlobError(f"limit max_glob_wildcards: more than {MAX_GLOB_WILDCARDS} wildcards")
     segments: list[_Segment | None] = [_Segment("", None, False)] if absolute else []
     for text in texts:
         if text != "**":

@@ -14,7 +14,7 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import HeaderParameter, ParameterKwarg
 
 from api.auth import principal_of
-from api.contract import ApiError, correlation
+from api.contract import ApiError, correlation, deadline_of
 from api.services import Services
 from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
@@ -87,6 +87,7 @@ def _caller(request: AnyRequest, services: Services) -> Caller:
         scopes=principal.scopes,
         run_id=ids.run_id,
         trace_id=ids.trace_id,
+        deadline=deadline_of(request.scope),
     )
 
 
