@@ -320,8 +320,8 @@ class ContractApp(Litestar):
                     wrapped_send,
                     408,
                     "request_timeout",
-                    f"request exceeded the {self.deadline_s:g} s deadline; retry with the same "
-                    "Idempotency-Key to learn the outcome of a write",
+                    f"request exceeded the {self.deadline_s:g} s deadline; nothing was written "
+                    "(a retry runs it again)",
                     True,
                     ids,
                 )

@@ -87,6 +87,16 @@ class _AlreadyRecorded(Exception):
         self.settled = settled
 
 
+class _Late(Exception):
+    def __init__(self, indexes: list[int]) -> None:
+        self.indexes = indexes
+
+
+def _too_late(write: Write) -> WriteOutcome:
+    assert write.deadline is not None
+    return WriteOutcome([], None, DeadlineExceeded(write.deadline.seconds))
+
+
 def _replayed(stored: StoredAnswer, key: IdempotencyKey) -> WriteOutcome:
     try:
         return WriteOutcome([], stored.replay(key))
@@ -321,8 +331,8 @@ class Ledger:
         position is taken (the genesis entry exists once)."""
         outcomes: dict[int, WriteOutcome] = {}
         for index, write in enumerate(writes):
-            if write.deadline is not None and not write.deadline.claim():
-                outcomes[index] = WriteOutcome([], None, DeadlineExceeded(write.deadline.seconds))
+            if write.deadline is not None and write.deadline.lapsed():
+                outcomes[index] = _too_late(write)
         # A key repeated within the batch: the first occurrence writes, the others
         # are answered from it after the commit.
         first_of_key: dict[tuple[str, str], int] = {}
@@ -370,10 +380,23 @@ class Ledger:
                                 outcomes[i] = WriteOutcome(events[i], answer)
                                 rows.append((k.key, answer, events[i][0].position if events[i] else 0))
                             idempotency.insert(cursor, store, rows)
+                        # Before COMMIT (and before the read-model hooks touch anything), each
+                        # write claims its caller's deadline: one already answered "timed out"
+                        # is rolled back, and the others are committed without it.
+                        late = [i for i in pending if (d := writes[i].deadline) is not None and not d.claim()]
+                        if late:
+                            raise _Late(late)
                         if stored:
                             flat = [event for index in pending for event in events[index]]
                             for hook in self._transaction_hooks:
                                 hook(cursor, list(zip(notification_ids, flat, strict=True)))
+                except _Late as too_late:
+                    for i in too_late.indexes:
+                        outcomes[i] = _too_late(writes[i])
+                    for i in keyed:
+                        if i not in too_late.indexes:
+                            outcomes.pop(i, None)
+                    continue
                 except _AlreadyRecorded as already:
                     for i, stored_answer in already.settled.items():
                         k = writes[i].idempotent

@@ -4,8 +4,9 @@ The two must agree on one fact: did the request write? A caller that gives up (a
 408) must never be told "nothing happened" about a write that committed, and a write
 must never commit after its caller was told so. Both sides go through one lock:
 
-- the writer `claim`s the deadline right before its commit (or before destroying a key):
-  refused once the deadline has passed or expired, and from then on irrevocable;
+- the writer `claim`s the deadline as the last step before its transaction commits (or
+  before destroying a key): refused once the deadline has passed or expired, and from
+  then on irrevocable;
 - the waiting side `expire`s it before answering 408: refused once a claim was made, in
   which case the answer is owed and it waits for it instead.
 
@@ -25,7 +26,9 @@ class DeadlineExceeded(TimeoutError):
     """The work passed its deadline and was stopped before it wrote anything."""
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"request exceeded the {seconds:g} s deadline; nothing was written")
+        super().__init__(
+            f"request exceeded the {seconds:g} s deadline; nothing was written (a retry runs it again)"
+        )
         self.seconds = seconds
 
 
@@ -45,6 +48,10 @@ class Deadline:
     @property
     def claimed(self) -> bool:
         return self._state == _CLAIMED
+
+    def lapsed(self) -> bool:
+        """Expired, or passed and unclaimed: a claim would be refused (nothing changes)."""
+        return self._state == _EXPIRED or (self._state == _OPEN and self.passed())
 
     def claim(self) -> bool:
         """Before a write takes effect: True if it may (and from now on the answer is owed)."""
