@@ -35,7 +35,7 @@ from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
 
 log = logging.getLogger("citeledger.search")
 
-RECORD_MARGIN_S = 0.5  # of the request's deadline, kept to record the receipt after ranking
+RECORD_MARGIN_S = 0.5  # of the request's deadline (at most a tenth), kept to record the receipt
 
 
 def _scopes(caller: Caller, body: SearchIn) -> frozenset[str]:
@@ -72,7 +72,7 @@ def search(
     )
     limit_s = body.deadline_ms / 1000 if body.deadline_ms else None
     if caller.deadline is not None:  # the request's own deadline bounds the ranking too
-        request_left = caller.deadline.remaining() - RECORD_MARGIN_S
+        request_left = caller.deadline.remaining() - min(RECORD_MARGIN_S, caller.deadline.seconds / 10)
         limit_s = request_left if limit_s is None else min(limit_s, request_left)
     budget = limit_s - (time.monotonic() - started) if limit_s is not None else None
     if _outside_roots(task.target_roots):
