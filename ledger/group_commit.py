@@ -73,12 +73,12 @@ class GroupCommitter:
         ]
         future: Future[list[WriteOutcome]] = Future()
         self._queue.put((writes, future))
+        deadlines = [write.deadline for write in writes if write.deadline is not None]
         try:
-            return future.result(timeout=self.timeout_s)
+            return future.result(timeout=max(0.0, *(deadline.remaining() for deadline in deadlines)))
         except TimeoutError:
-            expired = [write.deadline.expire() for write in writes if write.deadline is not None]
-            if all(expired):
-                raise DeadlineExceeded(self.timeout_s) from None
+            if all([deadline.expire() for deadline in deadlines]):  # every one, no short cut
+                raise DeadlineExceeded(max(deadline.seconds for deadline in deadlines)) from None
             return future.result()  # claimed: its transaction is running and its answer is owed
 
     def _run(self) -> None:

@@ -68,17 +68,36 @@ def _segment(text: str) -> _Segment:
 
 
 @dataclass(frozen=True)
+class SplitPath:
+    """A path as globs see it, split once for all the patterns judging it."""
+
+    parts: tuple[str, ...]  # segments; an absolute path starts with the empty root segment
+    names: frozenset[str]
+    trailing_slash: bool
+
+
+def split_path(path: str) -> SplitPath:
+    parts = [part for part in path.split("/") if part]
+    if path.startswith("/"):
+        parts.insert(0, "")
+    return SplitPath(tuple(parts), frozenset(parts), path.endswith("/"))
+
+
+@dataclass(frozen=True)
 class PathGlob:
     """A compiled pattern; `matches(path)` costs at most segments x segments tests."""
 
     pattern: str
     segments: tuple[_Segment | None, ...]
+    literals: frozenset[str]  # segments without wildcards: each must be one of the path's
 
     def matches(self, path: str) -> bool:
-        parts = [part for part in path.split("/") if part]
-        if path.startswith("/"):
-            parts.insert(0, "")
-        trailing_slash = path.endswith("/")
+        return self.matches_split(split_path(path))
+
+    def matches_split(self, path: SplitPath) -> bool:
+        if not self.literals <= path.names:
+            return False  # one set test rules out most patterns of a large policy
+        parts, trailing_slash = path.parts, path.trailing_slash
         last = len(self.segments)
         # A trailing `/**` after a folder must span a segment or a trailing slash: its
         # state is split into "entered" (last - 1) and "spanned one" (last + 1).
@@ -144,4 +163,5 @@ def compile_glob(pattern: str) -> PathGlob:
             segments.append(_segment(text))
         elif not segments or segments[-1] is not _GLOBSTAR:  # `**/**` spans what `**` spans
             segments.append(_GLOBSTAR)
-    return PathGlob(pattern, tuple(segments))
+    literals = frozenset(s.literal for s in segments if s is not None and s.literal is not None)
+    return PathGlob(pattern, tuple(segments), literals)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ledger.events import IDENTIFIER_PATTERN, MAX_TOP_K
-from ledger.path_glob import GlobError, PathGlob, compile_glob
+from ledger.path_glob import GlobError, PathGlob, SplitPath, compile_glob, split_path
 
 RuleAction = Literal["deny", "allow", "boost", "downrank", "redact"]
 _ACTIONS: frozenset[str] = frozenset({"deny", "allow", "boost", "downrank", "redact"})
@@ -83,12 +83,15 @@ class Rule:
     factor: decimal.Decimal = decimal.Decimal(1)
     globs: tuple[PathGlob, ...] = field(default=(), compare=False)  # `paths`, compiled
 
-    def matches(self, chunk: ChunkFacts, scopes: frozenset[str]) -> bool:
+    def matches(self, chunk: ChunkFacts, scopes: frozenset[str], path: SplitPath | None = None) -> bool:
         if self.unless_scope is not None and self.unless_scope in scopes:
             return False
         if self.sensitivity and chunk.sensitivity not in self.sensitivity:
             return False
-        return not self.globs or any(glob.matches(chunk.path) for glob in self.globs)
+        if not self.globs:
+            return True
+        split = path if path is not None else split_path(chunk.path)
+        return any(glob.matches_split(split) for glob in self.globs)
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,9 @@ class PolicyRules:
         access_decided = denied = redacted = False
         factor = decimal.Decimal(1)
         applied: list[tuple[str, RuleAction]] = []
+        path = split_path(chunk.path)  # once for every pattern of every rule
         for rule in self.rules:
-            if not rule.matches(chunk, scopes):
+            if not rule.matches(chunk, scopes, path):
                 continue
             if rule.action in ("deny", "allow"):
                 if access_decided:
