@@ -22,7 +22,7 @@ import time
 _OPEN, _CLAIMED, _EXPIRED = "open", "claimed", "expired"
 
 
-class DeadlineExceeded(TimeoutError):
+class DeadlineExceeded(Exception):  # not a TimeoutError: that one means "the store is slow" (503)
     """The work passed its deadline and was stopped before it wrote anything."""
 
     def __init__(self, seconds: float) -> None:
@@ -44,10 +44,6 @@ class Deadline:
 
     def passed(self) -> bool:
         return time.monotonic() >= self.at
-
-    @property
-    def claimed(self) -> bool:
-        return self._state == _CLAIMED
 
     def lapsed(self) -> bool:
         """Expired, or passed and unclaimed: a claim would be refused (nothing changes)."""

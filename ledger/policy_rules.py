@@ -83,6 +83,10 @@ class Rule:
     factor: decimal.Decimal = decimal.Decimal(1)
     globs: tuple[PathGlob, ...] = field(default=(), compare=False)  # `paths`, compiled
 
+    def __post_init__(self) -> None:
+        if len(self.globs) != len(self.paths):  # built without its compiled paths
+            object.__setattr__(self, "globs", tuple(compile_glob(pattern) for pattern in self.paths))
+
     def matches(self, chunk: ChunkFacts, scopes: frozenset[str], path: SplitPath | None = None) -> bool:
         if self.unless_scope is not None and self.unless_scope in scopes:
             return False
