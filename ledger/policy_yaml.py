@@ -83,10 +83,20 @@ class _BoundedLoader(yaml.SafeLoader):
 
 def load_bundle_yaml(text: str, deadline: Deadline | None = None) -> Any:
     """The document of `text` (safe types only), or `BundleLimitError` naming the limit."""
-    loader = _BoundedLoader(text, deadline)
+    try:
+        loader = _BoundedLoader(text, deadline)  # the reader refuses unprintable characters here
+    except yaml.YAMLError:
+        raise BundleLimitError("does not parse as YAML (an unprintable character)") from None
     try:
         node = loader.get_single_node()
-        return None if node is None else loader.construct_document(node)
+        if node is None:
+            return None
+        try:
+            return loader.construct_document(node)
+        except yaml.YAMLError:
+            raise
+        except Exception:  # noqa: BLE001 - a tagged value its type refuses (`!!int x`): bounded, pure
+            raise BundleLimitError("does not parse as YAML (a value does not fit its tag)") from None
     except yaml.YAMLError as exc:
         raise BundleLimitError("does not parse as YAML", None, getattr(exc, "problem_mark", None)) from None
     finally:

@@ -98,6 +98,23 @@ def test_an_alias_bomb_is_refused_at_its_first_anchor() -> None:
         load_bundle_yaml("base: &b {x: 1}\nrule: {<<: *b}\n")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: \x91\n",
+        "a: [1\n",
+        "a: 1\n---\nb: 2\n",
+        "a: !!python/name:os.system x\n",
+        "a: !!int x\n",
+        "a: !!bool x\n",
+        "a: !!timestamp 2020-13-45\n",
+    ],
+)
+def test_text_that_is_not_safe_yaml_is_a_refusal_not_a_crash(text: str) -> None:
+    with pytest.raises(BundleLimitError, match="does not parse as YAML"):
+        load_bundle_yaml(text)
+
+
 def test_loading_stops_at_the_deadline() -> None:
     passed = Deadline(0.0)
     with pytest.raises(DeadlineExceeded):
