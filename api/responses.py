@@ -222,7 +222,9 @@ class ReceiptVerificationOut(Answer):
     kid: str
     checkpoint: Checkpoint
     inclusion_proof: InclusionProof
-    witnesses: WitnessesOut  # the configured witnesses and which of them cosigned the checkpoint
+    # The configured witnesses and which of them cosigned the checkpoint (None: not checked, as
+    # over `citeledger mcp --url`, where the ledger's witness setting is not known).
+    witnesses: WitnessesOut | None = None
 
 
 class ReceiptSummary(BaseModel):

@@ -16,7 +16,7 @@ from litestar.response import Redirect, Template
 
 from api.auth import Principal
 from api.console.session import COOKIE, CSRF_FIELD, ConsoleSession, ConsoleSessions, principal_of_session
-from api.contract import correlation, describe
+from api.contract import correlation, deadline_of, describe
 from api.services import Services
 from ledger.usecases.context import Caller
 
@@ -99,6 +99,7 @@ async def console_user(request: AnyRequest) -> ConsoleUser:
         scopes=principal.scopes,
         run_id=ids.run_id,
         trace_id=ids.trace_id,
+        deadline=deadline_of(request.scope),  # a write past the request's deadline commits nothing
     )
     return ConsoleUser(principal, session, caller)
 
