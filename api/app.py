@@ -11,6 +11,7 @@ from litestar.plugins.pydantic import PydanticPlugin
 from litestar.types import ControllerRouterHandler
 
 from api.config import ApiConfig, server_version
+from api.console import ConsoleSessions, console_router, template_config
 from api.contract import ContractApp, exception_handler
 from api.mcp.server import mcp_mount
 from api.metrics import Metrics
@@ -60,6 +61,7 @@ def create_app(config: ApiConfig) -> ContractApp:
 
     def startup(app: Any) -> None:
         app.state.services = Services(config, metrics)
+        app.state.console_sessions = ConsoleSessions(config.ledger.data_dir / "console-sessions")
 
     def shutdown(app: Any) -> None:
         services = getattr(app.state, "services", None)
@@ -68,7 +70,8 @@ def create_app(config: ApiConfig) -> ContractApp:
 
     mcp_endpoint, mcp_lifespan = mcp_mount(config)
     app = ContractApp(
-        route_handlers=[*ROUTES, mcp_endpoint],
+        route_handlers=[*ROUTES, mcp_endpoint, *console_router()],
+        template_config=template_config(),
         lifespan=[mcp_lifespan],
         dependencies=DEPENDENCIES,
         before_request=check_request,

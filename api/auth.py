@@ -185,12 +185,20 @@ class TokenStore:
 
     def authenticate(self, bearer: str) -> Principal | None:
         self._reload()
-        presented = digest(bearer)
-        candidates: list[TokenRecord]
+        candidates: list[TokenRecord] | None = None
         if bearer.startswith("clt_") and bearer.count("_") >= 2:
             record = self._by_id.get(bearer.split("_", 2)[1])
             candidates = [record] if record is not None else []
-        else:  # operator-chosen bootstrap value: compare against every record
+        # else: an operator-chosen bootstrap value: compare against every record
+        return self._principal(digest(bearer), candidates)
+
+    def authenticate_digest(self, presented: str) -> Principal | None:
+        """The token whose SHA-256 this is (a console session keeps the digest, never the token)."""
+        self._reload()
+        return self._principal(presented, None)
+
+    def _principal(self, presented: str, candidates: list[TokenRecord] | None) -> Principal | None:
+        if candidates is None:
             candidates = self._all
         found: TokenRecord | None = None
         for record in candidates:

@@ -1,6 +1,11 @@
 """The HTTP contract every route keeps: correlation ids, the duration header,
 the request deadline, one error envelope, one structured log line.
 
+The deadline is a `ledger.deadline.Deadline` shared with the work (`deadline_of`; routes
+hand it to use cases in the `Caller`): when it passes, the request is cancelled and
+answered 408 only if no write has claimed it, and then no write ever will; a write that
+claimed it first is waited for and answered truthfully.
+
 `ContractApp` is the Litestar application with its ASGI entry point wrapped,
 so the contract also holds for what never reaches a route handler (unknown
 route, wrong method, body too large, a request that runs out of time).
@@ -8,8 +13,8 @@ route, wrong method, body too large, a request that runs out of time).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import math
 import re
 import time
 import uuid
@@ -30,6 +35,7 @@ from litestar.exceptions import (
 )
 from litestar.types import Message, Receive, Scope, Send
 
+from ledger.deadline import Deadline
 from ledger.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
 from ledger.timestamps import utc_now
 from ledger.usecases.commands import RULE_ERRORS
@@ -43,6 +49,7 @@ _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{
 _STATE_IDS = "citeledger.ids"
 _STATE_PRINCIPAL = "citeledger.principal"
 _STATE_ERROR = "citeledger.error_code"
+_STATE_DEADLINE = "citeledger.deadline"
 
 CODES: dict[int, str] = {
     400: "bad_request",
@@ -143,6 +150,12 @@ def correlation_of(
         trace_id=trace or (fallback.trace_id if fallback else uuid.uuid4().hex),
         problem=problem,
     )
+
+
+def deadline_of(scope: Scope) -> Deadline | None:
+    """The request's deadline (None outside `ContractApp`, e.g. a bare Litestar test app)."""
+    deadline: Deadline | None = scope.get("state", {}).get(_STATE_DEADLINE)
+    return deadline
 
 
 def set_principal(scope: Scope, principal: Any) -> None:
@@ -316,12 +329,19 @@ class ContractApp(Litestar):
         ids = correlation(scope)
         status_holder = [500]
         response_started = [False]
-        cancel_scope = anyio.CancelScope(deadline=anyio.current_time() + self.deadline_s)
+        deadline = scope["state"][_STATE_DEADLINE] = Deadline(self.deadline_s)
+        cancel_scope = anyio.CancelScope()
+
+        def on_deadline() -> None:
+            # Cancel only a request that has not answered and whose work has not claimed the
+            # deadline to write: one that did is owed its real answer (a streaming body is
+            # not cut off mid-way either).
+            if not response_started[0] and deadline.expire():
+                cancel_scope.cancel()
 
         async def wrapped_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 response_started[0] = True
-                cancel_scope.deadline = math.inf  # a streaming body is not cut off mid-way
                 status_holder[0] = message["status"]
                 elapsed = (time.perf_counter() - started) * 1000
                 headers = [
@@ -351,16 +371,20 @@ class ContractApp(Litestar):
                 ids,
             )
         else:
-            with cancel_scope:
-                await super().__call__(scope, receive, wrapped_send)
+            timer = asyncio.get_running_loop().call_later(self.deadline_s, on_deadline)
+            try:
+                with cancel_scope:
+                    await super().__call__(scope, receive, wrapped_send)
+            finally:
+                timer.cancel()
             if cancel_scope.cancelled_caught and not response_started[0]:
                 scope["state"][_STATE_ERROR] = "request_timeout"
                 await send_error(
                     wrapped_send,
                     408,
                     "request_timeout",
-                    f"request exceeded the {self.deadline_s:g} s deadline; retry with the same "
-                    "Idempotency-Key to learn the outcome of a write",
+                    f"request exceeded the {self.deadline_s:g} s deadline; nothing was written "
+                    "(a retry runs it again)",
                     True,
                     ids,
                 )

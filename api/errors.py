@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from api.contract import RETRY_AFTER_S, ApiError
 from ledger.adapters import store_unavailable
+from ledger.deadline import DeadlineExceeded
 from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
 from ledger.integrity import IntegrityHold
 from ledger.usecases import errors
@@ -16,6 +17,7 @@ _STATUS: tuple[tuple[type[errors.UseCaseError], int, bool], ...] = (
     (errors.TooLarge, 413, False),
     (errors.Invalid, 422, False),
     (errors.Busy, 409, True),
+    (errors.Unavailable, 503, False),
     (errors.Conflict, 409, False),
 )
 
@@ -50,6 +52,8 @@ def to_api_error(exc: Exception) -> ApiError | None:
             retryable=True,
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
+    if isinstance(exc, DeadlineExceeded):
+        return ApiError(408, "request_timeout", str(exc), retryable=True)
     if not isinstance(exc, errors.UseCaseError):
         return None
     status, retryable = next(((s, r) for cls, s, r in _STATUS if isinstance(exc, cls)), (422, False))

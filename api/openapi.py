@@ -59,8 +59,8 @@ _WHY: dict[int, str] = {
     401: "Missing or invalid bearer token",
     403: "The token lacks a scope this operation (or the object) needs",
     404: "Not found; identical whether the object never existed or is another tenant's",
-    408: "The request ran past the server's deadline; retry a write with the same Idempotency-Key "
-    "to learn its outcome",
+    408: "The request ran past the server's deadline; nothing was written, then or later (a write "
+    "that had begun to commit is answered, late, instead): a retry runs it again",
     409: "Conflict: the Idempotency-Key was used with another body, or the object's state forbids "
     "the change (under legal hold, already removed)",
     413: "The request body or an uploaded file exceeds its size limit",
@@ -69,8 +69,9 @@ _WHY: dict[int, str] = {
     422: "Well formed, but refused by a rule the schema cannot express (a snippet not in the cited "
     "chunk, an expiry past the retention window, an unknown chunk); nothing was written",
     429: "The token's rate limit is spent; wait `Retry-After` seconds",
-    503: "The event store cannot serve now (did not answer in time, read-only, full, unreachable); "
-    "retry after `Retry-After` seconds",
+    503: "The event store cannot serve now (did not answer in time, read-only, full, unreachable; "
+    "retry after `Retry-After` seconds), or (`policy_unloadable`) the tenant's live policy bundle "
+    "cannot be loaded until a valid one is published",
 }
 
 

@@ -205,6 +205,11 @@ class ReplayOut(Answer):
     dedup: bool = False
 
 
+class WitnessesOut(BaseModel):
+    configured: list[str]
+    cosigned_by: list[str]
+
+
 class ReceiptVerificationOut(Answer):
     """Whether a receipt is intact: its signature, its inclusion proof against the latest
     signed checkpoint, that checkpoint's signature and the key chain; `problem` names the
@@ -217,6 +222,9 @@ class ReceiptVerificationOut(Answer):
     kid: str
     checkpoint: Checkpoint
     inclusion_proof: InclusionProof
+    # The configured witnesses and which of them cosigned the checkpoint (None: not checked, as
+    # over `citeledger mcp --url`, where the ledger's witness setting is not known).
+    witnesses: WitnessesOut | None = None
 
 
 class ReceiptSummary(BaseModel):

@@ -188,7 +188,9 @@ class Services:
         return hashlib.sha256(where.encode()).hexdigest()[:16]
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking ledger work off the event loop; a request past its deadline stops waiting."""
+        """Run blocking ledger work off the event loop. A request past its deadline stops
+        waiting; the work itself learns it from the deadline its `Caller` carries (its
+        commit is refused, CPU-heavy steps stop), so nothing it does outlives the 408."""
         try:
             return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self.limiter)
         except Exception as exc:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -351,19 +352,35 @@ def checkpoint(data_dir: DataDir = None) -> None:
 
 @app.command()
 def bundle(
-    position: Annotated[int, typer.Argument(help="Log position of the entry")],
+    entry: Annotated[str, typer.Argument(help="A receipt id, or the log position of any entry")],
     out: Annotated[Path | None, typer.Option("--out")] = None,
     data_dir: DataDir = None,
+    tenant: Annotated[
+        str | None,
+        typer.Option("--tenant", help="Tenant of the receipt (default $CITELEDGER_TENANT or 'default')"),
+    ] = None,
 ) -> None:
-    """Write the portable bundle (entry, checkpoint, inclusion proof, key chain) for one entry."""
+    """Write the portable bundle (entry, checkpoint, inclusion proof, key chain) of a receipt, with
+    the proofs of the documents it cites (as GET /v1/receipts/{id}/bundle), or of the entry at a
+    log position."""
     import orjson
 
     from ledger.application import Ledger
     from ledger.bundle import build_bundle
+    from ledger.usecases.errors import NotFound
+    from ledger.usecases.receipts import receipt_bundle
 
+    owner = tenant or os.environ.get("CITELEDGER_TENANT", "default")
     with Ledger(_config(data_dir)) as ledger:
         try:
-            document = build_bundle(ledger, position)
+            if entry.isdigit():
+                document = build_bundle(ledger, int(entry))
+            else:
+                from projections.lookups import ledger_context
+
+                document = receipt_bundle(ledger_context(ledger), owner, entry)
+        except NotFound:
+            fail(f"no receipt {entry} in tenant {owner}", 1)
         except LookupError as exc:
             fail(str(exc), 1)
     text = orjson.dumps(document, option=orjson.OPT_INDENT_2)

@@ -27,6 +27,7 @@ from ledger.adapters import DUPLICATE_KEY_ERRORS
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
 from ledger.config import LedgerConfig
 from ledger.cosignature import with_cosignatures
+from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.entries import (
     GENESIS_PREV_HASH,
     SYSTEM_TENANT,
@@ -85,6 +86,9 @@ class Write:
 
     prepared: list[PreparedDraft]
     idempotent: IdempotentWrite | None = None
+    # Claimed right before the transaction: a write whose caller's deadline has passed
+    # (or was answered "timed out") commits nothing (`ledger.deadline`).
+    deadline: Deadline | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,16 @@ class WriteOutcome:
 class _AlreadyRecorded(Exception):
     def __init__(self, settled: dict[int, StoredAnswer]) -> None:
         self.settled = settled
+
+
+class _Late(Exception):
+    def __init__(self, indexes: list[int]) -> None:
+        self.indexes = indexes
+
+
+def _too_late(write: Write) -> WriteOutcome:
+    assert write.deadline is not None
+    return WriteOutcome([], None, DeadlineExceeded(write.deadline.seconds))
 
 
 def _replayed(stored: StoredAnswer, key: IdempotencyKey, sealer: Sealer) -> WriteOutcome:
@@ -456,12 +470,15 @@ class Ledger:
         """`only_at` gives up (no outcome events) instead of moving on when that
         position is taken (the genesis entry exists once)."""
         outcomes: dict[int, WriteOutcome] = {}
+        for index, write in enumerate(writes):
+            if write.deadline is not None and write.deadline.lapsed():
+                outcomes[index] = _too_late(write)
         # A key repeated within the batch: the first occurrence writes, the others
         # are answered from it after the commit.
         first_of_key: dict[tuple[str, str], int] = {}
         repeats: dict[int, int] = {}
         for index, write in enumerate(writes):
-            if write.idempotent is not None:
+            if write.idempotent is not None and index not in outcomes:
                 ident = (write.idempotent.key.tenant_id, write.idempotent.key.key)
                 if ident in first_of_key:
                     repeats[index] = first_of_key[ident]
@@ -503,10 +520,23 @@ class Ledger:
                                 outcomes[i] = WriteOutcome(events[i], answer)
                                 rows.append((k.key, answer, events[i][0].position if events[i] else 0))
                             idempotency.insert(cursor, store, rows)
+                        # Before COMMIT (and before the read-model hooks touch anything), each
+                        # write claims its caller's deadline: one already answered "timed out"
+                        # is rolled back, and the others are committed without it.
+                        late = [i for i in pending if (d := writes[i].deadline) is not None and not d.claim()]
+                        if late:
+                            raise _Late(late)
                         if stored:
                             flat = [event for index in pending for event in events[index]]
                             for hook in self._transaction_hooks:
                                 hook(cursor, list(zip(notification_ids, flat, strict=True)))
+                except _Late as too_late:
+                    for i in too_late.indexes:
+                        outcomes[i] = _too_late(writes[i])
+                    for i in keyed:
+                        if i not in too_late.indexes:
+                            outcomes.pop(i, None)
+                    continue
                 except _AlreadyRecorded as already:
                     for i, stored_answer in already.settled.items():
                         k = writes[i].idempotent

@@ -14,8 +14,10 @@ import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 
 from ledger.application import MAX_BATCH_EVENTS, Ledger, Write, WriteOutcome, prepare_all
+from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import EventRejected
 from ledger.idempotency import IdempotentWrite
@@ -44,13 +46,14 @@ class GroupCommitter:
         *,
         tenant_id: str | None = None,
         idempotent: IdempotentWrite | None = None,
+        deadline: Deadline | None = None,
     ) -> WriteOutcome:
         """Commit one caller's drafts (with its idempotency record); raises its error."""
         if len(drafts) > self.max_batch_events:
             raise EventRejected("events", f"at most {self.max_batch_events} events per request")
         if not drafts and idempotent is None:
             return WriteOutcome([], None)
-        outcome = self.write_all([Write(prepare_all(drafts, tenant_id=tenant_id), idempotent)])[0]
+        outcome = self.write_all([Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline)])[0]
         if outcome.error is not None:
             raise outcome.error
         return outcome
@@ -63,9 +66,20 @@ class GroupCommitter:
             raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
         if not writes:
             return []
+        # Every write gets a deadline (the caller's, else this committer's timeout): a
+        # caller that stops waiting must know that the write will never commit after it.
+        writes = [
+            w if w.deadline is not None else replace(w, deadline=Deadline(self.timeout_s)) for w in writes
+        ]
         future: Future[list[WriteOutcome]] = Future()
-        self._queue.put((list(writes), future))
-        return future.result(timeout=self.timeout_s)
+        self._queue.put((writes, future))
+        deadlines = [write.deadline for write in writes if write.deadline is not None]
+        try:
+            return future.result(timeout=max(0.0, *(deadline.remaining() for deadline in deadlines)))
+        except TimeoutError:
+            if all([deadline.expire() for deadline in deadlines]):  # every one, no short cut
+                raise DeadlineExceeded(max(deadline.seconds for deadline in deadlines)) from None
+            return future.result()  # claimed: its transaction is running and its answer is owed
 
     def _run(self) -> None:
         while True:

@@ -29,9 +29,13 @@ candidate chunk:
 
 Within `match`, every given condition must hold; a list matches when any of its
 items does. Paths are glob patterns (`*` within a segment, `**` across
-segments) against the document's path. A rule without `match` matches every
+segments; `ledger.path_glob`, compiled once per bundle and matched without
+backtracking) against the document's path. A rule without `match` matches every
 chunk. Factors are decimal strings, never floats, so the same bundle gives the
 same scores on every machine.
+
+Judging one chunk costs at most one test per rule and pattern (bounded: `MAX_RULES`,
+`MAX_BUNDLE_PATTERNS`, and the glob limits of `ledger.path_glob`).
 """
 
 from __future__ import annotations
@@ -42,9 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from wcmatch import glob
-
 from ledger.events import IDENTIFIER_PATTERN, MAX_TOP_K
+from ledger.path_glob import GlobError, PathGlob, SplitPath, compile_glob, split_path
 
 RuleAction = Literal["deny", "allow", "boost", "downrank", "redact"]
 _ACTIONS: frozenset[str] = frozenset({"deny", "allow", "boost", "downrank", "redact"})
@@ -53,8 +56,7 @@ _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 _FACTOR = re.compile(r"^\d{1,6}(\.\d{1,6})?$")
 MAX_RULES = 500
 MAX_PATTERNS_PER_RULE = 64
-MAX_PATTERN_CHARS = 512
-_GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB
+MAX_BUNDLE_PATTERNS = 2_000  # path patterns in all rules together
 
 
 class PolicyRuleError(ValueError):
@@ -79,13 +81,21 @@ class Rule:
     sensitivity: frozenset[str] = frozenset()
     unless_scope: str | None = None
     factor: decimal.Decimal = decimal.Decimal(1)
+    globs: tuple[PathGlob, ...] = field(default=(), compare=False)  # `paths`, compiled
 
-    def matches(self, chunk: ChunkFacts, scopes: frozenset[str]) -> bool:
+    def __post_init__(self) -> None:
+        if len(self.globs) != len(self.paths):  # built without its compiled paths
+            object.__setattr__(self, "globs", tuple(compile_glob(pattern) for pattern in self.paths))
+
+    def matches(self, chunk: ChunkFacts, scopes: frozenset[str], path: SplitPath | None = None) -> bool:
         if self.unless_scope is not None and self.unless_scope in scopes:
             return False
         if self.sensitivity and chunk.sensitivity not in self.sensitivity:
             return False
-        return not self.paths or any(_path_matches(chunk.path, pattern) for pattern in self.paths)
+        if not self.globs:
+            return True
+        split = path if path is not None else split_path(chunk.path)
+        return any(glob.matches_split(split) for glob in self.globs)
 
 
 @dataclass(frozen=True)
@@ -103,13 +113,15 @@ class PolicyRules:
     rules: tuple[Rule, ...] = ()
     max_top_k: int = MAX_TOP_K
     sha256: str | None = field(default=None, compare=False)
+    declared_version: str | None = field(default=None, compare=False)  # the bundle's `version`
 
     def judge(self, chunk: ChunkFacts, scopes: frozenset[str]) -> Verdict:
         access_decided = denied = redacted = False
         factor = decimal.Decimal(1)
         applied: list[tuple[str, RuleAction]] = []
+        path = split_path(chunk.path)  # once for every pattern of every rule
         for rule in self.rules:
-            if not rule.matches(chunk, scopes):
+            if not rule.matches(chunk, scopes, path):
                 continue
             if rule.action in ("deny", "allow"):
                 if access_decided:
@@ -135,12 +147,29 @@ def rules_from_bundle(bundle: Mapping[str, Any]) -> PolicyRules:
     if not isinstance(raw_rules, list):
         raise PolicyRuleError("rules: must be a list")
     if len(raw_rules) > MAX_RULES:
-        raise PolicyRuleError(f"rules: at most {MAX_RULES} rules")
+        raise PolicyRuleError(f"rules: limit max_rules: at most {MAX_RULES} rules")
+    patterns = sum(len(_match_paths(raw)) for raw in raw_rules)
+    if patterns > MAX_BUNDLE_PATTERNS:
+        raise PolicyRuleError(
+            f"rules: limit max_patterns: at most {MAX_BUNDLE_PATTERNS} path patterns in all"
+        )
     rules = tuple(_rule(index, raw) for index, raw in enumerate(raw_rules))
     ids = [rule.rule_id for rule in rules]
     if len(set(ids)) != len(ids):
         raise PolicyRuleError("rules: rule ids must be unique")
-    return PolicyRules(rules=rules, max_top_k=_max_top_k(bundle.get("limits")))
+    declared = bundle.get("version") or bundle.get("policy_version")
+    return PolicyRules(
+        rules=rules,
+        max_top_k=_max_top_k(bundle.get("limits")),
+        declared_version=str(declared) if declared is not None else None,
+    )
+
+
+def _match_paths(raw: Any) -> list[Any]:
+    """The path patterns a raw rule lists, for counting before anything is compiled."""
+    match = raw.get("match") if isinstance(raw, dict) else None
+    paths = match.get("paths") if isinstance(match, dict) else None
+    return paths if isinstance(paths, list) else []
 
 
 def _max_top_k(limits: Any) -> int:
@@ -171,9 +200,12 @@ def _rule(index: int, raw: Any) -> Rule:
     if not isinstance(match, dict) or set(match) - {"paths", "sensitivity"}:
         raise PolicyRuleError(f"{where}.match: a mapping of paths and/or sensitivity")
     paths = _strings(match.get("paths", []), f"{where}.match.paths")
-    for pattern in paths:
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise PolicyRuleError(f"{where}.match.paths: a pattern longer than {MAX_PATTERN_CHARS}")
+    globs = []
+    for number, pattern in enumerate(paths):
+        try:
+            globs.append(compile_glob(pattern))
+        except GlobError as exc:
+            raise PolicyRuleError(f"{where}.match.paths[{number}]: {exc}") from None
     sensitivity = _strings(match.get("sensitivity", []), f"{where}.match.sensitivity")
     if set(sensitivity) - _SENSITIVITIES:
         raise PolicyRuleError(f"{where}.match.sensitivity: each one of public, internal, restricted")
@@ -199,6 +231,7 @@ def _rule(index: int, raw: Any) -> Rule:
         sensitivity=frozenset(sensitivity),
         unless_scope=unless_scope,
         factor=factor,
+        globs=tuple(globs),
     )
 
 
@@ -208,10 +241,5 @@ def _strings(value: Any, where: str) -> Sequence[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise PolicyRuleError(f"{where}: a list of non-empty strings")
     if len(value) > MAX_PATTERNS_PER_RULE:
-        raise PolicyRuleError(f"{where}: at most {MAX_PATTERNS_PER_RULE} items")
+        raise PolicyRuleError(f"{where}: limit max_patterns_per_rule: at most {MAX_PATTERNS_PER_RULE} items")
     return value
-
-
-def _path_matches(path: str, pattern: str) -> bool:
-    """`**` spans path segments, `*` and `?` stay within one (wcmatch's GLOBSTAR globs)."""
-    return bool(glob.globmatch(path, pattern, flags=_GLOB_FLAGS))

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from ledger.application import Ledger, Write, WriteOutcome, prepare_all
+from ledger.deadline import Deadline
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import MAX_TARGET_ROOTS
 from ledger.idempotency import IdempotentWrite
@@ -461,8 +462,11 @@ def direct_writer(ledger: Ledger) -> Writer:
         *,
         tenant_id: str | None = None,
         idempotent: IdempotentWrite | None = None,
+        deadline: Deadline | None = None,
     ) -> WriteOutcome:
-        outcome = ledger.commit_writes([Write(prepare_all(drafts, tenant_id=tenant_id), idempotent)])[0]
+        outcome = ledger.commit_writes(
+            [Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline)]
+        )[0]
         if outcome.error is not None:
             raise outcome.error
         return outcome

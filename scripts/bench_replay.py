@@ -54,11 +54,11 @@ from ledger.events import (
     SelectedEntry,
     TaskEnvelope,
 )
-from ledger.policy_rules import ChunkFacts, rules_from_bundle
+from ledger.policy_rules import ChunkFacts
 from ledger.search_text import query_terms, term_counts
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, draft
-from ledger.usecases.policy import parse_bundle
+from ledger.usecases.policy import bundle_rules
 from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
 from ledger.usecases.search import search
@@ -249,7 +249,7 @@ def naive_replay(ledger: Ledger, tenant: str, receipt_position: int) -> dict[str
         elif event.type == "RetrievalRecorded" and event.position == receipt_position:
             receipt = payload
     assert receipt is not None
-    rules = rules_from_bundle(parse_bundle(receipt["policy_snapshot"]["bundle_yaml"]))
+    rules = bundle_rules(receipt["policy_snapshot"]["bundle_yaml"])
     fates = {}
     for entry in receipt["selected_entries"]:
         doc, path, live = chunks.get(entry["chunk_id"], ("", "", False))

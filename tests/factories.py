@@ -53,7 +53,11 @@ class UseCases:
     ) -> RecordedEvent:
         """A new document (its own id) through `ingest_document`; the recorded entry."""
         doc = DocumentIn(
-            path=path, text=text, title="Title " + text[:10], source="tests", document_id=uuid.uuid4().hex
+            path=path,
+            text=text,
+            title="Title " + " ".join(text[:10].split()),
+            source="tests",
+            document_id=uuid.uuid4().hex,
         )
         result = ingest_document(self.ctx, self.claims, Caller(tenant, "svc-ingest"), doc)
         return self._entry(result.body["position"])

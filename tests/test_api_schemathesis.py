@@ -26,6 +26,23 @@ from tests.api_support import LoopbackServer, api_config, make_tokens
 
 SEED = 8675309
 POSITIVE_STATUSES = ["2xx", "401", "403", "404", "409", "422", "429"]
+# Schemathesis's own list of rejections, plus 413: a request refused for its size (a multipart
+# body with too many parts) is rejected too.
+NEGATIVE_STATUSES = [
+    "400",
+    "401",
+    "403",
+    "404",
+    "405",
+    "406",
+    "409",
+    "413",
+    "415",
+    "422",
+    "428",
+    "429",
+    "5xx",
+]
 _auth: dict[str, str] = {}
 _seen: dict[str, dict[str, set[int]]] = {}  # phase -> operation -> statuses
 
@@ -47,7 +64,10 @@ def _config(base_url: str, token: str, max_examples: int, max_steps: int) -> Sch
             "headers": {"Authorization": f"Bearer {token}"},
             "request-timeout": 10,
             "generation": {"mode": "all", "max-examples": max_examples, "database": "none"},
-            "checks": {"positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES}},
+            "checks": {
+                "positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES},
+                "negative_data_rejection": {"expected-statuses": NEGATIVE_STATUSES},
+            },
             "phases": {
                 "examples": {"enabled": True},
                 "coverage": {"enabled": True},

@@ -125,3 +125,26 @@ def test_private_key_never_printed(tmp_path: Path) -> None:
     )
     secret_body = pem.read_text().split("-----")[2].strip()
     assert secret_body not in demo.stdout + demo.stderr
+
+
+def test_bundle_takes_a_receipt_id_like_every_other_path(tmp_path: Path) -> None:
+    """`citeledger bundle RECEIPT_ID`: the receipt's bundle with its cited documents' proofs,
+    verified offline; another tenant's receipt id is not found there."""
+    from ledger.application import Ledger
+    from ledger.config import LedgerConfig
+    from tests.factories import TENANT, UseCases
+
+    data = tmp_path / "data"
+    with Ledger(LedgerConfig(data_dir=data, run_checkpointer=False)) as ledger:
+        cases = UseCases(ledger)
+        receipt_id = cases.retrieve(cases.ingest()).payload["receipt_id"]
+        public_key = ledger.keydir.root_public_key_path
+    out = tmp_path / "receipt-bundle.json"
+    made = citeledger("bundle", receipt_id, "--tenant", TENANT, "--out", str(out), data_dir=data)
+    assert made.returncode == 0, made.stderr
+    document = json.loads(out.read_text())
+    assert document["entry"]["payload"]["receipt_id"] == receipt_id and document["citations"]
+    checked = citeledger("verify-bundle", str(out), "--public-key", str(public_key))
+    assert checked.returncode == 0 and checked.stdout.startswith("OK "), checked.stdout + checked.stderr
+    elsewhere = citeledger("bundle", receipt_id, "--tenant", "someone-else", data_dir=data)
+    assert elsewhere.returncode == 1 and "no receipt" in elsewhere.stderr and elsewhere.stdout == ""

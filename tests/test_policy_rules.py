@@ -10,7 +10,7 @@ import yaml
 
 from ledger.policy_rules import NO_POLICY, ChunkFacts, PolicyRuleError, rules_from_bundle
 from ledger.usecases.errors import Invalid
-from ledger.usecases.policy import parse_bundle
+from ledger.usecases.policy import bundle_rules
 
 BUNDLE = """
 version: pol-1
@@ -94,5 +94,5 @@ def test_bad_rules_are_refused_naming_the_field(rules_yaml: str, names: str) -> 
     with pytest.raises(PolicyRuleError, match=names.replace("[", r"\[").replace("]", r"\]")):
         rules_from_bundle(yaml.safe_load(rules_yaml))
     with pytest.raises(Invalid) as refused:  # publishing refuses it the same way (422)
-        parse_bundle(rules_yaml)
+        bundle_rules(rules_yaml)
     assert refused.value.code == "invalid_policy_bundle"

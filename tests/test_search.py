@@ -21,10 +21,10 @@ from ledger.usecases import search as search_module
 from ledger.usecases.commands import DocumentIn, ErasureIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document, remove_document
-from ledger.usecases.policy import publish_policy
+from ledger.usecases.policy import bundle_rules, live_rules, publish_policy
 from ledger.usecases.ranking import K1, B, SearchRun, rank
 from ledger.usecases.retention import erase
-from ledger.usecases.search import rules_from_snapshot, rules_of, search
+from ledger.usecases.search import search
 from projections.digest import projection_digest
 from projections.lookups import ledger_context
 from projections.search_index import SEARCH_CHUNKS_TABLE
@@ -308,13 +308,13 @@ def test_policy_deny_redact_boost_are_recorded(ledger: Ledger) -> None:
     outside = _search(ctx, ACME, "salary", input={"target_roots": ["../etc"]})
     assert outside["status"] == "denied" and outside["errors"][0]["code"] == "denied.outside_allowlist"
     # Replaying under the frozen snapshot gives the same context hash.
-    assert rules_of(ctx.lookups.live_policy("acme")) == rules_from_snapshot(BUNDLE)
+    assert live_rules(ctx.lookups.live_policy("acme")) == bundle_rules(BUNDLE)
     again = rank(
         ctx,
         "acme",
         "salary",
         SearchRequest.model_validate(receipt["search"]),
-        rules_from_snapshot(receipt["policy_snapshot"]["bundle_yaml"]),
+        bundle_rules(receipt["policy_snapshot"]["bundle_yaml"]),
         frozenset(receipt["task"]["auth_scope"]),
         None,
     )

@@ -282,3 +282,26 @@ def test_a_witness_that_does_not_trust_the_key_is_alarmed_in_healthz(
         assert integrity["ok"] is True  # a witness that does not know our key proves nothing against us
         [alarm] = integrity["witness_alarms"]
         assert alarm["witness"] == "witness.test/w1" and alarm["status"] == 403
+
+
+def test_verify_receipt_names_the_witnesses_that_cosigned(
+    ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path
+) -> None:
+    """The live integrity check (MCP `verify_receipt`, the console's badge) says which of the
+    configured witnesses cosigned the checkpoint it checked against, each by its own key."""
+    from ledger.usecases.receipts import verify_receipt
+    from tests.factories import UseCases
+
+    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
+        ledger = _open(ledger_config, witness.setting)
+        try:
+            cases = UseCases(ledger)
+            receipt = cases.retrieve(cases.ingest())
+            receipt_id = receipt.payload["receipt_id"]
+            before = verify_receipt(cases.ctx, TENANT, receipt_id)
+            assert before["intact"] and before["witnesses"]["configured"] == ["witness.test/w1"]
+            ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
+            after = verify_receipt(cases.ctx, TENANT, receipt_id)
+            assert after["intact"] and after["witnesses"]["cosigned_by"] == ["witness.test/w1"]
+        finally:
+            ledger.close()

@@ -21,6 +21,7 @@ the HTTP headers (`api.contract.correlation_of`); they win over the transport's.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from api.contract import ApiError, Correlation, correlation, correlation_of
 from api.mcp.outcomes import invalid_arguments
 from api.routes.common import answered
 from api.services import Services
+from ledger.deadline import Deadline
 from ledger.usecases.context import Caller
 
 _PRINCIPAL = "citeledger.principal"
@@ -143,29 +145,43 @@ class LocalSurface:
         the request deadline (408) and answer as `/v1` does (correlation ids, server and
         policy versions)."""
         services = self.services(call.request)
-        deadline_s = services.config.request_deadline_s
         # Within the HTTP deadline of the same request, so the call's own 408 is what answers.
-        with anyio.move_on_after(deadline_s * _DEADLINE_SHARE) as scope:
-            if call.ids.problem is not None:
-                raise ApiError(400, "bad_request", call.ids.problem)
-            principal = call.principal = await self.principal(call.request, services)
-            check_scopes(principal, operation.scopes)
-            caller = Caller(
-                tenant_id=principal.tenant,
-                actor=principal.actor,
-                scopes=principal.scopes,
-                run_id=call.ids.run_id,
-                trace_id=call.ids.trace_id,
-            )
-            parsed = parse(operation.model, arguments)
-            body = await operation.work(services, caller, parsed)
-            return answered(services, body, caller.run_id, caller.trace_id, caller.tenant_id)
-        assert scope.cancelled_caught
+        # The work carries the deadline: a write claims it before it commits, and the 408 is
+        # answered only if it can expire it first, so a 408 means nothing was (or will be)
+        # written, and a write that claimed it is answered, late (as `ContractApp` does).
+        deadline = Deadline(services.config.request_deadline_s * _DEADLINE_SHARE)
+        cancel_scope = anyio.CancelScope()
+
+        def on_deadline() -> None:
+            if deadline.expire():
+                cancel_scope.cancel()
+
+        timer = asyncio.get_running_loop().call_later(deadline.seconds, on_deadline)
+        try:
+            with cancel_scope:
+                if call.ids.problem is not None:
+                    raise ApiError(400, "bad_request", call.ids.problem)
+                principal = call.principal = await self.principal(call.request, services)
+                check_scopes(principal, operation.scopes)
+                caller = Caller(
+                    tenant_id=principal.tenant,
+                    actor=principal.actor,
+                    scopes=principal.scopes,
+                    run_id=call.ids.run_id,
+                    trace_id=call.ids.trace_id,
+                    deadline=deadline,
+                )
+                parsed = parse(operation.model, arguments)
+                body = await operation.work(services, caller, parsed)
+                return answered(services, body, caller.run_id, caller.trace_id, caller.tenant_id)
+        finally:
+            timer.cancel()
+        assert cancel_scope.cancelled_caught
         raise ApiError(
             408,
             "request_timeout",
-            f"request exceeded the {deadline_s:g} s deadline; retry with the same idempotency_key to "
-            "learn the outcome of a write",
+            f"request exceeded the {deadline.seconds:g} s deadline; nothing was written (a retry runs "
+            "it again)",
             retryable=True,
         )
 

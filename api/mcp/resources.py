@@ -66,7 +66,7 @@ async def _receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[
 async def _history_today(services: Services, caller: Caller, _: Any) -> dict[str, Any]:
     midnight = forwards.today_utc(services.clock())
     flt = HistoryFilter(recorded_from=format_timestamp(midnight))
-    page = await services.blocking(history_page, services, caller.tenant_id, flt, None, HISTORY_LIMIT)
+    page = await services.blocking(history_page, services, caller, flt, None, HISTORY_LIMIT, "sealed")
     return {"since": format_timestamp(midnight), **page}
 
 

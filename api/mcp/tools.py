@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from mcp.server.mcpserver.tools import Tool
@@ -40,7 +40,7 @@ from api.responses import (
 )
 from api.routes.common import run_write
 from api.routes.events import time_bound
-from api.routes.receipts import receipt_answer
+from api.routes.receipts import receipt_answer, receipt_page
 from api.services import Services
 from ledger.usecases.citations import read_citation
 from ledger.usecases.commands import SearchIn
@@ -51,7 +51,6 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import record_retrieval
 from ledger.usecases.search import search
 from projections.queries import ReceiptFilter
-from projections.receipt_reads import receipts_page
 
 
 @dataclass(frozen=True)
@@ -126,15 +125,7 @@ async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery
         recorded_to=time_bound(query.until, "until"),
     )
     return await services.blocking(
-        partial(
-            receipts_page,
-            services.context,
-            services.read_models,
-            caller,
-            flt,
-            cursor=query.cursor,
-            limit=query.limit,
-        )
+        receipt_page, services, caller, flt, query.cursor, query.limit, "asc", "sealed"
     )
 
 

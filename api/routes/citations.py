@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Response, Router, get
+from litestar.params import FromPath
 
 from api.auth import requires
 from api.contract import ApiError
@@ -50,7 +51,7 @@ async def get_citation(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
-    citation_id: str,
+    citation_id: FromPath[str],
     content: ContentMode = "sealed",
 ) -> Response[CitationOut]:
     return await _respond(request, services, caller, citation_id.lstrip("/"), content)
@@ -63,7 +64,7 @@ async def get_citation(
     **contract(404),
 )
 async def get_mcp_chunk(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, citation_id: str
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, citation_id: FromPath[str]
 ) -> Response[CitationOut]:
     if request.headers.get("mcp-session-id") is not None:
         raise ApiError(400, "bad_request", "MCP session state is not supported in v1")

@@ -15,7 +15,7 @@ from litestar.enums import RequestEncodingType
 from litestar.params import HeaderParameter, ParameterKwarg
 
 from api.auth import principal_of
-from api.contract import ApiError, correlation
+from api.contract import ApiError, correlation, deadline_of
 from api.services import Services
 from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
@@ -128,6 +128,7 @@ def _caller(request: AnyRequest, services: NamedDependency[Services]) -> Caller:
         scopes=principal.scopes,
         run_id=ids.run_id,
         trace_id=ids.trace_id,
+        deadline=deadline_of(request.scope),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from litestar import Response, Router, delete, post
 from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
-from litestar.params import Body, Parameter, QueryParameter
+from litestar.params import Body, JSONBody, Parameter, QueryParameter
 from pydantic import ValidationError
 
 from api.auth import requires
@@ -48,7 +48,7 @@ async def post_document(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
-    data: DocumentIn,
+    data: JSONBody[DocumentIn],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[DocumentOut]:
     return await _record(request, services, caller, data, idempotency_key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from litestar import Response, Router, post
+from litestar.params import JSONBody
 
 from api.auth import requires
 from api.openapi import contract
@@ -23,7 +24,7 @@ async def post_policy_bundle(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
-    data: PolicyBundleIn,
+    data: JSONBody[PolicyBundleIn],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[PolicyOut]:
     return await write(

@@ -123,7 +123,7 @@ async def post_replay(
     )
 
 
-def _page(
+def receipt_page(
     services: Services,
     caller: Caller,
     flt: ReceiptFilter,
@@ -132,6 +132,7 @@ def _page(
     order: Order,
     content: str,
 ) -> dict[str, Any]:
+    """A page of receipts with the contract's refusals (the HTTP route and the MCP tool)."""
     try:
         return receipts_page(
             services.context,
@@ -222,7 +223,7 @@ async def list_receipts(
         document_id=document_id,
     )
     direction: Order = "desc" if order == "desc" else "asc"
-    body = await services.blocking(_page, services, caller, flt, cursor, limit, direction, content)
+    body = await services.blocking(receipt_page, services, caller, flt, cursor, limit, direction, content)
     return ok(request, services, body)
 
 

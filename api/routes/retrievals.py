@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litestar import Response, Router, post
+from litestar.params import JSONBody
 
 from api.auth import requires
 from api.contract import describe
@@ -39,7 +40,7 @@ async def post_retrieval(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
-    data: RetrievalIn,
+    data: JSONBody[RetrievalIn],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[ReceiptRecordedOut]:
     return await write(
@@ -95,7 +96,7 @@ def _results(outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
     **contract(413, 422),
 )
 async def post_retrieval_batch(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, data: RetrievalBatchIn
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[RetrievalBatchIn]
 ) -> Response[RetrievalBatchOut]:
     """Per-item results: a bad item is refused by its index and reason while the others are
     recorded (all in one transaction); 200 whenever the batch itself was well-formed."""

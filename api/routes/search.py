@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from litestar import Response, Router, post
+from litestar.params import JSONBody
 
 from api.auth import requires
 from api.openapi import contract
@@ -24,7 +25,7 @@ async def post_search(
     request: AnyRequest,
     services: ServicesDep,
     caller: CallerDep,
-    data: SearchIn,
+    data: JSONBody[SearchIn],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[SearchOut]:
     return await write(

@@ -6,6 +6,7 @@ which carry every tenant's metadata: operator token only)."""
 from __future__ import annotations
 
 from litestar import Response, Router, get
+from litestar.params import FromPath
 
 from api.auth import requires_operator
 from api.contract import ApiError, not_found
@@ -73,7 +74,7 @@ def _parsed(path: str, *, entries: bool) -> TilePath:
     media_type=OCTETS,
     **contract(404, 422),
 )
-async def entry_bundle_route(services: ServicesDep, path: str) -> Response[bytes]:
+async def entry_bundle_route(services: ServicesDep, path: FromPath[str]) -> Response[bytes]:
     body = await services.blocking(_entries, services, _parsed(path, entries=True))
     return Response(
         body, media_type=OCTETS, headers={"Cache-Control": "private, max-age=31536000, immutable"}
@@ -86,7 +87,7 @@ async def entry_bundle_route(services: ServicesDep, path: str) -> Response[bytes
     media_type=OCTETS,
     **contract(404, public=True),
 )
-async def tile(services: ServicesDep, path: str) -> Response[bytes]:
+async def tile(services: ServicesDep, path: FromPath[str]) -> Response[bytes]:
     body = await services.blocking(_tile, services, _parsed(path, entries=False))
     return Response(body, media_type=OCTETS, headers={"Cache-Control": IMMUTABLE})
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ledger.application import Ledger, Write, WriteOutcome, prepare_all
+from ledger.deadline import Deadline
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import Schema
 from ledger.idempotency import IdempotencyKey, IdempotentWrite, reveal
@@ -19,13 +20,15 @@ from ledger.usecases.ports import SearchIndexReader, WriteLookups
 @dataclass(frozen=True)
 class Caller:
     """Who asks, as plain values: the tenant every object is scoped to, the actor
-    recorded in the entries, the scopes held, and correlation ids."""
+    recorded in the entries, the scopes held, correlation ids, and by when the answer is
+    needed (`deadline`: a write past it commits nothing; None: no deadline)."""
 
     tenant_id: str
     actor: str
     scopes: frozenset[str] = frozenset()
     run_id: str | None = None
     trace_id: str | None = None
+    deadline: Deadline | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Writer(Protocol):
         *,
         tenant_id: str | None = None,
         idempotent: IdempotentWrite | None = None,
+        deadline: Deadline | None = None,
     ) -> WriteOutcome: ...
 
 
@@ -100,7 +104,12 @@ def record(
 
 def commit(ctx: UseCaseContext, pending: Pending) -> Result:
     """One pending write, committed in the next group commit."""
-    outcome = ctx.write(pending.drafts(), tenant_id=pending.caller.tenant_id, idempotent=pending.idempotent())
+    outcome = ctx.write(
+        pending.drafts(),
+        tenant_id=pending.caller.tenant_id,
+        idempotent=pending.idempotent(),
+        deadline=pending.caller.deadline,
+    )
     return pending.result(outcome)
 
 
@@ -125,7 +134,11 @@ class Pending:
 
     def prepared(self) -> Write:
         """Validated for the caller's tenant (raises `EventRejected`)."""
-        return Write(prepare_all(self.drafts(), tenant_id=self.caller.tenant_id), self.idempotent())
+        return Write(
+            prepare_all(self.drafts(), tenant_id=self.caller.tenant_id),
+            self.idempotent(),
+            deadline=self.caller.deadline,
+        )
 
     def result(self, outcome: WriteOutcome) -> Result:
         """The answer in plain (`ledger.idempotency.Protected` parts revealed): only its

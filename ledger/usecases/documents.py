@@ -286,7 +286,9 @@ def ingest_batch(
                 continue
             planned.append((offset, DocumentRemoved(document_id=document_id, reason=reason)))
         if planned:
-            outcome = ctx.write([draft(caller, payload) for _, payload in planned], tenant_id=tenant)
+            outcome = ctx.write(
+                [draft(caller, payload) for _, payload in planned], tenant_id=tenant, deadline=caller.deadline
+            )
             for (index, written), event in zip(planned, outcome.events, strict=True):
                 if isinstance(written, DocumentIngested):
                     outcomes[index] = BatchOutcome(

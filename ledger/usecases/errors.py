@@ -41,6 +41,13 @@ class Conflict(UseCaseError):
     code = "conflict"
 
 
+class Unavailable(UseCaseError):
+    """The tenant's own state stops the request until an operator acts (an unloadable
+    live policy): refused fast, not retried."""
+
+    code = "unavailable"
+
+
 class Busy(UseCaseError):
     """Another writer holds what this one needs for a moment: retry."""
 

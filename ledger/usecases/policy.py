@@ -1,76 +1,118 @@
-"""Use case: publish a policy bundle (verbatim YAML) as the tenant's live policy."""
+"""Use case: publish a policy bundle (verbatim YAML) as the tenant's live policy, and
+the one step that turns a bundle's text into the rules searches apply.
+
+A bundle is checked completely before anything is written (`bundle_rules`: bounded YAML,
+then every rule and pattern compiled), and compiled once per text: publishing, searching
+under the live policy and replaying under a receipt's frozen snapshot share the cache, so
+no search parses YAML. A live policy that does not load (a bundle an older version
+accepted) fails closed and fast: its tenant's searches are refused naming the rule,
+until a valid bundle is published.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
-import yaml
-
+from ledger.deadline import Deadline
 from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
 from ledger.idempotency import IdempotencyKey
-from ledger.policy_rules import PolicyRuleError, rules_from_bundle
+from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules, rules_from_bundle
+from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
-from ledger.usecases.errors import Invalid, TooLarge
+from ledger.usecases.errors import Invalid, TooLarge, Unavailable
+from ledger.usecases.ports import PolicyState
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
-_INVALID = "invalid_policy_bundle"
-MAX_BUNDLE_DEPTH = 32  # a policy is rules, not data: deeper is a mistake or an attack
+INVALID_BUNDLE = "invalid_policy_bundle"
+POLICY_UNLOADABLE = "policy_unloadable"
+_CACHE_SIZE = 32  # bundle texts (live policies of busy tenants, recent snapshots)
 
 
-def parse_bundle(text: str) -> dict[str, Any]:
-    """The bundle as a mapping (`yaml.safe_load` only); refusals name the rule."""
+def parse_bundle(text: str, deadline: Deadline | None = None) -> dict[str, Any]:
+    """The bundle as a mapping, loaded within the limits of `ledger.policy_yaml`
+    (anchors and aliases refused, nodes, depth, keys and scalar length bounded)."""
     if len(text) > MAX_BUNDLE_YAML_CHARS:
         raise TooLarge(
             f"bundle_yaml exceeds the {MAX_BUNDLE_YAML_CHARS} character limit", code="bundle_too_large"
         )
     try:
-        document = yaml.safe_load(text)
-    except RecursionError:
-        raise Invalid(
-            f"bundle_yaml nests deeper than {MAX_BUNDLE_DEPTH} levels", code="invalid_policy_bundle"
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise Invalid(f"bundle_yaml does not parse as YAML{where}", code="invalid_policy_bundle") from None
+        document = load_bundle_yaml(text, deadline)
+    except BundleLimitError as exc:
+        raise Invalid(f"bundle_yaml: {exc}", code=INVALID_BUNDLE) from None
     if not isinstance(document, dict):
-        raise Invalid("bundle_yaml must be a YAML mapping", code="invalid_policy_bundle")
-    if _depth(document) > MAX_BUNDLE_DEPTH:
-        raise Invalid(
-            f"bundle_yaml nests deeper than {MAX_BUNDLE_DEPTH} levels", code="invalid_policy_bundle"
-        )
-    try:
-        rules_from_bundle(document)  # a bundle whose rules a search could not apply is refused now
-    except PolicyRuleError as exc:
-        raise Invalid(f"bundle_yaml {exc}", code="invalid_policy_bundle") from None
+        raise Invalid("bundle_yaml must be a YAML mapping", code=INVALID_BUNDLE)
     return document
 
 
-def _depth(value: object) -> int:
-    """Nesting depth of parsed YAML, iteratively (the parser already bounded it)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
+_compiled: OrderedDict[str, PolicyRules | tuple[str, str]] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def bundle_rules(text: str, deadline: Deadline | None = None) -> PolicyRules:
+    """The compiled rules of a bundle's text, or `Invalid` naming the limit or rule it
+    breaks. Refusals are cached like rules (a bundle refused once is refused at once);
+    a deadline that passes mid-way is not (`DeadlineExceeded` propagates)."""
+    with _compiled_lock:
+        known = _compiled.get(text)
+        if known is not None:
+            _compiled.move_to_end(text)
+    if known is None:
+        try:
+            known = _compile(text, deadline)
+        except Invalid as exc:
+            known = (exc.message, exc.code)
+        with _compiled_lock:
+            _compiled[text] = known
+            while len(_compiled) > _CACHE_SIZE:
+                _compiled.popitem(last=False)
+    if isinstance(known, tuple):
+        raise Invalid(known[0], code=known[1])
+    return known
+
+
+def _compile(text: str, deadline: Deadline | None) -> PolicyRules:
+    document = parse_bundle(text, deadline)
+    try:
+        rules = rules_from_bundle(document)
+    except PolicyRuleError as exc:
+        raise Invalid(f"bundle_yaml {exc}", code=INVALID_BUNDLE) from None
+    return PolicyRules(
+        rules.rules,
+        rules.max_top_k,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        declared_version=rules.declared_version,
+    )
+
+
+def live_rules(state: PolicyState | None) -> PolicyRules:
+    """The rules of a tenant's live (or past) policy; one that does not load is refused
+    (`Unavailable`, naming the rule) instead of being skipped: fail closed."""
+    if state is None:
+        return NO_POLICY
+    try:
+        return bundle_rules(state.bundle_yaml)
+    except (Invalid, TooLarge) as exc:
+        raise Unavailable(
+            f"the tenant's policy bundle {state.policy_version} (sha256 {state.bundle_sha256[:16]}) "
+            f"cannot be loaded: {exc.message}; publish a valid bundle to replace it",
+            code=POLICY_UNLOADABLE,
+        ) from None
 
 
 def publish_policy(
     ctx: UseCaseContext, caller: Caller, body: PolicyBundleIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
     tenant = caller.tenant_id
-    document = parse_bundle(body.bundle_yaml)
+    rules = bundle_rules(body.bundle_yaml, caller.deadline)  # the whole bundle, before any write
     sha = hashlib.sha256(body.bundle_yaml.encode("utf-8")).hexdigest()
-    declared = document.get("version") or document.get("policy_version")
+    declared = rules.declared_version
     version = body.policy_version or (
-        str(declared) if declared is not None and _IDENTIFIER.match(str(declared)) else None
+        declared if declared is not None and _IDENTIFIER.match(declared) else None
     )
     version = version or f"sha256-{sha[:16]}"
     ctx.lookups.refresh()

@@ -77,6 +77,21 @@ def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     return build_bundle(ledger, event.position, extra={"citations": citations})
 
 
+def _cosigners(ledger: Any, note: str) -> dict[str, Any]:
+    """Which of the configured witnesses cosigned the checkpoint (each cosignature checked
+    against the witness's own key, not the ledger's)."""
+    from ledger.cosignature import open_cosignatures
+    from ledger.note import NoteError
+    from ledger.witnessing import parse_witnesses
+
+    witnesses = [endpoint.witness for endpoint in parse_witnesses(ledger.config.witnesses)]
+    try:
+        cosigned = [c.witness for c in open_cosignatures(note, witnesses)] if witnesses else []
+    except NoteError:
+        cosigned = []
+    return {"configured": [w.name for w in witnesses], "cosigned_by": cosigned}
+
+
 def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
     """Is the receipt intact? Its signature, its inclusion proof against the latest signed
     checkpoint (one is issued first when none covers it yet), that checkpoint's signature and
@@ -87,6 +102,7 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     latest = ledger.latest_checkpoint()
     if latest is None or latest.tree_size < event.position:
         latest = ledger.checkpoint_covering(event.position)
+    latest = ledger.cosigned(latest)  # with the witnesses' cosignature lines, when there are any
     bundle = build_bundle(ledger, event.position, checkpoint=latest)
     problem: str | None = None
     try:
@@ -94,6 +110,7 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     except BundleError as exc:
         problem = str(exc)[:300]
     return {
+        "witnesses": _cosigners(ledger, latest.note),
         "receipt_id": receipt_id,
         "position": event.position,
         "intact": problem is None,

@@ -23,7 +23,6 @@ Replay never changes documents, citations or other receipts.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import logging
 import uuid
@@ -43,17 +42,18 @@ from ledger.events import (
     TaskEnvelope,
 )
 from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused
-from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules
+from ledger.policy_rules import NO_POLICY, PolicyRules
 from ledger.replay_diff import Outcome, diff, filter_keys, outcome_of_receipt, summary, without_chunks
 from ledger.sealing import KeyDestroyed
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
+from ledger.usecases.policy import bundle_rules, live_rules
 from ledger.usecases.ports import PolicyState, ReceiptRecord
 from ledger.usecases.ranking import SearchHit, SearchRun, rank
 from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
-from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
+from ledger.usecases.search import seal_hits
 from ledger.usecases.visibility import may_see, restricted_chunk_ids, sees_restricted
 
 log = logging.getLogger("citeledger.replay")
@@ -116,18 +116,9 @@ def snapshot_policy(receipt: Receipt) -> PolicyRules:
             "policy_snapshot.bundle_yaml does not match its bundle_hash", code=INVALID_SNAPSHOT
         )
     try:
-        return _rules(bundle_yaml)
+        return bundle_rules(bundle_yaml)  # compiled once per text, shared with search
     except UseCaseError as exc:
         raise Unreplayable(f"policy_snapshot.{exc.message}", code=INVALID_SNAPSHOT) from None
-
-
-@functools.lru_cache(maxsize=256)
-def _rules(bundle_yaml: str) -> PolicyRules:
-    """Parsed once per text (receipts share their snapshot's bundle); errors are not cached."""
-    try:
-        return rules_from_snapshot(bundle_yaml)
-    except PolicyRuleError as exc:
-        raise Invalid(f"bundle_yaml {exc}") from None
 
 
 def _query(ctx: UseCaseContext, receipt: Receipt) -> str:
@@ -158,7 +149,7 @@ def _live_policy(ctx: UseCaseContext, tenant_id: str, position: int) -> tuple[Po
         state = ctx.lookups.policy_as_of(tenant_id, position)
     if state is None:
         return NO_POLICY, None
-    return rules_of(state), state.bundle_sha256
+    return live_rules(state), state.bundle_sha256
 
 
 def _moment(ctx: UseCaseContext, position: int, is_head: bool) -> dt.datetime:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ledger.deadline import claim_or_raise
 from ledger.entries import RecordedEvent
 from ledger.events import LegalHoldPlaced, LegalHoldReleased
 from ledger.retention import record_pending, run_retention, shred
@@ -67,6 +68,7 @@ def erase(ctx: UseCaseContext, caller: Caller, body: ErasureIn) -> dict[str, Any
         raise UnderLegalHold(f"{target_kind} is under legal hold {', '.join(held)}", held)
     for document_id in documents:
         refs += [document_key_ref(tenant, document_id), *_bucket_refs(ctx, tenant, document_id)]
+    claim_or_raise(caller.deadline)  # destroying a key is the write: none after a timeout answer
     event = shred(
         ctx.ledger,
         tenant_id=tenant,

@@ -23,12 +23,12 @@ from ledger.events import (
     TaskEnvelope,
 )
 from ledger.idempotency import IdempotencyKey, Protected, bound, protect_json, sealed_refs
-from ledger.policy_rules import PolicyRules, rules_from_bundle
 from ledger.retention import expiry_key_for
 from ledger.sealing import KeyDestroyed, Sealer, document_key_ref, tenant_key_ref
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import ChunkScrubbed, Invalid
+from ledger.usecases.policy import live_rules
 from ledger.usecases.ports import PolicyState
 from ledger.usecases.ranking import ENGINE, SearchHit, SearchRun, empty_run, rank
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
@@ -36,30 +36,7 @@ from ledger.usecases.visibility import narrowed
 
 log = logging.getLogger("citeledger.search")
 
-
-_rules_cache: dict[str, PolicyRules] = {}
-
-
-def rules_of(policy: PolicyState | None) -> PolicyRules:
-    """The rules of a published bundle (published bundles were checked; cached by hash)."""
-    from ledger.usecases.policy import parse_bundle
-
-    if policy is None:
-        return PolicyRules()
-    rules = _rules_cache.get(policy.bundle_sha256)
-    if rules is None:
-        rules = rules_from_bundle(parse_bundle(policy.bundle_yaml))
-        if len(_rules_cache) > 1_000:
-            _rules_cache.clear()
-        _rules_cache[policy.bundle_sha256] = rules
-    return rules
-
-
-def rules_from_snapshot(bundle_yaml: str | None) -> PolicyRules:
-    """The rules of a receipt's frozen `policy_snapshot` (no bundle: no rules), for replay."""
-    from ledger.usecases.policy import parse_bundle
-
-    return rules_from_bundle(parse_bundle(bundle_yaml)) if bundle_yaml else PolicyRules()
+RECORD_MARGIN_S = 0.5  # of the request's deadline (at most a tenth), kept to record the receipt
 
 
 def _scopes(caller: Caller, body: SearchIn) -> frozenset[str]:
@@ -96,7 +73,7 @@ def search(
         raise Invalid("this process runs no search index", code="search_unavailable")
     position = index.refresh()
     policy_state = ctx.lookups.live_policy(tenant)
-    policy = rules_of(policy_state)
+    policy = live_rules(policy_state)  # compiled once per bundle; an unloadable one is refused
     request = SearchRequest(
         target_roots=list(task.target_roots),
         root_sources=_root_sources(ctx, tenant, task.target_roots),
@@ -107,6 +84,9 @@ def search(
         corpus_position=position,
     )
     limit_s = body.deadline_ms / 1000 if body.deadline_ms else None
+    if caller.deadline is not None:  # the request's own deadline bounds the ranking too
+        request_left = caller.deadline.remaining() - min(RECORD_MARGIN_S, caller.deadline.seconds / 10)
+        limit_s = request_left if limit_s is None else min(limit_s, request_left)
     budget = limit_s - (time.monotonic() - started) if limit_s is not None else None
     if _outside_roots(task.target_roots):
         run = empty_run(

@@ -1,0 +1,152 @@
+"""The console's forms: sign in and out, run a replay, erase, place and release holds.
+Every state-changing form is same-origin and carries the session's CSRF token; erasures
+and holds take a confirmation step. Each calls the same use case as its `/v1` route."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import get, post
+from litestar.di import NamedDependency
+from litestar.enums import RequestEncodingType
+from litestar.params import Body, FromPath, QueryParameter
+from litestar.response import Redirect, Template
+from pydantic import ValidationError
+
+from api.console.session import COOKIE, SESSION_SECONDS
+from api.console.web import (
+    SECURITY_HEADERS,
+    AnyRequest,
+    ConsoleRefusal,
+    ConsoleUser,
+    check_form,
+    field,
+    page,
+    safe_next,
+    services_of,
+    sessions_of,
+)
+from ledger.usecases.commands import ErasureIn, LegalHoldIn
+from ledger.usecases.replay import replay
+from ledger.usecases.retention import erase, place_hold, release_hold
+
+Form = Annotated[dict[str, Any], Body(media_type=RequestEncodingType.URL_ENCODED)]
+User = NamedDependency[ConsoleUser]
+MAX_TOKEN_CHARS = 512
+
+
+@get("/sign-in", name="console:sign-in")
+async def sign_in_form(
+    next_page: Annotated[str | None, QueryParameter(name="next", required=False, max_length=2048)] = None,
+) -> Template:
+    return page("sign_in.html", None, next_page=safe_next(next_page), problem=None)
+
+
+@post("/sign-in", name="console:sign-in-post", status_code=303)
+async def sign_in(request: AnyRequest, data: Form) -> Any:
+    """Exchange a bearer token for a session; the token itself is never stored or shown."""
+    check_form(request, None, data)
+    services = services_of(request)
+    bearer, next_page = field(data, "token"), safe_next(field(data, "next") or None)
+    principal = services.tokens.authenticate(bearer) if 0 < len(bearer) <= MAX_TOKEN_CHARS else None
+    if principal is None or principal.operator:
+        problem = (
+            "An operator token has no console: it only exports the whole log."
+            if principal is not None
+            else "That token is not valid."
+        )
+        return page("sign_in.html", None, status_code=401, next_page=next_page, problem=problem)
+    await services.rate_limiter.check(principal.token_id)
+    session = await sessions_of(request).open(bearer)
+    response = Redirect(next_page, status_code=303, headers=SECURITY_HEADERS)
+    response.set_cookie(
+        COOKIE,
+        session.session_id,
+        max_age=SESSION_SECONDS,
+        path="/console",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@post("/sign-out", name="console:sign-out", status_code=303)
+async def sign_out(request: AnyRequest, user: User, data: Form) -> Redirect:
+    check_form(request, user, data)
+    await sessions_of(request).close(user.session.session_id)
+    response = Redirect("/console/sign-in", status_code=303, headers=SECURITY_HEADERS)
+    response.delete_cookie(COOKIE, path="/console")
+    return response
+
+
+@post("/receipts/{receipt_id:str}/replay", name="console:replay", status_code=200)
+async def run_replay(request: AnyRequest, user: User, receipt_id: FromPath[str], data: Form) -> Template:
+    check_form(request, user, data)
+    user.require("replay.run")
+    services = services_of(request)
+    result = await services.blocking(replay, services.context, user.caller, receipt_id[:128], None, None)
+    return page("replay.html", user, receipt_id=receipt_id, replay=result.body)
+
+
+def _command(model: type[Any], values: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "form"
+        raise ConsoleRefusal(422, "Not accepted", f"{where}: {first.get('msg', 'invalid')}") from None
+
+
+def _ids(text: str) -> list[str]:
+    return [part for part in text.replace(",", " ").split() if part]
+
+
+@post("/erasures", name="console:erase", status_code=200)
+async def erase_target(request: AnyRequest, user: User, data: Form) -> Template:
+    """First post: the confirmation page; the second (confirm=yes) erases."""
+    check_form(request, user, data)
+    user.require("admin")
+    document_id, subject_id = field(data, "document_id") or None, field(data, "subject_id") or None
+    command = _command(ErasureIn, {"document_id": document_id, "subject_id": subject_id})
+    if field(data, "confirm") != "yes":
+        return page("confirm.html", user, action="/console/erasures", what="erase", command=command)
+    services = services_of(request)
+    erased = await services.blocking(erase, services.context, user.caller, command)
+    return page("done.html", user, title="Erased", outcome=erased, back="/console/erasures")
+
+
+@post("/holds", name="console:hold", status_code=200)
+async def hold(request: AnyRequest, user: User, data: Form) -> Template:
+    check_form(request, user, data)
+    user.require("admin")
+    command = _command(
+        LegalHoldIn,
+        {
+            "document_ids": _ids(field(data, "document_ids")),
+            "subject_ids": _ids(field(data, "subject_ids")),
+            "legal_basis": field(data, "legal_basis"),
+        },
+    )
+    if field(data, "confirm") != "yes":
+        return page("confirm.html", user, action="/console/holds", what="hold", command=command)
+    services = services_of(request)
+    placed = await services.blocking(place_hold, services.context, user.caller, command)
+    return page("done.html", user, title="Hold placed", outcome=placed, back="/console/erasures")
+
+
+@post("/holds/release", name="console:release", status_code=200)
+async def release(request: AnyRequest, user: User, data: Form) -> Template:
+    check_form(request, user, data)
+    user.require("admin")
+    hold_id = field(data, "hold_id")
+    if not hold_id or len(hold_id) > 128:
+        raise ConsoleRefusal(422, "Not accepted", "hold_id: the id of a hold")
+    if field(data, "confirm") != "yes":
+        return page("confirm.html", user, action="/console/holds/release", what="release", hold_id=hold_id)
+    services = services_of(request)
+    released = await services.blocking(release_hold, services.context, user.caller, hold_id)
+    return page("done.html", user, title="Hold released", outcome=released, back="/console/erasures")
+
+
+ACTIONS = [sign_in_form, sign_in, sign_out, run_replay, erase_target, hold, release]

@@ -1,0 +1,264 @@
+"""The console's read pages: overview, history, one event, one receipt, a citation read
+back, the erasures list and the export. Each handler gathers what a use case or a read
+model answers and renders it; the rules (scopes, tenant isolation, 403/404) are the same
+as `/v1`'s because the same functions decide them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import orjson
+from litestar import get
+from litestar.di import NamedDependency
+from litestar.params import FromPath, QueryParameter
+from litestar.response import Stream, Template
+
+from api.console.charts import events_chart
+from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
+from api.contract import ApiError
+from api.routes.events import ID_PATTERN, history_page, time_bound
+from api.routes.receipts import receipt_answer
+from ledger.events import EventType
+from ledger.timestamps import format_timestamp
+from ledger.usecases.citations import read_citation
+from ledger.usecases.export import tenant_export
+from ledger.usecases.receipts import verify_receipt
+from projections.queries import HistoryFilter
+
+User = NamedDependency[ConsoleUser]
+
+OVERVIEW_DAYS = 14
+HISTORY_PAGE = 50
+EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
+
+
+def _blank(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return value or None
+
+
+@get("/", name="console:overview")
+async def overview(request: AnyRequest, user: User) -> Template:
+    user.require("audit.read")
+    services = services_of(request)
+    since = (services.context.clock() - dt.timedelta(days=OVERVIEW_DAYS - 1)).date()
+    counts = await services.blocking(
+        services.read_models.event_counts, user.caller.tenant_id, since.isoformat()
+    )
+    checkpoint = await services.blocking(services.ledger.latest_checkpoint)
+    healthy, lag = await services.blocking(services.projection_health)
+    totals: dict[str, int] = {}
+    for _, event_type, count in counts:
+        totals[event_type] = totals.get(event_type, 0) + count
+    days = [(since + dt.timedelta(days=i)).isoformat() for i in range(OVERVIEW_DAYS)]
+    return page(
+        "overview.html",
+        user,
+        chart=events_chart(days, counts),
+        totals=sorted(totals.items()),
+        denials=totals.get("AccessDenied", 0),
+        erasures=totals.get("RetentionScrubbed", 0),
+        replays=totals.get("ReplayRecorded", 0),
+        checkpoint=checkpoint.to_json() if checkpoint is not None else None,
+        lag=lag,
+        healthy=healthy,
+        days=OVERVIEW_DAYS,
+    )
+
+
+@get("/history", name="console:history")
+async def history(
+    request: AnyRequest,
+    user: User,
+    event_type: Annotated[str | None, QueryParameter(name="type", required=False, max_length=40)] = None,
+    actor: Annotated[str | None, QueryParameter(name="actor", required=False, max_length=128)] = None,
+    trace_id: Annotated[str | None, QueryParameter(name="trace_id", required=False, max_length=128)] = None,
+    run_id: Annotated[str | None, QueryParameter(name="run_id", required=False, max_length=128)] = None,
+    receipt_id: Annotated[
+        str | None, QueryParameter(name="receipt_id", required=False, max_length=128)
+    ] = None,
+    since: Annotated[str | None, QueryParameter(name="since", required=False, max_length=40)] = None,
+    until: Annotated[str | None, QueryParameter(name="until", required=False, max_length=40)] = None,
+    from_position: Annotated[
+        str | None, QueryParameter(name="from_position", required=False, max_length=20)
+    ] = None,
+    to_position: Annotated[
+        str | None, QueryParameter(name="to_position", required=False, max_length=20)
+    ] = None,
+    cursor: Annotated[str | None, QueryParameter(name="cursor", required=False, max_length=64)] = None,
+) -> Template:
+    """Filters live in the query string, so a filtered view is a URL to share."""
+    user.require("audit.read")
+    services = services_of(request)
+    chosen = _blank(event_type)
+    if chosen is not None and chosen not in EVENT_TYPES:
+        raise ConsoleRefusal(400, "Bad filter", f"type: one of {', '.join(EVENT_TYPES)}")
+    filters = {
+        "type": chosen,
+        "actor": _blank(actor),
+        "trace_id": _blank(trace_id),
+        "run_id": _blank(run_id),
+        "receipt_id": _blank(receipt_id),
+        "since": _blank(since),
+        "until": _blank(until),
+        "from_position": _blank(from_position),
+        "to_position": _blank(to_position),
+    }
+    for name in ("actor", "trace_id", "run_id", "receipt_id"):
+        value = filters[name]
+        if value is not None and not _matches_id(value):
+            raise ConsoleRefusal(400, "Bad filter", f"{name}: letters, digits and ._:@- only")
+    flt = HistoryFilter(
+        types=[chosen] if chosen else None,
+        actor=filters["actor"],
+        trace_id=filters["trace_id"],
+        run_id=filters["run_id"],
+        receipt_id=filters["receipt_id"],
+        from_position=_position(filters["from_position"], "from_position"),
+        to_position=_position(filters["to_position"], "to_position"),
+        recorded_from=_moment(filters["since"], "since"),
+        recorded_to=_moment(filters["until"], "until"),
+    )
+    body = await services.blocking(
+        history_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "sealed"
+    )
+    shown = {k: v for k, v in filters.items() if v is not None}
+    return page(
+        "history.html",
+        user,
+        events=body["events"],
+        next_cursor=body["next_cursor"],
+        filters=filters,
+        shown=shown,
+        event_types=EVENT_TYPES,
+    )
+
+
+def _matches_id(value: str) -> bool:
+    import re
+
+    return re.fullmatch(ID_PATTERN, value) is not None
+
+
+def _position(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 2**53 - 1:
+        raise ConsoleRefusal(400, "Bad filter", f"{name}: a whole number from 1")
+    return int(value)
+
+
+def _moment(value: str | None, name: str) -> str | None:
+    if value is None:
+        return None
+    if len(value) == 10:  # a date from <input type=date>: the start of that day, UTC
+        value += "T00:00:00Z"
+    elif len(value) == 16:  # <input type=datetime-local> without seconds or zone: UTC
+        value += ":00Z"
+    try:
+        return time_bound(value, name)
+    except ApiError as exc:
+        raise ConsoleRefusal(400, "Bad filter", exc.message) from None
+
+
+@get("/events/{position:int}", name="console:event")
+async def event(request: AnyRequest, user: User, position: FromPath[int]) -> Template:
+    user.require("audit.read")
+    services = services_of(request)
+    found = await services.blocking(services.ledger.get, position)
+    if found is None or found.tenant_id != user.caller.tenant_id:
+        raise ConsoleRefusal(404, "Not found", "event not found")
+    envelope = found.envelope
+    return page(
+        "event.html",
+        user,
+        position=position,
+        envelope=envelope,
+        pretty=orjson.dumps(envelope, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode(),
+        receipt_id=envelope.get("payload", {}).get("receipt_id"),
+    )
+
+
+@get("/receipts/{receipt_id:str}", name="console:receipt")
+async def receipt(request: AnyRequest, user: User, receipt_id: FromPath[str]) -> Template:
+    """The receipt as `GET /v1/receipts/{id}` reads it; with `audit.content` the question and
+    the snippets in plain (a recorded read, as the API's `content=plain`)."""
+    user.require("audit.read")
+    services = services_of(request)
+    ctx = services.context
+    tenant = user.caller.tenant_id
+    receipt_id = receipt_id[:128]
+    plain = user.may("audit.content")
+    body = await receipt_answer(services, user.caller, receipt_id, content=plain)
+    integrity = await services.blocking(verify_receipt, ctx, tenant, receipt_id)
+    payload = body["event"]["payload"]
+    content = body.get("content") or {}
+    by_citation = {c["citation_id"]: c for c in content.get("citations", [])}
+    entries = [
+        {**cited, "entry": entry, "content": by_citation.get(cited["citation_id"])}
+        for cited, entry in zip(body["citations"], payload.get("selected_entries", []), strict=True)
+    ]
+    return page(
+        "receipt.html",
+        user,
+        receipt=body,
+        payload=payload,
+        question=content.get("query") if plain else None,
+        entries=entries,
+        filters_applied=payload.get("filters_applied", []),
+        snapshot=payload.get("policy_snapshot") or {},
+        integrity=integrity,
+        chain=body["replay_chain"],
+        may_replay=user.may("replay.run"),
+        may_read_content=plain,
+    )
+
+
+@get("/citations/{citation_id:str}", name="console:citation")
+async def citation(request: AnyRequest, user: User, citation_id: FromPath[str]) -> Template:
+    """The API's read-back: 200 with the text, 403 (recorded) for a restricted chunk without
+    the scope, one 404 whatever the reason."""
+    services = services_of(request)
+    cited = await services.blocking(
+        read_citation, services.context, services.read_models, user.caller, citation_id
+    )
+    text = cited["chunk_text"]
+    span = cited.get("cited_span")
+    before, quoted, after = text, "", ""
+    if span:
+        before, quoted, after = text[: span["start"]], text[span["start"] : span["end"]], text[span["end"] :]
+    return page("citation.html", user, cited=cited, before=before, quoted=quoted, after=after)
+
+
+@get("/erasures", name="console:erasures")
+async def erasures(request: AnyRequest, user: User) -> Template:
+    user.require("audit.read")
+    services = services_of(request)
+    flt = HistoryFilter(types=["RetentionScrubbed", "LegalHoldPlaced", "LegalHoldReleased"])
+    body = await services.blocking(history_page, services, user.caller, flt, None, 200, "sealed")
+    return page("erasures.html", user, events=list(reversed(body["events"])), may_admin=user.may("admin"))
+
+
+@get("/export", name="console:export")
+async def export(request: AnyRequest, user: User) -> Template:
+    user.require("audit.read")
+    return page("export.html", user)
+
+
+@get("/export.jsonl", name="console:export-file")
+async def export_file(request: AnyRequest, user: User) -> Stream:
+    user.require("audit.read")
+    services = services_of(request)
+    stamp = format_timestamp(services.context.clock())[:19].replace(":", "")
+    return Stream(
+        tenant_export(services.context, user.caller),
+        media_type="application/x-ndjson",
+        headers={
+            "Content-Disposition": f'attachment; filename="citeledger-{user.caller.tenant_id}-{stamp}.jsonl"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+READ_PAGES = [overview, history, event, receipt, citation, erasures, export, export_file]

@@ -1,0 +1,174 @@
+"""What every console page shares: who is signed in (a `Caller`, like any surface's), the
+CSRF and origin checks of state-changing forms, HTML pages and HTML errors, and the
+security headers. The console adds no rule: scopes and 403/404 come from the use cases
+and the same guards' rules as `/v1`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException
+from litestar.response import Redirect, Template
+
+from api.auth import Principal
+from api.console.session import COOKIE, CSRF_FIELD, ConsoleSession, ConsoleSessions, principal_of_session
+from api.contract import correlation, deadline_of, describe
+from api.services import Services
+from ledger.usecases.context import Caller
+
+AnyRequest = Request[Any, Any, Any]
+SECURITY_HEADERS = {
+    # No inline script or style, nothing from another origin, no framing, no referrer leak.
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+async def with_security_headers(response: Response[Any]) -> Response[Any]:
+    """After every console response, pages, redirects and errors alike."""
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+async def with_asset_headers(response: Response[Any]) -> Response[Any]:
+    """Static assets: the same protections, cacheable for an hour."""
+    response.headers.update({**SECURITY_HEADERS, "Cache-Control": "public, max-age=3600"})
+    return response
+
+
+class ConsoleRefusal(HTTPException):
+    """A console refusal shown as a page (status, short title, what to do)."""
+
+    def __init__(self, status_code: int, title: str, message: str) -> None:
+        super().__init__(detail=message, status_code=status_code)
+        self.title = title
+        self.message = message
+
+
+class SignInRequired(Exception):
+    """No (valid) session: the page redirects to the sign-in form."""
+
+
+@dataclass(frozen=True)
+class ConsoleUser:
+    principal: Principal
+    session: ConsoleSession
+    caller: Caller
+
+    def may(self, scope: str) -> bool:
+        return scope in self.principal.scopes
+
+    def require(self, scope: str) -> None:
+        if not self.may(scope):
+            raise ConsoleRefusal(403, "Not allowed", f"Your token lacks the scope {scope}.")
+
+
+def sessions_of(request: AnyRequest) -> ConsoleSessions:
+    sessions: ConsoleSessions = request.app.state.console_sessions
+    return sessions
+
+
+def services_of(request: AnyRequest) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+async def console_user(request: AnyRequest) -> ConsoleUser:
+    """The signed-in user of this request (dependency of every page but sign-in)."""
+    services = services_of(request)
+    session = await sessions_of(request).find(request.cookies.get(COOKIE))
+    principal = principal_of_session(services.tokens, session) if session is not None else None
+    if session is None or principal is None or principal.operator:
+        raise SignInRequired()
+    request.scope.setdefault("state", {})["citeledger.principal"] = principal
+    await services.rate_limiter.check(principal.token_id)
+    ids = correlation(request.scope)
+    caller = Caller(
+        tenant_id=principal.tenant,
+        actor=principal.actor,
+        scopes=principal.scopes,
+        run_id=ids.run_id,
+        trace_id=ids.trace_id,
+        deadline=deadline_of(request.scope),  # a write past the request's deadline commits nothing
+    )
+    return ConsoleUser(principal, session, caller)
+
+
+def check_form(request: AnyRequest, user: ConsoleUser | None, form: dict[str, Any]) -> None:
+    """A state-changing form: same origin, and (once signed in) the session's CSRF token."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != "null":
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        if origin.rstrip("/") != own:
+            raise ConsoleRefusal(403, "Refused", "This form was posted from another site.")
+    elif request.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+        raise ConsoleRefusal(403, "Refused", "This form was posted from another site.")
+    if user is not None and not user.session.csrf_ok(_one(form.get(CSRF_FIELD))):
+        raise ConsoleRefusal(403, "Refused", "The form's CSRF token is missing or wrong; reload the page.")
+
+
+def _one(value: Any) -> str | None:
+    if isinstance(value, list):
+        return str(value[0]) if value else None
+    return None if value is None else str(value)
+
+
+def field(form: dict[str, Any], name: str) -> str:
+    return (_one(form.get(name)) or "").strip()
+
+
+def page(template: str, user: ConsoleUser | None, status_code: int = 200, **context: Any) -> Template:
+    return Template(
+        template_name=template,
+        context={
+            "user": user,
+            "csrf_field": CSRF_FIELD,
+            "csrf_token": user.session.csrf_token if user is not None else "",
+            **context,
+        },
+        status_code=status_code,
+        headers=SECURITY_HEADERS,
+        media_type="text/html",
+    )
+
+
+def back_to_sign_in(request: AnyRequest) -> Redirect:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return Redirect(f"/console/sign-in?next={quote(target, safe='')}", headers=SECURITY_HEADERS)
+
+
+def safe_next(value: str | None) -> str:
+    """Only a console path: never an open redirect to another site."""
+    if not value:
+        return "/console/"
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/console/") or "\\" in value:
+        return "/console/"
+    return value
+
+
+def error_page(request: AnyRequest, exc: Exception) -> Response[Any]:
+    """Every console error as a page: the same status and code the API would answer, a safe
+    message (`describe`, as `/v1`), never a traceback or document text."""
+    if isinstance(exc, SignInRequired):
+        return back_to_sign_in(request)
+    headers: dict[str, str] = {}
+    if isinstance(exc, ConsoleRefusal):
+        status, title, message = exc.status_code, exc.title, exc.message
+    else:
+        status, code, message, _, headers, _ = describe(exc)
+        title = {401: "Sign in", 403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(status, code)
+    response = page("error.html", None, status_code=status, title=title, message=message)
+    kept = ("x-replay-reason", "retry-after")
+    response.headers.update({k: v for k, v in headers.items() if k.lower() in kept})
+    return response
