@@ -48,7 +48,10 @@ from ledger.usecases.visibility import visible_corpus
 
 log = logging.getLogger("citeledger.search")
 
-ENGINE = "citeledger-bm25@1"
+ENGINE_V1 = "citeledger-bm25@1"
+ENGINE_V2 = "citeledger-bm25@2"
+ENGINE = ENGINE_V2  # what a live search runs and records
+ENGINES = (ENGINE_V1, ENGINE_V2)  # what a replay can re-run, each under its own rules
 K1, B = 1.2, 0.75
 TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.5, 0.25, 0.3
 POSITION_WEIGHT = 0.1
@@ -92,6 +95,18 @@ class SearchHit:
             hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
         ]
 
+    def context_material(self) -> list[Any]:
+        """What `@2`'s context hash commits to: the cited text and where it is, no score."""
+        return [
+            self.chunk_id,
+            self.document_id,
+            self.path,
+            self.start_line,
+            self.end_line,
+            list(self.snippet_span) if self.snippet_span else None,
+            hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
+        ]
+
 
 @dataclass(frozen=True)
 class SearchRun:
@@ -115,15 +130,25 @@ class SearchRun:
         return {"files_scanned": self.files_scanned, "hits": len(self.hits)}
 
 
-def context_hash_of(status: str, hits: Sequence[SearchHit], filters: Sequence[tuple[str, str, str]]) -> str:
+def context_hash_of(
+    status: str, hits: Sequence[SearchHit], filters: Sequence[tuple[str, str, str]], engine: str = ENGINE
+) -> str:
     """sha256 over the canonical JSON of what the search decided: never receipt or citation ids,
-    timestamps or ciphertext (the snippet enters as the sha256 of its text)."""
-    body = {
-        "engine": ENGINE,
-        "status": status,
-        "hits": [hit.commitment_material() for hit in hits],
-        "filters_applied": [list(f) for f in filters],
-    }
+    timestamps or ciphertext (a snippet enters as the sha256 of its text).
+
+    `@2` commits to the context the model was given — which chunks, in which order, with
+    which text (span and snippet hash) — and the status: not scores, which move whenever any
+    document of the corpus changes (a replay reports score movement apart). `@1` also
+    committed to scores, score breakdowns and filters; its receipts keep that rule."""
+    if engine == ENGINE_V1:
+        body: dict[str, Any] = {
+            "engine": ENGINE_V1,
+            "status": status,
+            "hits": [hit.commitment_material() for hit in hits],
+            "filters_applied": [list(f) for f in filters],
+        }
+    else:
+        body = {"engine": engine, "status": status, "context": [hit.context_material() for hit in hits]}
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
@@ -215,6 +240,7 @@ def rank(
     deadline_s: float | None,
     *,
     withhold_restricted: bool = True,
+    engine: str = ENGINE,
 ) -> SearchRun:
     """Rank `tenant_id`'s corpus as of `request.corpus_position` (a pure read).
 
@@ -222,7 +248,10 @@ def rank(
     `withhold_restricted`: the built-in rule (`ledger.usecases.visibility`): chunks `auth_scope`
     may not see are left out before anything is ranked (the run's `withheld` counts them).
     Only the replay of a receipt recorded before the rule (it has no `withheld`) turns it off,
-    to reproduce that receipt as it was ranked."""
+    to reproduce that receipt as it was ranked.
+    `engine`: the ranking and hash rule to run (`ENGINES`); a replay passes its receipt's."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
     started = time.monotonic()
     index = ctx.search_index
     if index is None:
@@ -242,7 +271,12 @@ def rank(
         ctx, index, tenant_id, query, request, policy, auth_scope, deadline_s, view, started, restricted
     )
     restricted.update(hit.chunk_id for hit in run.hits if hit.sensitivity == "restricted")
-    return replace(run, withheld=withheld, restricted_ids=frozenset(restricted))
+    return replace(
+        run,
+        withheld=withheld,
+        restricted_ids=frozenset(restricted),
+        context_hash=context_hash_of(run.status, run.hits, run.filters_applied, engine),
+    )
 
 
 def _rank(

@@ -1,0 +1,133 @@
+"""Engine versions on replay: a `citeledger-bm25@2` context hash covers the context the
+model was given (which chunks, in which order, with which text), not scores; `@1`
+receipts, whose hash covered scores, keep replaying under `@1`'s rule byte for byte."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from ledger.application import Ledger
+from ledger.events import RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.policy_rules import NO_POLICY
+from ledger.usecases.context import Caller, UseCaseContext, record
+from ledger.usecases.errors import Unreplayable
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, rank
+from ledger.usecases.replay import replay
+from ledger.usecases.retrievals import policy_snapshot, seal_query
+from ledger.usecases.search import seal_hits
+from projections.lookups import ledger_context
+from tests.test_search import _ingest, _search
+
+CALLER = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))
+QUERY = "salary bands"
+
+
+def _corpus(ctx: UseCaseContext) -> dict[str, str]:
+    files = {
+        "handbook/salary.md": "# Salary\n\nSalary bands are published every January.\n",
+        "hr/salaries.md": "# Salaries\n\nSalary bands for engineers are reviewed yearly.\n",
+        "finance/payroll.md": "# Payroll\n\nPayroll runs monthly; salary bands set the ranges.\n",
+    }
+    return {path: _ingest(ctx, CALLER, path, text)["document_id"] for path, text in files.items()}
+
+
+def _unrelated_edit(ctx: UseCaseContext) -> None:
+    """A file that shares no word with the query: only corpus-wide statistics move."""
+    _ingest(ctx, CALLER, "ops/kitchen.md", "# Kitchen\n\nThe kitchen is cleaned on Fridays.\n" * 3)
+
+
+def _record(ctx: UseCaseContext, run: SearchRun, request: SearchRequest, engine: str) -> str:
+    """A receipt as the search use case records one, made by `engine`'s ranking."""
+    entries, expiry = seal_hits(ctx, "acme", run.hits, query_keys=True)
+    receipt = RetrievalRecorded(
+        receipt_id=uuid.uuid4().hex,
+        query=seal_query(ctx, "acme", QUERY, None, expiry),
+        task=TaskEnvelope(auth_scope=sorted(CALLER.scopes)),
+        engine=engine,
+        mode="live",
+        policy_snapshot=policy_snapshot(None),
+        search=request,
+        selected_entries=entries,
+        context_hash=run.context_hash,
+        status=run.status,
+        withheld=run.withheld,
+    )
+    record(ctx, CALLER, [receipt], lambda events: {})
+    return receipt.receipt_id
+
+
+def test_an_unrelated_edit_leaves_the_context_hash_and_reports_scores_apart(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    searched = _search(ctx, CALLER, QUERY)
+    assert searched["status"] == "ok" and len(searched["output"]["citations"]) == 3
+    _unrelated_edit(ctx)
+    body = replay(ctx, CALLER, searched["receipt_id"]).body
+    assert body["engine"] == ENGINE == ENGINE_V2 and body["integrity"] == "ok"
+    drift = body["diff"]["data_drift"]
+    assert drift["context_hash"]["changed"] is False
+    assert drift["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
+    common = drift["selected_entries"]["common_entries"]
+    assert len(common) == 3 and not any(e["moved"] for e in common)
+    # Every score moved with N and avgdl: each listed once, old and new.
+    assert {e["chunk_id"] for e in drift["score_changes"]} == {e["chunk_id"] for e in common}
+    assert all(e["old_score"] != e["new_score"] for e in drift["score_changes"])
+
+
+def test_an_edited_cited_section_is_a_text_change(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    ids = _corpus(ctx)
+    searched = _search(ctx, CALLER, QUERY)
+    _ingest(
+        ctx,
+        CALLER,
+        "handbook/salary.md",
+        "# Salary\n\nSalary bands are published every January and July.\n",
+        document_id=ids["handbook/salary.md"],
+    )
+    drift = replay(ctx, CALLER, searched["receipt_id"]).body["diff"]["data_drift"]
+    assert drift["context_hash"]["changed"] is True
+    assert drift["changes"]["text"] is True and drift["changes"]["membership"] is True
+    assert [e["path"] for e in drift["selected_entries"]["removed"]] == ["handbook/salary.md"]
+
+
+def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
+    old = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine=ENGINE_V1)
+    new = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
+    assert old.context_hash != new.context_hash  # the two rules commit to different things
+    receipt_id = _record(ctx, old, request, ENGINE_V1)
+    body = replay(ctx, CALLER, receipt_id).body
+    assert body["engine"] == ENGINE_V1 and body["integrity"] == "ok"
+    assert body["diff"]["as_of_original"]["context_hash"] == {
+        "original": old.context_hash,
+        "replay": old.context_hash,
+        "changed": False,
+    }
+    event = ledger.get(body["replay_receipt"]["position"])
+    assert event is not None and event.payload["engine"] == ENGINE_V1
+    # `@1`'s hash covers scores: an unrelated edit still changes it, as it always did.
+    _unrelated_edit(ctx)
+    again = replay(ctx, CALLER, receipt_id).body
+    assert again["integrity"] == "ok"
+    assert again["diff"]["data_drift"]["context_hash"]["changed"] is True
+    assert again["diff"]["data_drift"]["changes"]["membership"] is False
+
+
+def test_an_engine_this_ledger_does_not_run_is_refused(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
+    run = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
+    receipt_id = _record(ctx, run, request, "citeledger-bm25@9")
+    with pytest.raises(Unreplayable) as refused:
+        replay(ctx, CALLER, receipt_id)
+    assert refused.value.code == "unreplayable.engine_unavailable"
+    with pytest.raises(ValueError, match="unknown engine"):
+        rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine="citeledger-bm25@9")
