@@ -268,7 +268,18 @@ def rank(
         view, withheld = visible_corpus(view, auth_scope)
     restricted: set[str] = set()
     run = _rank(
-        ctx, index, tenant_id, query, request, policy, auth_scope, deadline_s, view, started, restricted
+        ctx,
+        index,
+        tenant_id,
+        query,
+        request,
+        policy,
+        auth_scope,
+        deadline_s,
+        view,
+        started,
+        restricted,
+        engine,
     )
     restricted.update(hit.chunk_id for hit in run.hits if hit.sensitivity == "restricted")
     return replace(
@@ -291,9 +302,11 @@ def _rank(
     view: CorpusView,
     started: float,
     restricted: set[str],
+    engine: str,
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
+    v1 = engine == ENGINE_V1
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -409,14 +422,16 @@ def _rank(
     hits: list[SearchHit] = []
     per_file: dict[str, list[SearchHit]] = {}
     for score, path, _ordinal, row, verdict, base_score in allowed:
-        if len(hits) >= top_k:
+        if v1 and len(hits) >= top_k:
             break
+        if not v1 and path not in per_file and len(per_file) >= top_k:
+            continue  # @2: top_k counts citations (files); their later parts may still join
         if late():
             return empty_run("timeout", position, files=files_scanned)
         state = states.get(row)
         if state is None or state.text is None:
             continue
-        same_file = per_file.setdefault(path, [])
+        same_file = per_file.get(path, [])
         if len(same_file) >= MAX_HITS_PER_FILE:
             continue
         try:
@@ -465,7 +480,7 @@ def _rank(
             policy_rules=verdict.applied,
             chunk=state,
         )
-        same_file.append(hit)
+        per_file.setdefault(path, same_file).append(hit)
         hits.append(hit)
     if not hits:
         return empty_run(
@@ -475,9 +490,14 @@ def _rank(
             files=files_scanned,
             filters=filters,
         )
-    # Merged per file: a file's hits stay together, files in order of their best hit.
+    # Merged per file: a file's hits stay together, files in order of their best hit (hits
+    # come best first: score, then path, then place in the file). @1 keeps a file's hits in
+    # score order; @2 in reading order, the parts of one citation (`citations_of`).
     order = {path: i for i, path in enumerate(dict.fromkeys(h.path for h in hits))}
-    merged = tuple(sorted(hits, key=lambda h: order[h.path]))
+    if v1:
+        merged = tuple(sorted(hits, key=lambda h: order[h.path]))
+    else:
+        merged = tuple(sorted(hits, key=lambda h: (order[h.path], h.start_line, h.end_line)))
     return SearchRun(
         status="ok",
         position=position,

@@ -4,6 +4,7 @@ current position under the live policy, then one signed receipt for every search
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import hashlib
 import logging
 import time
@@ -242,7 +243,7 @@ def _record(
             "output": {
                 "query": body.input.query,
                 "target_roots": list(request.target_roots),
-                "citations": [_citation(hit, entry) for hit, entry in zip(run.hits, entries, strict=True)],
+                "citations": _citations(run.hits, entries),
                 "gaps": list(run.gaps),
             },
             "errors": errors,
@@ -257,6 +258,21 @@ def _record(
         }
 
     return record(ctx, caller, [payload], answer, idempotency)
+
+
+def _citations(hits: Sequence[SearchHit], entries: Sequence[SelectedEntry]) -> list[dict[str, Any]]:
+    """One citation per file (seed `004`: a file's snippets merged, not repeated), in the
+    order of the ranking: best score first, ties by path. A citation's own fields are its best
+    part's (score, then place in the file); `parts` lists every snippet of the file in reading
+    order, each with its span, score and reason (one receipt entry, one `citation_id`, each)."""
+    files: dict[str, list[dict[str, Any]]] = {}
+    for hit, entry in zip(hits, entries, strict=True):
+        files.setdefault(hit.path, []).append(_citation(hit, entry))
+    out = []
+    for parts in files.values():
+        best = min(parts, key=lambda part: (-decimal.Decimal(part["score"]), part["locator"]["start_line"]))
+        out.append({**best, "parts": parts})
+    return out
 
 
 def _citation(hit: SearchHit, entry: SelectedEntry) -> dict[str, Any]:
