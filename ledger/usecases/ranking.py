@@ -40,7 +40,7 @@ from ledger.events import (
 )
 from ledger.policy_rules import ChunkFacts, PolicyRules, Verdict
 from ledger.sealing import KeyDestroyed, SealBroken
-from ledger.search_text import Term, query_terms, terms
+from ledger.search_text import Term, query_terms, stem_word, terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, SearchIndexReader
@@ -56,6 +56,20 @@ K1, B = 1.2, 0.75
 TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.5, 0.25, 0.3
 POSITION_WEIGHT = 0.1
 MIN_COVERAGE = 0.4
+MIN_COVERAGE_OOV = 0.5  # @2, when the query has words no chunk holds (`_needed_coverage`)
+MAX_EXCUSED_OOV = 2
+# @2: words that ask how much, how long or by when, not about what, and function words the
+# stopword list lacks: when the corpus never uses one ("minimum" where the text says "at
+# least", "without"), it does not count against a chunk. Known to the corpus, they count.
+QUESTION_FORM_STEMS = frozenset(
+    stem_word(word)
+    for word in (
+        "minimum maximum min max least length size amount number count total limit deadline "
+        "duration frequency often quickly soon rate average typical usual exact exactly "
+        "without within via per across upon unless whether along among beside besides despite "
+        "toward towards onto amongst throughout versus etc instead"
+    ).split()
+)
 SCORE_PLACES = 6
 SNIPPET_CHARS = 240
 MAX_HITS_PER_FILE = 2
@@ -327,6 +341,8 @@ def _rank(
     per_term: list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
     total_idf = 0.0
     missing: list[str] = []
+    cover_idf: list[float] = []
+    cover_terms: list[str] = []
     for query_term in wanted:
         term = query_term.text
         rows, tf = view.body_postings(term)
@@ -335,6 +351,8 @@ def _rank(
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         if query_term.cover:
             total_idf += idf
+            cover_idf.append(idf)
+            cover_terms.append(term)
         if df == 0 and len(field_rows) == 0:
             if query_term.cover:
                 missing.append(term)
@@ -360,7 +378,12 @@ def _rank(
     seen[view.document_numbers[touched]] = True
     files_scanned = int(seen.sum())
     scored = (bm25 + title + heading + filename)[touched] > 0
-    qualified = touched[(matched_idf[touched] >= MIN_COVERAGE * total_idf - 1e-12) & scored]
+    if v1:
+        needed = MIN_COVERAGE * total_idf
+    else:
+        known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
+        needed = _needed_coverage(known, missing, total_idf)
+    qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
@@ -507,6 +530,25 @@ def _rank(
         context_hash=context_hash_of("ok", merged, filters),
         files_scanned=files_scanned,
     )
+
+
+def _needed_coverage(known: Sequence[float], missing: Sequence[str], corpus_max_idf_sum: float) -> float:
+    """`@2`'s no-hit rule: the idf mass a chunk must cover. Every term the corpus knows counts
+    with its idf. A term no live chunk holds (OOV) counts with the largest idf among the
+    query's known terms (an unknown word weighs as much as the query's most specific known
+    one, not as the rarest word possible: one stray word no longer outweighs the rest),
+    except a word that asks how much or how long (`QUESTION_FORM_STEMS`), which counts
+    nothing. More than `MAX_EXCUSED_OOV` unknown content words: the query is about what the
+    corpus does not hold, and they count with the largest idf as under `@1`
+    (`corpus_max_idf_sum` is that total). With unknown content words a chunk must cover
+    `MIN_COVERAGE_OOV` of the mass, else `MIN_COVERAGE`."""
+    content = [term for term in missing if term not in QUESTION_FORM_STEMS]
+    if len(content) > MAX_EXCUSED_OOV or not known:
+        return MIN_COVERAGE * corpus_max_idf_sum
+    total = sum(known) + len(content) * max(known)
+    if content:  # more than half: as many unknown topic words as known ones is not enough
+        return MIN_COVERAGE_OOV * total + 1e-9
+    return MIN_COVERAGE * total
 
 
 Ranked = tuple[str, str, int, int, Verdict, float]  # (score, path, ordinal, row, verdict, base score)
