@@ -66,7 +66,7 @@ DeadlineMs = Annotated[int, Field(ge=1, le=MAX_DEADLINE_MS)]
 Sensitivity = Literal["public", "internal", "restricted"]
 RemovalReason = Literal["source_deleted", "withdrawn"]
 ScoreComponentName = Literal[
-    "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external"
+    "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external", "file_bm25"
 ]
 FilterAction = Literal["deny", "redact", "allow", "downrank", "boost"]
 RetrievalStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]

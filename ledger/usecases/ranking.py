@@ -7,12 +7,21 @@ chunk text, with N, avgdl and df taken from the chunk versions live at the
 position (`corpus_position`, inclusive: live_from <= p < live_to), plus
 additive boosts for query terms in the document's title, the chunk's heading
 path and the file name (each weighted by the term's idf), and a small bonus
-for early sections. A policy bundle's boost/downrank factors multiply the sum.
+for early sections. `@2` adds half the BM25 of the chunk's whole file
+(`file_bm25`: a file whose sections together answer the query ranks above one
+section that merely repeats a word; what whole-file rankers see and a chunk alone
+does not). A policy bundle's boost/downrank factors multiply the sum.
 
 No hit, on principle: a chunk is a candidate only if the query terms it
-contains carry at least `MIN_COVERAGE` of the query's idf mass (a term no live
-chunk holds counts with the largest idf). A query about something the corpus
-does not hold therefore finds nothing, however common its other words are.
+contains carry at least `MIN_COVERAGE` of the query's idf mass (`@1`: a term no
+live chunk holds counts with the largest idf; `@2`: see `_needed_coverage`). A
+query about something the corpus does not hold therefore finds nothing, however
+common its other words are.
+
+Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
+that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
+byte for byte. `@2`: the context hash covers the context (not scores), one
+citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -55,6 +64,7 @@ ENGINES = (ENGINE_V1, ENGINE_V2)  # what a replay can re-run, each under its own
 K1, B = 1.2, 0.75
 TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.5, 0.25, 0.3
 POSITION_WEIGHT = 0.1
+FILE_WEIGHT = 0.5  # @2: times the BM25 of the chunk's whole file (`_FileBm25`)
 MIN_COVERAGE = 0.4
 MIN_COVERAGE_OOV = 0.5  # @2, when the query has words no chunk holds (`_needed_coverage`)
 MAX_EXCUSED_OOV = 2
@@ -343,6 +353,7 @@ def _rank(
     missing: list[str] = []
     cover_idf: list[float] = []
     cover_terms: list[str] = []
+    files = None if v1 else _FileBm25(view)
     for query_term in wanted:
         term = query_term.text
         rows, tf = view.body_postings(term)
@@ -368,6 +379,8 @@ def _rank(
         contribution = idf * tf64 / (tf64 + K1 * (1 - B + B * view.lengths[rows] / avgdl))
         bm25[rows] += contribution
         per_term.append((term, rows, contribution))
+        if files is not None:
+            files.add(idf_term_rows=(rows, tf64))
         title[field_rows[(codes & 1) > 0]] += TITLE_WEIGHT * idf
         heading[field_rows[(codes & 2) > 0]] += HEADING_WEIGHT * idf
         filename[field_rows[(codes & 4) > 0]] += FILENAME_WEIGHT * idf
@@ -406,6 +419,10 @@ def _rank(
     rows_array = np.array(candidates, dtype=np.int64)
     position_bonus = POSITION_WEIGHT / (1 + view.ordinals[rows_array])
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
+    file_score = np.zeros(len(rows_array))
+    if files is not None:
+        file_score = FILE_WEIGHT * files.scores[view.document_numbers[rows_array]]
+        base = base + file_score
     slot_of = {row: i for i, row in enumerate(candidates)}
     top_k = min(request.top_k, policy.max_top_k)
     ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
@@ -479,6 +496,8 @@ def _rank(
             ("filename_boost", _fixed(float(filename[row]))),
             ("position", _fixed(float(position_bonus[idx]))),
         ]
+        if not v1:
+            components.append(("file_bm25", _fixed(float(file_score[idx]))))
         if verdict.factor != 1:
             components.append(("policy", _fixed(float(score) - base_score)))
         term_scores = tuple(
@@ -530,6 +549,30 @@ def _rank(
         context_hash=context_hash_of("ok", merged, filters),
         files_scanned=files_scanned,
     )
+
+
+class _FileBm25:
+    """`@2`: BM25 of whole files (a file's text is its live chunks': term counts and lengths
+    summed per document), the same k1 and b, N and df counted in files."""
+
+    def __init__(self, view: CorpusView) -> None:
+        self.numbers = view.document_numbers
+        size = int(self.numbers.max(initial=-1)) + 1
+        live = np.asarray(view.live, dtype=bool)
+        numbers = self.numbers[: len(live)][live]
+        self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
+        self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
+        self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
+        self.scores = np.zeros(size)
+
+    def add(self, idf_term_rows: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]) -> None:
+        rows, tf = idf_term_rows
+        per_file = np.bincount(self.numbers[rows], weights=tf, minlength=len(self.scores))
+        held = np.nonzero(per_file)[0]
+        df = len(held)
+        idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
+        counts = per_file[held]
+        self.scores[held] += idf * counts / (counts + K1 * (1 - B + B * self.lengths[held] / self.avgdl))
 
 
 def _needed_coverage(known: Sequence[float], missing: Sequence[str], corpus_max_idf_sum: float) -> float:
