@@ -11,8 +11,10 @@ import pytest
 from ledger.application import Ledger
 from ledger.events import RetrievalRecorded, SearchRequest, TaskEnvelope
 from ledger.policy_rules import NO_POLICY
+from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
+from ledger.usecases.policy import publish_policy
 from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, rank
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
@@ -90,7 +92,37 @@ def test_an_edited_cited_section_is_a_text_change(ledger: Ledger) -> None:
     drift = replay(ctx, CALLER, searched["receipt_id"]).body["diff"]["data_drift"]
     assert drift["context_hash"]["changed"] is True
     assert drift["changes"]["text"] is True and drift["changes"]["membership"] is True
-    assert [e["path"] for e in drift["selected_entries"]["removed"]] == ["handbook/salary.md"]
+    [removed] = drift["selected_entries"]["removed"]
+    [added] = drift["selected_entries"]["added"]
+    assert removed["path"] == "handbook/salary.md"
+    # The edited section as its changed lines, not only two chunk ids.
+    [edited] = drift["selected_entries"]["edited"]
+    assert (edited["old_chunk_id"], edited["new_chunk_id"]) == (removed["chunk_id"], added["chunk_id"])
+    assert edited["diff_withheld"] is None
+    assert "-Salary bands are published every January." in edited["diff"]
+    assert "+Salary bands are published every January and July." in edited["diff"]
+    assert edited["diff"][:2] == ["--- recorded", "+++ now"]
+
+
+def test_an_edited_section_a_policy_redacts_is_not_shown(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    ids = _corpus(ctx)
+    bundle = (
+        "version: r1\nrules:\n  - id: hb-redacted\n    action: redact\n    match: {paths: ['handbook/**']}\n"
+    )
+    publish_policy(ctx, CALLER, PolicyBundleIn(bundle_yaml=bundle))
+    searched = _search(ctx, CALLER, QUERY)
+    _ingest(
+        ctx,
+        CALLER,
+        "handbook/salary.md",
+        "# Salary\n\nSalary bands are published every January and July.\n",
+        document_id=ids["handbook/salary.md"],
+    )
+    body = replay(ctx, CALLER, searched["receipt_id"]).body
+    [edited] = body["diff"]["data_drift"]["selected_entries"]["edited"]
+    assert (edited["diff"], edited["diff_withheld"]) == (None, "redacted")
+    assert "July" not in str(body) and "January" not in str(body)
 
 
 def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) -> None:

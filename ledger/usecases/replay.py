@@ -51,6 +51,7 @@ from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts,
 from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
 from ledger.usecases.ports import PolicyState, ReceiptRecord
 from ledger.usecases.ranking import ENGINES, SearchHit, SearchRun, rank
+from ledger.usecases.replay_edits import edited_sections
 from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import rules_from_snapshot, rules_of, seal_hits
@@ -429,6 +430,24 @@ def _shown(body: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
     return shown
 
 
+def _add_edits(
+    ctx: UseCaseContext,
+    caller: Caller,
+    receipt: Receipt,
+    replay_receipt: RetrievalRecorded,
+    base: dict[str, Any],
+) -> None:
+    """Data drift's edited sections (`ledger.usecases.replay_edits`), from what the caller
+    is shown: a section edited since the receipt as its changed lines."""
+    envelope = base["diff"]["data_drift"]
+    redacted = {
+        str(e["chunk_id"]) for e in receipt.payload["selected_entries"] if e.get("snippet_span") is None
+    } | {e.chunk_id for e in replay_receipt.selected_entries if e.snippet_span is None}
+    envelope["selected_entries"]["edited"] = edited_sections(
+        ctx, caller.tenant_id, caller.scopes, envelope, int(base["at_position"]), redacted
+    )
+
+
 def replay(
     ctx: UseCaseContext,
     caller: Caller,
@@ -448,6 +467,7 @@ def replay(
     # The ledger records the whole diff; the caller sees what its own scopes may see.
     hidden = frozenset() if sees_restricted(caller.scopes) else restricted
     base = {"original_receipt_id": receipt_id, **_shown(_erased_shown(ctx, caller, body), hidden)}
+    _add_edits(ctx, caller, receipt, replay_receipt, base)
     envelope = body["diff"]["data_drift"]
     # Recorded on the ledger too, so an auditor reading the log tells "reproduced" from
     # "could not be checked" (and why) without the response that was returned then.
