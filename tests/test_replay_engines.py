@@ -163,3 +163,36 @@ def test_an_engine_this_ledger_does_not_run_is_refused(ledger: Ledger) -> None:
     assert refused.value.code == "unreplayable.engine_unavailable"
     with pytest.raises(ValueError, match="unknown engine"):
         rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine="citeledger-bm25@9")
+
+
+def test_an_edited_restricted_section_shows_its_lines_only_with_the_scope(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    scoped = Caller(
+        "acme", "svc-audit", frozenset({"retrieval.write", "replay.run", "knowledge.restricted.read"})
+    )
+    path = "security/salary-bands.md"
+    doc = _ingest(
+        ctx,
+        scoped,
+        path,
+        "# Salary bands\n\nSalary bands for executives: 40 to 60.\n",
+        sensitivity="restricted",
+    )
+    searched = _search(ctx, scoped, QUERY)
+    assert [c["path"] for c in searched["output"]["citations"]] == [path]
+    _ingest(
+        ctx,
+        scoped,
+        path,
+        "# Salary bands\n\nSalary bands for executives: 45 to 70.\n",
+        sensitivity="restricted",
+        document_id=doc["document_id"],
+    )
+    shown = replay(ctx, scoped, searched["receipt_id"]).body
+    [edited] = shown["diff"]["data_drift"]["selected_entries"]["edited"]
+    assert "+Salary bands for executives: 45 to 70." in edited["diff"]
+    # Without the scope: neither entry, nor the edit, nor any of its text.
+    hidden = replay(ctx, CALLER, searched["receipt_id"]).body
+    drift = hidden["diff"]["data_drift"]["selected_entries"]
+    assert drift["edited"] == [] and drift["added"] == [] and drift["removed"] == []
+    assert "executives" not in str(hidden) and path not in str(hidden)
