@@ -393,7 +393,8 @@ class SearchLocator(Locator):
 
 
 class SearchCitation(BaseModel):
-    """One cited chunk: where it is, the snippet cut from it, and why it ranked."""
+    """One cited file: its best chunk (where it is, the snippet cut from it, why it ranked)
+    and all its snippets merged (`parts`)."""
 
     model_config = ConfigDict(extra="allow")
     citation_id: Id
@@ -414,6 +415,11 @@ class SearchCitation(BaseModel):
     reason: dict[str, Any] = Field(description="score_breakdown, per-term BM25 contributions, policy rules")
     sensitivity: str
     expires_at: str | None = None
+    parts: list[dict[str, Any]] = Field(
+        default=[],
+        description="Every snippet of this file, in reading order, with its own citation_id, span, "
+        "locator, score and reason; the citation's own fields are its best part's",
+    )
 
 
 class SearchOutput(BaseModel):

@@ -13,7 +13,10 @@ from rich.table import Table
 
 from cli.common import ledger_config
 
-out = Console()
+# Piped or redirected, rich would cut tables to 80 columns: chunk ids and paths are the
+# point of the table, so off a terminal it lays them out at their full width.
+_terminal = Console()
+out = _terminal if _terminal.is_terminal else Console(width=10_000)
 
 
 def replay_command(
@@ -84,6 +87,23 @@ def print_replay(body: dict[str, Any]) -> None:
         out.print(table)
     for name, envelope in body["diff"].items():
         out.print(_diff_table(name, envelope))
+        _print_edits(envelope["selected_entries"].get("edited", []))
+
+
+def _print_edits(edits: list[dict[str, Any]]) -> None:
+    """A section edited since the receipt: its changed lines (when the caller may read them)."""
+    for edit in edits:
+        out.print(
+            f"edited {edit['path']}: {edit['old_chunk_id']} (rank {edit['old_rank']}) -> "
+            f"{edit['new_chunk_id']} (rank {edit['new_rank']})",
+            markup=False,
+        )
+        if edit["diff"] is None:
+            out.print(f"  (changed lines not shown: {edit['diff_withheld']})", markup=False)
+            continue
+        for line in edit["diff"]:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
+            out.print("  " + line, style=style, markup=False, highlight=False)
 
 
 def _diff_table(name: str, envelope: dict[str, Any]) -> Table:
@@ -93,7 +113,12 @@ def _diff_table(name: str, envelope: dict[str, Any]) -> Table:
         f"({hashes['original'][:12]} -> {hashes['replay'][:12]})"
     )
     for column in ("", "rank", "path", "chunk", "score"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
+    changes = envelope.get("changes")
+    if changes:
+        table.caption = "changed: " + (
+            ", ".join(kind for kind, changed in changes.items() if changed) or "nothing"
+        )
     entries = envelope["selected_entries"]
     for entry in entries["added"]:
         table.add_row("[green]+ added", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"])
@@ -101,7 +126,7 @@ def _diff_table(name: str, envelope: dict[str, Any]) -> Table:
         table.add_row("[red]- removed", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"])
     for entry in entries["common_entries"]:
         table.add_row(
-            "= common" if not entry["moved"] else "~ moved",
+            "~ moved" if entry["moved"] else "~ rescored" if entry.get("score_changed") else "= common",
             f"{entry['old_rank']} -> {entry['new_rank']}",
             entry["path"],
             entry["chunk_id"],

@@ -233,7 +233,7 @@ class SearchLocator(Locator):
 
 
 class SearchCitation(BaseModel):
-    """One cited chunk of a search: where it is, the snippet cut from it, why it ranked."""
+    """One cited file of a search: its best chunk (where, the snippet, why it ranked) and `parts`."""
 
     model_config = ConfigDict(extra="allow")
     citation_id: str
@@ -248,6 +248,7 @@ class SearchCitation(BaseModel):
     reason: dict[str, Any]  # score_breakdown, per-term BM25 contributions, policy rules
     sensitivity: str
     expires_at: str | None = None
+    parts: list[dict[str, Any]] = []  # every snippet of the file, reading order; the fields above: the best
 
 
 class SearchOutput(BaseModel):

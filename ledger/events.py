@@ -68,7 +68,7 @@ Sensitivity = Literal["public", "internal", "restricted"]
 RemovalReason = Literal["source_deleted", "withdrawn"]
 RuleOrigin = Literal["source", "front_matter", "default"]
 ScoreComponentName = Literal[
-    "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external"
+    "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external", "file_bm25"
 ]
 FilterAction = Literal["deny", "redact", "allow", "downrank", "boost"]
 RetrievalStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]

@@ -5,7 +5,7 @@ The ledger is built fast but for real: many small signed events per transaction
 (`Ledger.append_batch`, 1,000 per commit, no HTTP), every batch projected by the real
 runner in the same transaction (`ledger_context` attached from the start), and every
 `--search-every` entries a few real searches (`ledger.usecases.search.search`) record
-`citeledger-bm25@1` receipts at that position.
+`citeledger-bm25` (`ranking.ENGINE`) receipts at that position.
 
 - replay (external): the real use case on an `external:` receipt drawn at random: checks,
   every entry's fate from the corpus read model, a signed replay receipt and
@@ -203,7 +203,7 @@ class Workload:
 
 
 def run_searches(ctx: UseCaseContext, rng: random.Random, count: int) -> None:
-    """Real searches through the use case: each records a signed `citeledger-bm25@1` receipt."""
+    """Real searches through the use case: each records a signed `ranking.ENGINE` receipt."""
     for _ in range(count):
         tenant = rng.choice(TENANTS)
         caller = Caller(tenant, "svc-search", frozenset({"retrieval.write"}))
@@ -370,7 +370,7 @@ def table(results: list[dict[str, float]], args: argparse.Namespace) -> str:
         "versions (3 chunks drawn from 60 distinct texts per tenant, new ids per version), ~2 removals, "
         "the rest `external:` receipts citing 2 live chunks under a policy snapshot (a deny and a boost "
         f"rule); every {args.search_every:,} entries {args.searches} real searches record "
-        "`citeledger-bm25@1` receipts. Built with 1,000 signed entries per commit, projected by the "
+        f"`{ENGINE}` receipts. Built with 1,000 signed entries per commit, projected by the "
         "real runner in the same transaction (build rate includes projection).",
         "",
         "Receipts are drawn at random positions. *replay* is the whole use case (checks, a signed "

@@ -51,6 +51,7 @@ from projections.lookups import ledger_context  # noqa: E402
 from projections.search_index import SearchIndexProjection  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402
 from tests.golden_support import (  # noqa: E402
+    WholeFileBm25s,
     bm25s_tokenizer,
     corpus_files,
     distinct_paths,
@@ -247,7 +248,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
     }
 
 
-def quality(work: Path) -> tuple[object, object]:
+def quality(work: Path) -> tuple[object, object, object]:
     ledger = Ledger(LedgerConfig(data_dir=work / "golden", run_checkpointer=False))
     try:
         ctx = ledger_context(ledger)
@@ -267,7 +268,12 @@ def quality(work: Path) -> tuple[object, object]:
             order = sorted(range(len(paths)), key=lambda i: (-scores[i], paths[i]))
             return "ok", [paths[i] for i in order[:10] if scores[i] > 0]
 
-        return measure(golden, ours), measure(golden, reference)
+        whole_files = WholeFileBm25s(files)
+        return (
+            measure(golden, ours),
+            measure(golden, reference),
+            measure(golden, lambda query: ("ok", whole_files.search(query, 10))),
+        )
     finally:
         ledger.close()
 
@@ -284,7 +290,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="citeledger-bench-search-") as directory:
         work = Path(directory)
-        ours, reference = quality(work)
+        ours, reference, whole_files = quality(work)
         for size in sizes:
             row = run_size(size, queries, work)
             rows.append(row)
@@ -293,14 +299,13 @@ def main() -> None:
                 f"search p95 {row['search_ledger_p95_ms']:.1f}ms vs bare {row['search_bare_p95_ms']:.2f}ms",
                 flush=True,
             )
-    report(args.out, rows, ours, reference, len(queries), load_before, os.getloadavg())
+    report(args.out, rows, (ours, reference, whole_files), len(queries), load_before, os.getloadavg())
 
 
 def report(
     out: Path,
     rows: list[dict[str, float]],
-    ours: object,
-    reference: object,
+    qualities: tuple[object, object, object],
     queries: int,
     load_before: tuple[float, float, float],
     load_after: tuple[float, float, float],
@@ -365,13 +370,16 @@ def report(
         f"Search p95 at {last['files']:.0f} files / at {first['files']:.0f} files "
         f"(ledger): **{growth:.2f}x** (rank only: {rank_growth:.2f}x).",
         "",
-        "Quality on the golden set (tests/golden/queries.yaml over tests/corpus, recall@5 and MRR over "
-        "the queries with an answer; absent queries must be `no_hit`):",
+        "Quality on the golden set (tests/golden/queries.yaml over tests/corpus, recall@5 and MRR@10 over "
+        "the queries with an answer; absent queries must be `no_hit`; no_hit precision: of the "
+        "answers `no_hit`, the share that are absent queries; recall: of the absent queries, the "
+        "share answered `no_hit`):",
         "",
-        "| ranker | recall@5 | MRR | absent answered no_hit |",
-        "|---|---:|---:|---:|",
-        _quality_row("ledger (chunks, boosts, coverage rule)", ours),
-        _quality_row("rank-bm25 BM25Okapi, whole files (reference)", reference),
+        "| ranker | recall@5 | MRR@10 | absent answered no_hit | no_hit precision | no_hit recall |",
+        "|---|---:|---:|---:|---:|---:|",
+        _quality_row("ledger (`citeledger-bm25@2`)", qualities[0]),
+        _quality_row("bm25s, whole files (the bar)", qualities[2]),
+        _quality_row("rank-bm25 BM25Okapi, whole files (reference)", qualities[1]),
         "",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -383,7 +391,8 @@ def _quality_row(name: str, quality: object) -> str:
     q = quality
     return (
         f"| {name} | {q.recall_at_5:.3f} | {q.mrr:.3f} | "  # type: ignore[attr-defined]
-        f"{q.absent_no_hit}/{q.absent_total} |"  # type: ignore[attr-defined]
+        f"{q.absent_no_hit}/{q.absent_total} | "  # type: ignore[attr-defined]
+        f"{q.no_hit_precision:.3f} | {q.no_hit_recall:.3f} |"  # type: ignore[attr-defined]
     )
 
 

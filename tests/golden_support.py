@@ -38,6 +38,18 @@ class Quality:
     absent_no_hit: int
     absent_total: int
     misses: tuple[str, ...]
+    present_no_hit: int = 0  # answerable questions answered `no_hit` (false no_hit)
+
+    @property
+    def no_hit_precision(self) -> float:
+        """Of the questions answered `no_hit`, the share the corpus does not answer."""
+        said = self.absent_no_hit + self.present_no_hit
+        return self.absent_no_hit / said if said else 1.0
+
+    @property
+    def no_hit_recall(self) -> float:
+        """Of the questions the corpus does not answer, the share answered `no_hit`."""
+        return self.absent_no_hit / self.absent_total if self.absent_total else 1.0
 
 
 def load_queries() -> list[GoldenQuery]:
@@ -60,7 +72,7 @@ def ingest_corpus(ctx: UseCaseContext, caller: Caller, files: dict[str, str]) ->
 
 def measure(queries: Sequence[GoldenQuery], ranked_paths: Callable[[str], tuple[str, list[str]]]) -> Quality:
     """`ranked_paths(query)` -> (status, distinct paths best first)."""
-    recall, reciprocal, present, absent_ok, absent_total = 0.0, 0.0, 0, 0, 0
+    recall, reciprocal, present, absent_ok, absent_total, present_no_hit = 0.0, 0.0, 0, 0, 0, 0
     misses = []
     for item in queries:
         status, paths = ranked_paths(item.query)
@@ -71,6 +83,7 @@ def measure(queries: Sequence[GoldenQuery], ranked_paths: Callable[[str], tuple[
                 misses.append(f"absent answered: {item.query} -> {paths[:3]}")
             continue
         present += 1
+        present_no_hit += status == "no_hit"
         top = paths[:CUTOFF]
         found = [path for path in item.expect if path in top]
         recall += len(found) / min(len(item.expect), CUTOFF)
@@ -78,7 +91,9 @@ def measure(queries: Sequence[GoldenQuery], ranked_paths: Callable[[str], tuple[
         reciprocal += 1 / rank if rank else 0.0
         if not found:
             misses.append(f"missed: {item.query} -> {top[:3]}")
-    return Quality(recall / present, reciprocal / present, absent_ok, absent_total, tuple(misses))
+    return Quality(
+        recall / present, reciprocal / present, absent_ok, absent_total, tuple(misses), present_no_hit
+    )
 
 
 def bm25s_tokenizer() -> bm25s.tokenization.Tokenizer:

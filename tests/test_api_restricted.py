@@ -95,7 +95,12 @@ def _leaks(text: str, doc: dict[str, Any]) -> list[str]:
 def _stable(body: dict[str, Any]) -> dict[str, Any]:
     """A search answer without what differs between any two calls (ids, times, positions)."""
     citations = [
-        {k: v for k, v in c.items() if k not in ("citation_id", "expires_at")}
+        {k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "parts")}
+        | {
+            "parts": [
+                {k: v for k, v in p.items() if k not in ("citation_id", "expires_at")} for p in c["parts"]
+            ]
+        }
         for c in body["output"]["citations"]
     ]
     metrics = {k: v for k, v in body["metrics"].items() if k != "latency_ms"}

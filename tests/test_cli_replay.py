@@ -91,3 +91,42 @@ def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> 
     assert f"cause: erased_after_receipt; documents erased since: {ids[1]}" in text
     assert "as_of_original: context hash changed" in text
     assert "Salary bands" not in shown.stdout
+
+
+def test_piped_replay_prints_full_width_rows_and_an_edited_sections_changed_lines(tmp_path: Path) -> None:
+    """Off a terminal the tables keep their full width (whole chunk ids and paths), and a
+    section edited since the receipt shows as a unified diff of its text."""
+    from ledger.claims import DocumentClaims
+    from ledger.usecases.commands import DocumentIn, SearchIn
+    from ledger.usecases.context import Caller
+    from ledger.usecases.documents import ingest_document
+    from ledger.usecases.search import search
+    from projections.lookups import ledger_context
+
+    data = tmp_path / "data"
+    caller = Caller("acme", "svc", frozenset({"retrieval.write"}))
+    path = "handbook/compensation/engineering-ladders/salary-bands-and-review-cycles.md"
+    with Ledger(LedgerConfig(data_dir=data, run_checkpointer=False)) as ledger:
+        ctx = ledger_context(ledger)
+        claims = DocumentClaims(ledger.store)
+
+        def ingest(text: str, document_id: str | None = None) -> dict[str, object]:
+            doc = DocumentIn(path=path, text=text, source="handbook", document_id=document_id)
+            return ingest_document(ctx, claims, caller, doc).body
+
+        first = ingest("# Salary\n\nSalary bands are published every January.\n")
+        found = search(ctx, caller, SearchIn.model_validate({"input": {"query": "salary bands"}})).body
+        assert found["status"] == "ok"
+        second = ingest(
+            "# Salary\n\nSalary bands are published every January and July.\n", str(first["document_id"])
+        )
+    shown = citeledger("replay", found["receipt_id"], "--tenant", "acme", data_dir=data)
+    assert shown.returncode == 0, shown.stderr
+    old_chunk = first["chunks"][0]["chunk_id"]  # type: ignore[index]
+    new_chunk = second["chunks"][0]["chunk_id"]  # type: ignore[index]
+    rows = [line for line in shown.stdout.splitlines() if path in line and old_chunk in line]
+    assert rows and max(len(line) for line in rows) > 80  # not cut to 80 columns
+    assert "…" not in shown.stdout
+    assert f"edited {path}: {old_chunk} (rank 1) -> {new_chunk} (rank 1)" in shown.stdout
+    assert "  -Salary bands are published every January." in shown.stdout
+    assert "  +Salary bands are published every January and July." in shown.stdout

@@ -53,3 +53,43 @@ def test_identical_outcomes_have_an_empty_diff() -> None:
     assert envelope["selected_entries"]["common_entries"][0]["moved"] is False
     assert envelope["filters_applied"] == {"added": [], "removed": []}
     assert summary(envelope).context_hash_changed is False
+
+
+def test_score_movement_alone_is_reported_apart_from_membership_order_and_text() -> None:
+    before = Outcome("a" * 64, (_entry("c1", "2.0"), _entry("c2", "1.0")), ())
+    after = Outcome("a" * 64, (_entry("c1", "2.5"), _entry("c2", "1.0")), ())
+    envelope = diff(before, after)
+    assert envelope["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
+    assert envelope["score_changes"] == [
+        {"chunk_id": "c1", "path": "docs/c1.md", "old_score": "2.0", "new_score": "2.5"}
+    ]
+    first = envelope["selected_entries"]["common_entries"][0]
+    assert (first["moved"], first["score_changed"]) == (False, True)
+
+
+def test_order_is_the_relative_order_of_common_entries() -> None:
+    before = Outcome("a" * 64, (_entry("c0", "3.0"), _entry("c1", "2.0"), _entry("c2", "1.0")), ())
+    dropped = Outcome("b" * 64, (_entry("c1", "2.0"), _entry("c2", "1.0")), ())
+    # c1 and c2 move up a rank when c0 leaves, but keep their order: membership only.
+    assert diff(before, dropped)["changes"] == {
+        "membership": True,
+        "order": False,
+        "text": False,
+        "scores": False,
+    }
+    swapped = Outcome("b" * 64, (_entry("c0", "3.0"), _entry("c2", "2.5"), _entry("c1", "2.0")), ())
+    changes = diff(before, swapped)["changes"]
+    assert (changes["membership"], changes["order"], changes["text"]) == (False, True, False)
+
+
+def test_an_edited_section_and_a_new_snippet_span_are_text_changes() -> None:
+    old = {**_entry("c1", "2.0"), "document_id": "doc-a", "snippet_span": {"start": 0, "end": 10}}
+    new = {**_entry("c9", "2.0"), "document_id": "doc-a", "snippet_span": [0, 12]}
+    edited = diff(Outcome("a" * 64, (old,), ()), Outcome("b" * 64, (new,), ()))["changes"]
+    assert (edited["membership"], edited["text"]) == (True, True)
+    respanned = {**old, "snippet_span": [2, 10]}
+    changes = diff(Outcome("a" * 64, (old,), ()), Outcome("b" * 64, (respanned,), ()))["changes"]
+    assert (changes["membership"], changes["text"]) == (False, True)
+    other_document = {**_entry("c9", "2.0"), "document_id": "doc-b"}
+    changes = diff(Outcome("a" * 64, (old,), ()), Outcome("b" * 64, (other_document,), ()))["changes"]
+    assert (changes["membership"], changes["text"]) == (True, False)

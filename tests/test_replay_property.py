@@ -1,6 +1,7 @@
 """Property: on a ledger with many interleaved edits (documents ingested, edited and
 removed, policy bundles published and replaced, searches in between), replaying any past
-`citeledger-bm25` receipt reproduces its `context_hash` byte for byte as of its own
+`citeledger-bm25` receipt (`@2`, and `@1` ones recorded as a ledger before `@2` did)
+reproduces its `context_hash` byte for byte as of its own
 position (`integrity: ok`), whatever later position it is compared against.
 
 One ledger per store is built once (a seeded random history through the real use cases,
@@ -10,6 +11,7 @@ positions, and whether the search index is first dropped and loaded back from it
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +22,15 @@ from hypothesis import strategies as st
 
 from ledger.application import Ledger
 from ledger.claims import DocumentClaims
+from ledger.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskEnvelope
 from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn
-from ledger.usecases.context import Caller, UseCaseContext
+from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import publish_policy
-from ledger.usecases.ranking import ENGINE
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, rank
 from ledger.usecases.replay import replay
-from ledger.usecases.search import search
+from ledger.usecases.retrievals import policy_snapshot, seal_query
+from ledger.usecases.search import rules_of, seal_hits, search
 from projections.lookups import ledger_context
 from tests.conftest import fresh_config
 
@@ -63,7 +67,7 @@ def _bundle(rng: random.Random, serial: int) -> str:
 @dataclass(frozen=True)
 class History:
     ctx: UseCaseContext
-    receipts: list[tuple[str, str, int]]  # (receipt id, context hash, corpus position)
+    receipts: list[tuple[str, str, int, str]]  # (receipt id, context hash, corpus position, engine)
     size: int
 
 
@@ -71,7 +75,7 @@ def _build(ctx: UseCaseContext, seed: int) -> History:
     rng = random.Random(seed)
     claims = DocumentClaims(ctx.ledger.store)
     live: dict[str, str] = {}  # document id -> path
-    receipts: list[tuple[str, str, int]] = []
+    receipts: list[tuple[str, str, int, str]] = []
 
     def ingest(path: str, document_id: str | None = None) -> None:
         doc = DocumentIn(path=path, text=_text(rng), source=path.split("/")[0], document_id=document_id)
@@ -101,9 +105,45 @@ def _build(ctx: UseCaseContext, seed: int) -> History:
             }
             if rng.random() < 0.2:
                 task["target_roots"] = [rng.choice(FOLDERS)]
+            if rng.random() < 0.3:  # as a ledger before `@2` recorded it
+                receipts.append(_search_v1(ctx, task))
+                continue
             body = search(ctx, ACME, SearchIn.model_validate({"input": task})).body
-            receipts.append((body["receipt_id"], body["context_hash"], body["corpus_position"]))
+            receipts.append((body["receipt_id"], body["context_hash"], body["corpus_position"], ENGINE))
     return History(ctx, receipts, ctx.ledger.size)
+
+
+def _search_v1(ctx: UseCaseContext, task: dict[str, object]) -> tuple[str, str, int, str]:
+    """The search use case as it ran under `citeledger-bm25@1`: the same steps, `@1`'s ranking
+    and hash rule, the receipt recorded with `engine: citeledger-bm25@1`."""
+    assert ctx.search_index is not None
+    state = ctx.lookups.live_policy("acme")
+    rules = rules_of(state)
+    roots = list(task.get("target_roots", []))  # type: ignore[call-overload]
+    request = SearchRequest(
+        target_roots=roots,
+        top_k=min(int(task["top_k"]), rules.max_top_k),
+        corpus_position=ctx.search_index.refresh(),
+    )
+    query = str(task["query"])
+    run = rank(ctx, "acme", query, request, rules, ACME.scopes, None, engine=ENGINE_V1)
+    entries, expiry = seal_hits(ctx, "acme", run.hits, query_keys=True)
+    receipt = RetrievalRecorded(
+        receipt_id=uuid.uuid4().hex,
+        query=seal_query(ctx, "acme", query, None, expiry),
+        task=TaskEnvelope(auth_scope=sorted(ACME.scopes)),
+        engine=ENGINE_V1,
+        mode="live",
+        policy_snapshot=policy_snapshot(state),
+        search=request,
+        selected_entries=entries,
+        filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in run.filters_applied],  # type: ignore[arg-type]
+        context_hash=run.context_hash,
+        status=run.status,
+        withheld=run.withheld,
+    )
+    record(ctx, ACME, [receipt], lambda events: {})
+    return receipt.receipt_id, run.context_hash, request.corpus_position, ENGINE_V1
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -120,8 +160,10 @@ def history(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 def test_the_history_is_rich_enough(history: History) -> None:
     """The property below is only as good as the history it samples."""
     assert len(history.receipts) >= RECEIPTS_WANTED
-    hashes = {context_hash for _, context_hash, _ in history.receipts}
-    positions = {position for _, _, position in history.receipts}
+    hashes = {context_hash for _, context_hash, _, _ in history.receipts}
+    positions = {position for _, _, position, _ in history.receipts}
+    engines = [engine for *_, engine in history.receipts]
+    assert engines.count(ENGINE_V1) >= 20 and engines.count(ENGINE) >= 60
     assert len(hashes) > RECEIPTS_WANTED * 0.8 and len(positions) == len(history.receipts)
     types = {e.type for e in (history.ctx.ledger.get(p) for p in range(1, history.size + 1)) if e is not None}
     assert {"DocumentIngested", "DocumentRemoved", "PolicyBundlePublished", "RetrievalRecorded"} <= types
@@ -130,7 +172,9 @@ def test_the_history_is_rich_enough(history: History) -> None:
 @settings(max_examples=50, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_replay_reproduces_every_past_receipt_byte_for_byte(history: History, data: st.DataObject) -> None:
-    receipt_id, context_hash, corpus_position = data.draw(st.sampled_from(history.receipts), label="receipt")
+    receipt_id, context_hash, corpus_position, engine = data.draw(
+        st.sampled_from(history.receipts), label="receipt"
+    )
     at_position = data.draw(
         st.one_of(st.none(), st.integers(min_value=corpus_position, max_value=history.size)),
         label="at_position",
@@ -139,7 +183,7 @@ def test_replay_reproduces_every_past_receipt_byte_for_byte(history: History, da
         # As a new process would: the index loaded back from its tables, not the one built live.
         history.ctx.search_index.forget()  # type: ignore[union-attr]
     body = replay(history.ctx, ACME, receipt_id, at_position=at_position).body
-    assert body["engine"] == ENGINE
+    assert body["engine"] == engine
     assert body["integrity"] == "ok", (receipt_id, body["integrity_reason"])
     original = body["diff"]["as_of_original"]
     assert original["context_hash"] == {"original": context_hash, "replay": context_hash, "changed": False}

@@ -106,7 +106,9 @@ def test_as_of_search_equals_the_live_search_that_ran_then(ledger: Ledger) -> No
         as_of = _rank(ctx, "acme", query, position)
         assert as_of.context_hash == receipt["context_hash"] == body["context_hash"]
         assert [h.chunk_id for h in as_of.hits] == [e["chunk_id"] for e in receipt["selected_entries"]]
-        assert [h.score for h in as_of.hits] == [c["score"] for c in body["output"]["citations"]]
+        assert [h.score for h in as_of.hits] == [
+            p["score"] for c in body["output"]["citations"] for p in c["parts"]
+        ]
         changed += as_of.context_hash != _rank(ctx, "acme", query, ledger.size).context_hash
     assert changed > 0  # the corpus moved on: as-of is not the current corpus
 
@@ -141,16 +143,18 @@ def test_two_runs_on_the_same_corpus_give_the_same_bytes(ledger: Ledger) -> None
         assert one["receipt_id"] != two["receipt_id"]
         assert one["query"]["nonce"] != two["query"]["nonce"]
         assert one["query"]["commitment"] == two["query"]["commitment"]
-        strip = [
-            {k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "snippet_span")}
-            | {"snippet_span": c["snippet_span"]}
-            for c in first["output"]["citations"]
-        ]
-        assert strip == [
-            {k: v for k, v in c.items() if k not in ("citation_id", "expires_at", "snippet_span")}
-            | {"snippet_span": c["snippet_span"]}
-            for c in second["output"]["citations"]
-        ]
+        assert _without_minted_ids(first["output"]["citations"]) == _without_minted_ids(
+            second["output"]["citations"]
+        )
+
+
+def _without_minted_ids(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Citations (and their parts) without what each write mints: citation ids, expiries."""
+
+    def strip(citation: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in citation.items() if k not in ("citation_id", "expires_at", "parts")}
+
+    return [strip(c) | {"parts": [strip(p) for p in c["parts"]]} for c in citations]
 
 
 def _without_minted(receipt: dict[str, Any]) -> dict[str, Any]:

@@ -7,12 +7,21 @@ chunk text, with N, avgdl and df taken from the chunk versions live at the
 position (`corpus_position`, inclusive: live_from <= p < live_to), plus
 additive boosts for query terms in the document's title, the chunk's heading
 path and the file name (each weighted by the term's idf), and a small bonus
-for early sections. A policy bundle's boost/downrank factors multiply the sum.
+for early sections. `@2` adds half the BM25 of the chunk's whole file
+(`file_bm25`: a file whose sections together answer the query ranks above one
+section that merely repeats a word; what whole-file rankers see and a chunk alone
+does not). A policy bundle's boost/downrank factors multiply the sum.
 
 No hit, on principle: a chunk is a candidate only if the query terms it
-contains carry at least `MIN_COVERAGE` of the query's idf mass (a term no live
-chunk holds counts with the largest idf). A query about something the corpus
-does not hold therefore finds nothing, however common its other words are.
+contains carry at least `MIN_COVERAGE` of the query's idf mass (`@1`: a term no
+live chunk holds counts with the largest idf; `@2`: see `_needed_coverage`). A
+query about something the corpus does not hold therefore finds nothing, however
+common its other words are.
+
+Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
+that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
+byte for byte. `@2`: the context hash covers the context (not scores), one
+citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -40,7 +49,7 @@ from ledger.events import (
 )
 from ledger.policy_rules import ChunkFacts, PolicyRules, Verdict
 from ledger.sealing import KeyDestroyed, SealBroken
-from ledger.search_text import Term, query_terms, terms
+from ledger.search_text import Term, query_terms, stem_word, terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, SearchIndexReader
@@ -48,11 +57,29 @@ from ledger.usecases.visibility import visible_corpus
 
 log = logging.getLogger("citeledger.search")
 
-ENGINE = "citeledger-bm25@1"
+ENGINE_V1 = "citeledger-bm25@1"
+ENGINE_V2 = "citeledger-bm25@2"
+ENGINE = ENGINE_V2  # what a live search runs and records
+ENGINES = (ENGINE_V1, ENGINE_V2)  # what a replay can re-run, each under its own rules
 K1, B = 1.2, 0.75
 TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.5, 0.25, 0.3
 POSITION_WEIGHT = 0.1
+FILE_WEIGHT = 0.5  # @2: times the BM25 of the chunk's whole file (`_FileBm25`)
 MIN_COVERAGE = 0.4
+MIN_COVERAGE_OOV = 0.5  # @2, when the query has words no chunk holds (`_needed_coverage`)
+MAX_EXCUSED_OOV = 2
+# @2: words that ask how much, how long or by when, not about what, and function words the
+# stopword list lacks: when the corpus never uses one ("minimum" where the text says "at
+# least", "without"), it does not count against a chunk. Known to the corpus, they count.
+QUESTION_FORM_STEMS = frozenset(
+    stem_word(word)
+    for word in (
+        "minimum maximum min max least length size amount number count total limit deadline "
+        "duration frequency often quickly soon rate average typical usual exact exactly "
+        "without within via per across upon unless whether along among beside besides despite "
+        "toward towards onto amongst throughout versus etc instead"
+    ).split()
+)
 SCORE_PLACES = 6
 SNIPPET_CHARS = 240
 MAX_HITS_PER_FILE = 2
@@ -92,6 +119,18 @@ class SearchHit:
             hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
         ]
 
+    def context_material(self) -> list[Any]:
+        """What `@2`'s context hash commits to: the cited text and where it is, no score."""
+        return [
+            self.chunk_id,
+            self.document_id,
+            self.path,
+            self.start_line,
+            self.end_line,
+            list(self.snippet_span) if self.snippet_span else None,
+            hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
+        ]
+
 
 @dataclass(frozen=True)
 class SearchRun:
@@ -115,15 +154,25 @@ class SearchRun:
         return {"files_scanned": self.files_scanned, "hits": len(self.hits)}
 
 
-def context_hash_of(status: str, hits: Sequence[SearchHit], filters: Sequence[tuple[str, str, str]]) -> str:
+def context_hash_of(
+    status: str, hits: Sequence[SearchHit], filters: Sequence[tuple[str, str, str]], engine: str = ENGINE
+) -> str:
     """sha256 over the canonical JSON of what the search decided: never receipt or citation ids,
-    timestamps or ciphertext (the snippet enters as the sha256 of its text)."""
-    body = {
-        "engine": ENGINE,
-        "status": status,
-        "hits": [hit.commitment_material() for hit in hits],
-        "filters_applied": [list(f) for f in filters],
-    }
+    timestamps or ciphertext (a snippet enters as the sha256 of its text).
+
+    `@2` commits to the context the model was given — which chunks, in which order, with
+    which text (span and snippet hash) — and the status: not scores, which move whenever any
+    document of the corpus changes (a replay reports score movement apart). `@1` also
+    committed to scores, score breakdowns and filters; its receipts keep that rule."""
+    if engine == ENGINE_V1:
+        body: dict[str, Any] = {
+            "engine": ENGINE_V1,
+            "status": status,
+            "hits": [hit.commitment_material() for hit in hits],
+            "filters_applied": [list(f) for f in filters],
+        }
+    else:
+        body = {"engine": engine, "status": status, "context": [hit.context_material() for hit in hits]}
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
@@ -233,6 +282,7 @@ def rank(
     deadline_s: float | None,
     *,
     withhold_restricted: bool = True,
+    engine: str = ENGINE,
 ) -> SearchRun:
     """Rank `tenant_id`'s corpus as of `request.corpus_position` (a pure read).
 
@@ -240,7 +290,10 @@ def rank(
     `withhold_restricted`: the built-in rule (`ledger.usecases.visibility`): chunks `auth_scope`
     may not see are left out before anything is ranked (the run's `withheld` counts them).
     Only the replay of a receipt recorded before the rule (it has no `withheld`) turns it off,
-    to reproduce that receipt as it was ranked."""
+    to reproduce that receipt as it was ranked.
+    `engine`: the ranking and hash rule to run (`ENGINES`); a replay passes its receipt's."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
     started = time.monotonic()
     index = ctx.search_index
     if index is None:
@@ -257,10 +310,26 @@ def rank(
         view, withheld = visible_corpus(view, auth_scope)
     restricted: set[str] = set()
     run = _rank(
-        ctx, index, tenant_id, query, request, policy, auth_scope, deadline_s, view, started, restricted
+        ctx,
+        index,
+        tenant_id,
+        query,
+        request,
+        policy,
+        auth_scope,
+        deadline_s,
+        view,
+        started,
+        restricted,
+        engine,
     )
     restricted.update(hit.chunk_id for hit in run.hits if hit.sensitivity == "restricted")
-    return replace(run, withheld=withheld, restricted_ids=frozenset(restricted))
+    return replace(
+        run,
+        withheld=withheld,
+        restricted_ids=frozenset(restricted),
+        context_hash=context_hash_of(run.status, run.hits, run.filters_applied, engine),
+    )
 
 
 def _rank(
@@ -275,9 +344,11 @@ def _rank(
     view: CorpusView,
     started: float,
     restricted: set[str],
+    engine: str,
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
+    v1 = engine == ENGINE_V1
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -298,6 +369,9 @@ def _rank(
     per_term: list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
     total_idf = 0.0
     missing: list[str] = []
+    cover_idf: list[float] = []
+    cover_terms: list[str] = []
+    files = None if v1 else _FileBm25(view)
     for query_term in wanted:
         term = query_term.text
         rows, tf = view.body_postings(term)
@@ -306,6 +380,8 @@ def _rank(
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         if query_term.cover:
             total_idf += idf
+            cover_idf.append(idf)
+            cover_terms.append(term)
         if df == 0 and len(field_rows) == 0:
             if query_term.cover:
                 missing.append(term)
@@ -321,6 +397,8 @@ def _rank(
         contribution = idf * tf64 / (tf64 + K1 * (1 - B + B * view.lengths[rows] / avgdl))
         bm25[rows] += contribution
         per_term.append((term, rows, contribution))
+        if files is not None:
+            files.add(idf_term_rows=(rows, tf64))
         title[field_rows[(codes & 1) > 0]] += TITLE_WEIGHT * idf
         heading[field_rows[(codes & 2) > 0]] += HEADING_WEIGHT * idf
         filename[field_rows[(codes & 4) > 0]] += FILENAME_WEIGHT * idf
@@ -331,7 +409,12 @@ def _rank(
     seen[view.document_numbers[touched]] = True
     files_scanned = int(seen.sum())
     scored = (bm25 + title + heading + filename)[touched] > 0
-    qualified = touched[(matched_idf[touched] >= MIN_COVERAGE * total_idf - 1e-12) & scored]
+    if v1:
+        needed = MIN_COVERAGE * total_idf
+    else:
+        known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
+        needed = _needed_coverage(known, missing, total_idf)
+    qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
@@ -356,6 +439,10 @@ def _rank(
     rows_array = np.array(candidates, dtype=np.int64)
     position_bonus = POSITION_WEIGHT / (1 + view.ordinals[rows_array])
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
+    file_score = np.zeros(len(rows_array))
+    if files is not None:
+        file_score = FILE_WEIGHT * files.scores[view.document_numbers[rows_array]]
+        base = base + file_score
     slot_of = {row: i for i, row in enumerate(candidates)}
     top_k = min(request.top_k, policy.max_top_k)
     ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
@@ -395,14 +482,16 @@ def _rank(
     hits: list[SearchHit] = []
     per_file: dict[str, list[SearchHit]] = {}
     for score, path, _ordinal, row, verdict, base_score in allowed:
-        if len(hits) >= top_k:
+        if v1 and len(hits) >= top_k:
             break
+        if not v1 and path not in per_file and len(per_file) >= top_k:
+            continue  # @2: top_k counts citations (files); their later parts may still join
         if late():
             return empty_run("timeout", position, files=files_scanned)
         state = states.get(row)
         if state is None or state.text is None:
             continue
-        same_file = per_file.setdefault(path, [])
+        same_file = per_file.get(path, [])
         if len(same_file) >= MAX_HITS_PER_FILE:
             continue
         try:
@@ -427,6 +516,8 @@ def _rank(
             ("filename_boost", _fixed(float(filename[row]))),
             ("position", _fixed(float(position_bonus[idx]))),
         ]
+        if not v1:
+            components.append(("file_bm25", _fixed(float(file_score[idx]))))
         if verdict.factor != 1:
             components.append(("policy", _fixed(float(score) - base_score)))
         term_scores = tuple(
@@ -451,7 +542,7 @@ def _rank(
             policy_rules=verdict.applied,
             chunk=state,
         )
-        same_file.append(hit)
+        per_file.setdefault(path, same_file).append(hit)
         hits.append(hit)
     if not hits:
         return empty_run(
@@ -461,9 +552,14 @@ def _rank(
             files=files_scanned,
             filters=filters,
         )
-    # Merged per file: a file's hits stay together, files in order of their best hit.
+    # Merged per file: a file's hits stay together, files in order of their best hit (hits
+    # come best first: score, then path, then place in the file). @1 keeps a file's hits in
+    # score order; @2 in reading order, the parts of one citation (`citations_of`).
     order = {path: i for i, path in enumerate(dict.fromkeys(h.path for h in hits))}
-    merged = tuple(sorted(hits, key=lambda h: order[h.path]))
+    if v1:
+        merged = tuple(sorted(hits, key=lambda h: order[h.path]))
+    else:
+        merged = tuple(sorted(hits, key=lambda h: (order[h.path], h.start_line, h.end_line)))
     return SearchRun(
         status="ok",
         position=position,
@@ -473,6 +569,49 @@ def _rank(
         context_hash=context_hash_of("ok", merged, filters),
         files_scanned=files_scanned,
     )
+
+
+class _FileBm25:
+    """`@2`: BM25 of whole files (a file's text is its live chunks': term counts and lengths
+    summed per document), the same k1 and b, N and df counted in files."""
+
+    def __init__(self, view: CorpusView) -> None:
+        self.numbers = view.document_numbers
+        size = int(self.numbers.max(initial=-1)) + 1
+        live = np.asarray(view.live, dtype=bool)
+        numbers = self.numbers[: len(live)][live]
+        self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
+        self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
+        self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
+        self.scores = np.zeros(size)
+
+    def add(self, idf_term_rows: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]) -> None:
+        rows, tf = idf_term_rows
+        per_file = np.bincount(self.numbers[rows], weights=tf, minlength=len(self.scores))
+        held = np.nonzero(per_file)[0]
+        df = len(held)
+        idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
+        counts = per_file[held]
+        self.scores[held] += idf * counts / (counts + K1 * (1 - B + B * self.lengths[held] / self.avgdl))
+
+
+def _needed_coverage(known: Sequence[float], missing: Sequence[str], corpus_max_idf_sum: float) -> float:
+    """`@2`'s no-hit rule: the idf mass a chunk must cover. Every term the corpus knows counts
+    with its idf. A term no live chunk holds (OOV) counts with the largest idf among the
+    query's known terms (an unknown word weighs as much as the query's most specific known
+    one, not as the rarest word possible: one stray word no longer outweighs the rest),
+    except a word that asks how much or how long (`QUESTION_FORM_STEMS`), which counts
+    nothing. More than `MAX_EXCUSED_OOV` unknown content words: the query is about what the
+    corpus does not hold, and they count with the largest idf as under `@1`
+    (`corpus_max_idf_sum` is that total). With unknown content words a chunk must cover
+    `MIN_COVERAGE_OOV` of the mass, else `MIN_COVERAGE`."""
+    content = [term for term in missing if term not in QUESTION_FORM_STEMS]
+    if len(content) > MAX_EXCUSED_OOV or not known:
+        return MIN_COVERAGE * corpus_max_idf_sum
+    total = sum(known) + len(content) * max(known)
+    if content:  # more than half: as many unknown topic words as known ones is not enough
+        return MIN_COVERAGE_OOV * total + 1e-9
+    return MIN_COVERAGE * total
 
 
 Ranked = tuple[str, str, int, int, Verdict, float]  # (score, path, ordinal, row, verdict, base score)

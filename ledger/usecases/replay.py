@@ -50,7 +50,8 @@ from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts,
 from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
 from ledger.usecases.policy import bundle_rules, live_rules
 from ledger.usecases.ports import PolicyState, ReceiptRecord
-from ledger.usecases.ranking import SearchHit, SearchRun, rank
+from ledger.usecases.ranking import ENGINES, SearchHit, SearchRun, rank
+from ledger.usecases.replay_edits import edited_sections
 from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import seal_hits
@@ -171,6 +172,7 @@ def _hit_entry(hit: SearchHit) -> dict[str, Any]:
         "path": hit.path,
         "locator": {"start_line": hit.start_line, "end_line": hit.end_line},
         "score": hit.score,
+        "snippet_span": list(hit.snippet_span) if hit.snippet_span else None,
     }
 
 
@@ -183,14 +185,17 @@ def _outcome(run: SearchRun) -> Outcome:
 
 
 def _integrity(
-    ctx: UseCaseContext, receipt: Receipt, recorded_hash: str, original_run: SearchRun
+    ctx: UseCaseContext, receipt: Receipt, recorded: Outcome, original_run: SearchRun
 ) -> tuple[str, dict[str, Any] | None]:
-    """`ok` when the as-of run reproduces the receipt's context hash. Otherwise
+    """`ok` when the as-of run reproduces the receipt's context hash and every recorded score
+    (an `@2` hash leaves scores out, so they are compared one by one). Otherwise
     `unverifiable` (an honest limit, not a finding) when the corpus of that day can no
     longer be read back (text live then was erased or expired since), or when the
     original search or this run passed its deadline; else `mismatch`: a real integrity
     finding, logged with ids only."""
-    if original_run.context_hash == recorded_hash:
+    recorded_scores = [str(entry["score"]) for entry in recorded.entries]
+    same_scores = recorded_scores == [hit.score for hit in original_run.hits]
+    if original_run.context_hash == recorded.context_hash and same_scores:
         return "ok", None
     if receipt.payload["status"] == "timeout":  # the search was cut short: nothing to reproduce
         return "unverifiable", {"cause": "original_timeout", "document_ids": []}
@@ -219,6 +224,12 @@ def _bm25(
         raise Unreplayable(
             "this process runs no search index to re-run a citeledger-bm25 receipt", code=ENGINE_UNAVAILABLE
         )
+    engine = str(payload["engine"])
+    if engine not in ENGINES:
+        raise Unreplayable(
+            f"this ledger does not run engine {engine} (it runs {', '.join(ENGINES)})",
+            code=ENGINE_UNAVAILABLE,
+        )
     request = SearchRequest.model_validate(payload["search"])
     target, _ = _target(ctx, request.corpus_position, at_position)
     live_rules, live_hash = _live_policy(ctx, tenant, target)
@@ -230,7 +241,15 @@ def _bm25(
 
     def run(at: SearchRequest, policy: PolicyRules) -> SearchRun:
         return rank(
-            ctx, tenant, query, at, policy, scopes, REPLAY_RUN_DEADLINE_S, withhold_restricted=withhold
+            ctx,
+            tenant,
+            query,
+            at,
+            policy,
+            scopes,
+            REPLAY_RUN_DEADLINE_S,
+            withhold_restricted=withhold,
+            engine=engine,  # each receipt replays under the ranking and hash rule that made it
         )
 
     original_run = run(request, rules)
@@ -240,7 +259,7 @@ def _bm25(
     policy_run = data_run if live_rules == rules else run(now_request, live_rules)
     recorded = outcome_of_receipt(payload)
     data_outcome = _outcome(data_run)
-    integrity, reason = _integrity(ctx, receipt, recorded.context_hash, original_run)
+    integrity, reason = _integrity(ctx, receipt, recorded, original_run)
     body = {
         "engine": payload["engine"],
         "integrity": integrity,
@@ -402,6 +421,24 @@ def _shown(body: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
     return shown
 
 
+def _add_edits(
+    ctx: UseCaseContext,
+    caller: Caller,
+    receipt: Receipt,
+    replay_receipt: RetrievalRecorded,
+    base: dict[str, Any],
+) -> None:
+    """Data drift's edited sections (`ledger.usecases.replay_edits`), from what the caller
+    is shown: a section edited since the receipt as its changed lines."""
+    envelope = base["diff"]["data_drift"]
+    redacted = {
+        str(e["chunk_id"]) for e in receipt.payload["selected_entries"] if e.get("snippet_span") is None
+    } | {e.chunk_id for e in replay_receipt.selected_entries if e.snippet_span is None}
+    envelope["selected_entries"]["edited"] = edited_sections(
+        ctx, caller.tenant_id, caller.scopes, envelope, int(base["at_position"]), redacted
+    )
+
+
 def replay(
     ctx: UseCaseContext,
     caller: Caller,
@@ -421,6 +458,7 @@ def replay(
     # The ledger records the whole diff; the caller sees what its own scopes may see.
     hidden = frozenset() if sees_restricted(caller.scopes) else restricted
     base = {"original_receipt_id": receipt_id, **_shown(_erased_shown(ctx, caller, body), hidden)}
+    _add_edits(ctx, caller, receipt, replay_receipt, base)
     envelope = body["diff"]["data_drift"]
     # Recorded on the ledger too, so an auditor reading the log tells "reproduced" from
     # "could not be checked" (and why) without the response that was returned then.

@@ -4,6 +4,7 @@ current position under the live policy, then one signed receipt for every search
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import logging
 import time
 import uuid
@@ -213,10 +214,12 @@ def _record(
     # Sealed before the commit (a shredded key fails this search alone, not the group commit):
     # what the stored answer keeps of the query, snippets, headings and terms.
     try:
-        citations = [
-            _citation(ctx.sealer, tenant, hit, entry, query)
-            for hit, entry in zip(run.hits, entries, strict=True)
-        ]
+        citations = _merged(
+            [
+                _citation(ctx.sealer, tenant, hit, entry, query)
+                for hit, entry in zip(run.hits, entries, strict=True)
+            ]
+        )
         gaps: list[str] | Protected = (
             protect_json(
                 ctx.sealer, list(run.gaps), tenant_id=tenant, key_refs=sealed_refs(query), withheld=[]
@@ -267,6 +270,21 @@ def _record(
         }
 
     return record(ctx, caller, [payload], answer, bound(idempotency, ctx.sealer, sealed_refs(query)))
+
+
+def _merged(citations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One citation per file (seed `004`: a file's snippets merged, not repeated), in the
+    order of the ranking: best score first, ties by path. A citation's own fields are its best
+    part's (score, then place in the file); `parts` lists every snippet of the file in reading
+    order, each with its span, score and reason (one receipt entry, one `citation_id`, each)."""
+    files: dict[str, list[dict[str, Any]]] = {}
+    for citation in citations:
+        files.setdefault(citation["path"], []).append(citation)
+    out = []
+    for parts in files.values():
+        best = min(parts, key=lambda part: (-decimal.Decimal(part["score"]), part["locator"]["start_line"]))
+        out.append({**best, "parts": parts})
+    return out
 
 
 def _citation(

@@ -1,0 +1,198 @@
+"""Engine versions on replay: a `citeledger-bm25@2` context hash covers the context the
+model was given (which chunks, in which order, with which text), not scores; `@1`
+receipts, whose hash covered scores, keep replaying under `@1`'s rule byte for byte."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from ledger.application import Ledger
+from ledger.events import RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.policy_rules import NO_POLICY
+from ledger.usecases.commands import PolicyBundleIn
+from ledger.usecases.context import Caller, UseCaseContext, record
+from ledger.usecases.errors import Unreplayable
+from ledger.usecases.policy import publish_policy
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, rank
+from ledger.usecases.replay import replay
+from ledger.usecases.retrievals import policy_snapshot, seal_query
+from ledger.usecases.search import seal_hits
+from projections.lookups import ledger_context
+from tests.test_search import _ingest, _search
+
+CALLER = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))
+QUERY = "salary bands"
+
+
+def _corpus(ctx: UseCaseContext) -> dict[str, str]:
+    files = {
+        "handbook/salary.md": "# Salary\n\nSalary bands are published every January.\n",
+        "hr/salaries.md": "# Salaries\n\nSalary bands for engineers are reviewed yearly.\n",
+        "finance/payroll.md": "# Payroll\n\nPayroll runs monthly; salary bands set the ranges.\n",
+    }
+    return {path: _ingest(ctx, CALLER, path, text)["document_id"] for path, text in files.items()}
+
+
+def _unrelated_edit(ctx: UseCaseContext) -> None:
+    """A file that shares no word with the query: only corpus-wide statistics move."""
+    _ingest(ctx, CALLER, "ops/kitchen.md", "# Kitchen\n\nThe kitchen is cleaned on Fridays.\n" * 3)
+
+
+def _record(ctx: UseCaseContext, run: SearchRun, request: SearchRequest, engine: str) -> str:
+    """A receipt as the search use case records one, made by `engine`'s ranking."""
+    entries, expiry = seal_hits(ctx, "acme", run.hits, query_keys=True)
+    receipt = RetrievalRecorded(
+        receipt_id=uuid.uuid4().hex,
+        query=seal_query(ctx, "acme", QUERY, None, expiry),
+        task=TaskEnvelope(auth_scope=sorted(CALLER.scopes)),
+        engine=engine,
+        mode="live",
+        policy_snapshot=policy_snapshot(None),
+        search=request,
+        selected_entries=entries,
+        context_hash=run.context_hash,
+        status=run.status,
+        withheld=run.withheld,
+    )
+    record(ctx, CALLER, [receipt], lambda events: {})
+    return receipt.receipt_id
+
+
+def test_an_unrelated_edit_leaves_the_context_hash_and_reports_scores_apart(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    searched = _search(ctx, CALLER, QUERY)
+    assert searched["status"] == "ok" and len(searched["output"]["citations"]) == 3
+    _unrelated_edit(ctx)
+    body = replay(ctx, CALLER, searched["receipt_id"]).body
+    assert body["engine"] == ENGINE == ENGINE_V2 and body["integrity"] == "ok"
+    drift = body["diff"]["data_drift"]
+    assert drift["context_hash"]["changed"] is False
+    assert drift["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
+    common = drift["selected_entries"]["common_entries"]
+    assert len(common) == 3 and not any(e["moved"] for e in common)
+    # Every score moved with N and avgdl: each listed once, old and new.
+    assert {e["chunk_id"] for e in drift["score_changes"]} == {e["chunk_id"] for e in common}
+    assert all(e["old_score"] != e["new_score"] for e in drift["score_changes"])
+
+
+def test_an_edited_cited_section_is_a_text_change(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    ids = _corpus(ctx)
+    searched = _search(ctx, CALLER, QUERY)
+    _ingest(
+        ctx,
+        CALLER,
+        "handbook/salary.md",
+        "# Salary\n\nSalary bands are published every January and July.\n",
+        document_id=ids["handbook/salary.md"],
+    )
+    drift = replay(ctx, CALLER, searched["receipt_id"]).body["diff"]["data_drift"]
+    assert drift["context_hash"]["changed"] is True
+    assert drift["changes"]["text"] is True and drift["changes"]["membership"] is True
+    [removed] = drift["selected_entries"]["removed"]
+    [added] = drift["selected_entries"]["added"]
+    assert removed["path"] == "handbook/salary.md"
+    # The edited section as its changed lines, not only two chunk ids.
+    [edited] = drift["selected_entries"]["edited"]
+    assert (edited["old_chunk_id"], edited["new_chunk_id"]) == (removed["chunk_id"], added["chunk_id"])
+    assert edited["diff_withheld"] is None
+    assert "-Salary bands are published every January." in edited["diff"]
+    assert "+Salary bands are published every January and July." in edited["diff"]
+    assert edited["diff"][:2] == ["--- recorded", "+++ now"]
+
+
+def test_an_edited_section_a_policy_redacts_is_not_shown(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    ids = _corpus(ctx)
+    bundle = (
+        "version: r1\nrules:\n  - id: hb-redacted\n    action: redact\n    match: {paths: ['handbook/**']}\n"
+    )
+    publish_policy(ctx, CALLER, PolicyBundleIn(bundle_yaml=bundle))
+    searched = _search(ctx, CALLER, QUERY)
+    _ingest(
+        ctx,
+        CALLER,
+        "handbook/salary.md",
+        "# Salary\n\nSalary bands are published every January and July.\n",
+        document_id=ids["handbook/salary.md"],
+    )
+    body = replay(ctx, CALLER, searched["receipt_id"]).body
+    [edited] = body["diff"]["data_drift"]["selected_entries"]["edited"]
+    assert (edited["diff"], edited["diff_withheld"]) == (None, "redacted")
+    assert "July" not in str(body) and "January" not in str(body)
+
+
+def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
+    old = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine=ENGINE_V1)
+    new = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
+    assert old.context_hash != new.context_hash  # the two rules commit to different things
+    receipt_id = _record(ctx, old, request, ENGINE_V1)
+    body = replay(ctx, CALLER, receipt_id).body
+    assert body["engine"] == ENGINE_V1 and body["integrity"] == "ok"
+    assert body["diff"]["as_of_original"]["context_hash"] == {
+        "original": old.context_hash,
+        "replay": old.context_hash,
+        "changed": False,
+    }
+    event = ledger.get(body["replay_receipt"]["position"])
+    assert event is not None and event.payload["engine"] == ENGINE_V1
+    # `@1`'s hash covers scores: an unrelated edit still changes it, as it always did.
+    _unrelated_edit(ctx)
+    again = replay(ctx, CALLER, receipt_id).body
+    assert again["integrity"] == "ok"
+    assert again["diff"]["data_drift"]["context_hash"]["changed"] is True
+    assert again["diff"]["data_drift"]["changes"]["membership"] is False
+
+
+def test_an_engine_this_ledger_does_not_run_is_refused(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
+    run = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
+    receipt_id = _record(ctx, run, request, "citeledger-bm25@9")
+    with pytest.raises(Unreplayable) as refused:
+        replay(ctx, CALLER, receipt_id)
+    assert refused.value.code == "unreplayable.engine_unavailable"
+    with pytest.raises(ValueError, match="unknown engine"):
+        rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine="citeledger-bm25@9")
+
+
+def test_an_edited_restricted_section_shows_its_lines_only_with_the_scope(ledger: Ledger) -> None:
+    ctx = ledger_context(ledger)
+    scoped = Caller(
+        "acme", "svc-audit", frozenset({"retrieval.write", "replay.run", "knowledge.restricted.read"})
+    )
+    path = "security/salary-bands.md"
+    doc = _ingest(
+        ctx,
+        scoped,
+        path,
+        "# Salary bands\n\nSalary bands for executives: 40 to 60.\n",
+        sensitivity="restricted",
+    )
+    searched = _search(ctx, scoped, QUERY)
+    assert [c["path"] for c in searched["output"]["citations"]] == [path]
+    _ingest(
+        ctx,
+        scoped,
+        path,
+        "# Salary bands\n\nSalary bands for executives: 45 to 70.\n",
+        sensitivity="restricted",
+        document_id=doc["document_id"],
+    )
+    shown = replay(ctx, scoped, searched["receipt_id"]).body
+    [edited] = shown["diff"]["data_drift"]["selected_entries"]["edited"]
+    assert "+Salary bands for executives: 45 to 70." in edited["diff"]
+    # Without the scope: neither entry, nor the edit, nor any of its text.
+    hidden = replay(ctx, CALLER, searched["receipt_id"]).body
+    drift = hidden["diff"]["data_drift"]["selected_entries"]
+    assert drift["edited"] == [] and drift["added"] == [] and drift["removed"] == []
+    assert "executives" not in str(hidden) and path not in str(hidden)
