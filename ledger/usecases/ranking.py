@@ -484,14 +484,17 @@ def _rank(
     for score, path, _ordinal, row, verdict, base_score in allowed:
         if v1 and len(hits) >= top_k:
             break
-        if not v1 and path not in per_file and len(per_file) >= top_k:
+        state = states.get(row)
+        # A file is a document: @2 keeps the same relative path in two sources apart (@1,
+        # kept as recorded, went by path).
+        file = path if v1 or state is None else state.document_id
+        if not v1 and file not in per_file and len(per_file) >= top_k:
             continue  # @2: top_k counts citations (files); their later parts may still join
         if late():
             return empty_run("timeout", position, files=files_scanned)
-        state = states.get(row)
         if state is None or state.text is None:
             continue
-        same_file = per_file.get(path, [])
+        same_file = per_file.get(file, [])
         if len(same_file) >= MAX_HITS_PER_FILE:
             continue
         try:
@@ -542,7 +545,7 @@ def _rank(
             policy_rules=verdict.applied,
             chunk=state,
         )
-        per_file.setdefault(path, same_file).append(hit)
+        per_file.setdefault(file, same_file).append(hit)
         hits.append(hit)
     if not hits:
         return empty_run(
@@ -555,11 +558,12 @@ def _rank(
     # Merged per file: a file's hits stay together, files in order of their best hit (hits
     # come best first: score, then path, then place in the file). @1 keeps a file's hits in
     # score order; @2 in reading order, the parts of one citation (`citations_of`).
-    order = {path: i for i, path in enumerate(dict.fromkeys(h.path for h in hits))}
     if v1:
+        order = {path: i for i, path in enumerate(dict.fromkeys(h.path for h in hits))}
         merged = tuple(sorted(hits, key=lambda h: order[h.path]))
     else:
-        merged = tuple(sorted(hits, key=lambda h: (order[h.path], h.start_line, h.end_line)))
+        order = {doc: i for i, doc in enumerate(dict.fromkeys(h.document_id for h in hits))}
+        merged = tuple(sorted(hits, key=lambda h: (order[h.document_id], h.start_line, h.end_line)))
     return SearchRun(
         status="ok",
         position=position,

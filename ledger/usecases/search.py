@@ -277,9 +277,10 @@ def _merged(citations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     order of the ranking: best score first, ties by path. A citation's own fields are its best
     part's (score, then place in the file); `parts` lists every snippet of the file in reading
     order, each with its span, score and reason (one receipt entry, one `citation_id`, each)."""
+    # A file is a document: the same relative path in two sources is two files.
     files: dict[str, list[dict[str, Any]]] = {}
     for citation in citations:
-        files.setdefault(citation["path"], []).append(citation)
+        files.setdefault(citation["document_id"], []).append(citation)
     out = []
     for parts in files.values():
         best = min(parts, key=lambda part: (-decimal.Decimal(part["score"]), part["locator"]["start_line"]))
