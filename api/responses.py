@@ -392,6 +392,14 @@ class SearchLocator(Locator):
     heading_path: str | None = None
 
 
+class TextSpan(BaseModel):
+    """Where a snippet sits in its chunk's text (character offsets, end exclusive): the same
+    `{start, end}` form as a receipt entry's `snippet_span` and a read-back's `cited_span`."""
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+
+
 class SearchCitation(BaseModel):
     """One cited file: its best chunk (where it is, the snippet cut from it, why it ranked)
     and all its snippets merged (`parts`)."""
@@ -409,7 +417,7 @@ class SearchCitation(BaseModel):
         description="Verbatim from the chunk (at most 240 characters); empty when redacted, or in a "
         "repeat (`dedup`) after the document was erased (then listed under `withheld`)"
     )
-    snippet_span: list[int] | None = None
+    snippet_span: TextSpan | None = None
     locator: SearchLocator
     score: str = Field(description="Decimal string, 6 places")
     reason: dict[str, Any] = Field(description="score_breakdown, per-term BM25 contributions, policy rules")

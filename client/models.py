@@ -232,6 +232,13 @@ class SearchLocator(Locator):
     heading_path: str | None = None
 
 
+class TextSpan(BaseModel):
+    """Where a snippet sits in its chunk's text (character offsets, end exclusive)."""
+
+    start: int
+    end: int
+
+
 class SearchCitation(BaseModel):
     """One cited file of a search: its best chunk (where, the snippet, why it ranked) and `parts`."""
 
@@ -242,7 +249,7 @@ class SearchCitation(BaseModel):
     source: str | None = None  # the cited document's source
     path: str
     snippet: str  # verbatim from the chunk; empty when a policy redacts it
-    snippet_span: list[int] | None = None
+    snippet_span: TextSpan | None = None
     locator: SearchLocator
     score: str  # a decimal as text, 6 places
     reason: dict[str, Any]  # score_breakdown, per-term BM25 contributions, policy rules

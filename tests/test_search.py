@@ -366,7 +366,7 @@ def test_snippets_occur_verbatim_and_are_capped(ledger: Ledger) -> None:
     body = _search(ctx, ACME, "deployment windows")
     assert body["status"] == "ok" and body["output"]["citations"]
     for citation in body["output"]["citations"]:
-        start, end = citation["snippet_span"]
+        start, end = citation["snippet_span"]["start"], citation["snippet_span"]["end"]
         assert 0 < len(citation["snippet"]) <= ranking.SNIPPET_CHARS
         assert citation["snippet"] in long_text and end - start == len(citation["snippet"])
         assert any(t.text == "deploy" for t in text_terms(citation["snippet"]))

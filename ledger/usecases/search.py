@@ -303,7 +303,9 @@ def _citation(
         "source": entry.source,
         "path": hit.path,
         "snippet": Protected(hit.snippet, entry.snapshot, withheld=""),
-        "snippet_span": list(hit.snippet_span) if hit.snippet_span else None,
+        "snippet_span": (
+            {"start": hit.snippet_span[0], "end": hit.snippet_span[1]} if hit.snippet_span else None
+        ),
         "locator": {
             "start_line": hit.start_line,
             "end_line": hit.end_line,
