@@ -26,11 +26,11 @@ from ledger.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskE
 from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.documents import ingest_document, remove_document
-from ledger.usecases.policy import publish_policy
+from ledger.usecases.policy import live_rules, publish_policy
 from ledger.usecases.ranking import ENGINE, ENGINE_V1, rank
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
-from ledger.usecases.search import rules_of, seal_hits, search
+from ledger.usecases.search import seal_hits, search
 from projections.lookups import ledger_context
 from tests.conftest import fresh_config
 
@@ -118,7 +118,7 @@ def _search_v1(ctx: UseCaseContext, task: dict[str, object]) -> tuple[str, str, 
     and hash rule, the receipt recorded with `engine: citeledger-bm25@1`."""
     assert ctx.search_index is not None
     state = ctx.lookups.live_policy("acme")
-    rules = rules_of(state)
+    rules = live_rules(state)
     roots = list(task.get("target_roots", []))  # type: ignore[call-overload]
     request = SearchRequest(
         target_roots=roots,
