@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -367,9 +368,12 @@ def bundle(
 
     from ledger.application import Ledger
     from ledger.bundle import build_bundle
+    from ledger.events import IDENTIFIER_PATTERN
     from ledger.usecases.errors import NotFound
     from ledger.usecases.receipts import receipt_bundle
 
+    if not entry.isdigit() and not re.fullmatch(IDENTIFIER_PATTERN, entry):
+        fail(f"{entry[:64]!r}: give a receipt id or a log position", 2)
     owner = tenant or os.environ.get("CITELEDGER_TENANT", "default")
     with Ledger(_config(data_dir)) as ledger:
         try:

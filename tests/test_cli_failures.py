@@ -177,7 +177,11 @@ def test_bad_arguments_and_unreadable_inputs_are_exit_2(tmp_path: Path) -> None:
     _one_line(run_cli(["verify", "--export", export, "--public-key", root_pub], env), 2, export)
     bad_setting = _env(CITELEDGER_CHECKPOINT_INTERVAL_S="soon")
     _one_line(run_cli(["lag", "--data-dir", str(data)], bad_setting), 2, "CITELEDGER_CHECKPOINT_INTERVAL_S")
-    _one_line(run_cli(["bundle", "not-a-number", "--data-dir", str(data)], env), 2, "--help")
+    # `bundle` takes a receipt id or a position: neither is bad usage (2), an unknown id is 1.
+    _one_line(
+        run_cli(["bundle", "../etc/x", "--data-dir", str(data)], env), 2, "receipt id or a log position"
+    )
+    _one_line(run_cli(["bundle", "no-such-receipt", "--data-dir", str(data)], env), 1, "no receipt")
 
 
 def test_invalid_evidence_is_exit_1_not_2(tmp_path: Path) -> None:

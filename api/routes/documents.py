@@ -106,7 +106,8 @@ async def upload_document(
         raise ApiError(400, "bad_request", "uploaded file is not UTF-8 text") from None
     try:
         doc = DocumentIn(
-            path=data.path or filename or "upload.md",
+            # A `path` field that is there but empty is refused like any bad path, not replaced.
+            path=data.path if data.path is not None else (filename or "upload.md"),
             text=text,
             title=data.title,
             source=data.source,
