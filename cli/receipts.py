@@ -49,7 +49,7 @@ class Refused(Exception):
 class ReceiptSource(Protocol):
     def page(self, filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]: ...
     def detail(self, receipt_id: str, content: bool) -> dict[str, Any]: ...
-    def bundle(self, receipt_id: str) -> dict[str, Any]: ...
+    def bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]: ...
     def root_key(self) -> tuple[bytes, str]: ...
 
 
@@ -100,10 +100,10 @@ class LocalSource:
         event, chain = receipt_with_chain(self.ctx, self.caller.tenant_id, receipt_id)
         return receipt_detail(self.ctx, self.caller, event, chain, content=content)
 
-    def bundle(self, receipt_id: str) -> dict[str, Any]:
+    def bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]:
         from ledger.usecases.receipts import receipt_bundle
 
-        return receipt_bundle(self.ctx, self.caller.tenant_id, receipt_id)
+        return receipt_bundle(self.ctx, self.caller.tenant_id, receipt_id, latest=latest)
 
     def root_key(self) -> tuple[bytes, str]:
         from ledger.signing import KeyDirectory, read_public_key_file
@@ -130,8 +130,8 @@ class RemoteSource:
     def detail(self, receipt_id: str, content: bool) -> dict[str, Any]:
         return self.client.receipt(receipt_id, content=content)
 
-    def bundle(self, receipt_id: str) -> dict[str, Any]:
-        return self.client.receipt_bundle(receipt_id)
+    def bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]:
+        return self.client.receipt_bundle(receipt_id, latest=latest)
 
     def root_key(self) -> tuple[bytes, str]:
         from ledger.signing import read_public_key_file, unb64
@@ -367,12 +367,12 @@ def _sealed_content(detail: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_proof(source: ReceiptSource, receipt_id: str) -> dict[str, Any]:
-    """The receipt's bundle checked with nothing but the root key: entry signature, inclusion
-    proof, checkpoint signature, key chain."""
+    """The receipt's bundle against the latest signed checkpoint, checked with nothing but the
+    root key: entry signature, inclusion proof, checkpoint signature, key chain."""
     from ledger.bundle import BundleError, verify_bundle
 
     key, where = source.root_key()
-    bundle = source.bundle(receipt_id)
+    bundle = source.bundle(receipt_id, latest=True)
     checkpoint = bundle.get("checkpoint", {})
     facts = {
         "root_key": where,
@@ -391,14 +391,17 @@ def _policy(snapshot: dict[str, Any] | None) -> dict[str, Any]:
         return {"bundle_hash": None, "rules": None, "note": "legacy receipt: no policy snapshot"}
     if snapshot.get("bundle_yaml") is None:
         return {"bundle_hash": None, "rules": [], "note": "no policy bundle was active"}
-    import yaml
+    from ledger.usecases.errors import UseCaseError
+    from ledger.usecases.policy import bundle_rules
 
-    from ledger.policy_rules import PolicyRuleError, rules_from_bundle
-
-    try:
-        rules = rules_from_bundle(yaml.safe_load(snapshot["bundle_yaml"]))
-    except (PolicyRuleError, yaml.YAMLError, TypeError, ValueError) as exc:
-        return {"bundle_hash": snapshot["bundle_hash"], "rules": None, "note": f"unparseable: {exc}"[:200]}
+    try:  # the bounded loader and compile step every surface uses (a hostile snapshot is refused)
+        rules = bundle_rules(snapshot["bundle_yaml"])
+    except UseCaseError as exc:
+        return {
+            "bundle_hash": snapshot["bundle_hash"],
+            "rules": None,
+            "note": f"unparseable: {exc.message}"[:200],
+        }
     return {
         "bundle_hash": snapshot["bundle_hash"],
         "captured_at": snapshot.get("captured_at"),

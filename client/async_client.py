@@ -186,8 +186,8 @@ class AsyncClient(Shared):
         """GET /v1/receipts/{id}; `content=True`: the sealed fields in plain (audit.content; recorded)."""
         return await self._send(self.receipt_call(receipt_id, content=content))
 
-    async def receipt_bundle(self, receipt_id: str) -> dict[str, Any]:
-        bundle: dict[str, Any] = (await self._send(self.bundle_call(receipt_id)))["bundle"]
+    async def receipt_bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]:
+        bundle: dict[str, Any] = (await self._send(self.bundle_call(receipt_id, latest=latest)))["bundle"]
         return bundle
 
     async def keys(self) -> dict[str, Any]:

@@ -171,8 +171,9 @@ class Shared:
         return make_call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}", "read", params=params)
 
     @staticmethod
-    def bundle_call(receipt_id: str) -> Call:
-        return make_call("GET", f"/v1/receipts/{quote(receipt_id, safe='')}/bundle", "read")
+    def bundle_call(receipt_id: str, *, latest: bool = False) -> Call:
+        path = f"/v1/receipts/{quote(receipt_id, safe='')}/bundle" + ("?checkpoint=latest" if latest else "")
+        return make_call("GET", path, "read")
 
     @staticmethod
     def keys_call() -> Call:

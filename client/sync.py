@@ -201,9 +201,9 @@ class Client(Shared):
         (scope `audit.content`; the server records the read)."""
         return self._send(self.receipt_call(receipt_id, content=content))
 
-    def receipt_bundle(self, receipt_id: str) -> dict[str, Any]:
+    def receipt_bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]:
         """The receipt's portable bundle (check it with `verify_bundle` and the root key)."""
-        bundle: dict[str, Any] = self._send(self.bundle_call(receipt_id))["bundle"]
+        bundle: dict[str, Any] = self._send(self.bundle_call(receipt_id, latest=latest))["bundle"]
         return bundle
 
     def keys(self) -> dict[str, Any]:

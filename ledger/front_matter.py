@@ -2,7 +2,7 @@
 and retention, never widen them.
 
 Front matter is the block between a first line `---` and the next `---` (or `...`), at most
-`MAX_FRONT_MATTER_BYTES`, read with `yaml.safe_load`. Only `sensitivity` and
+`MAX_FRONT_MATTER_BYTES`, read with the bounded loader of `ledger.policy_yaml`. Only `sensitivity` and
 `retention_days` mean anything to the ledger; other keys are left alone. The block stays in
 the recorded text (it is part of the file: the content hash and every line number stay the
 file's own, so a locator points at the line an auditor opens).
@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from ledger.events import MAX_RETENTION_DAYS
+from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 
 MAX_FRONT_MATTER_BYTES = 4096
 SENSITIVITY_RANK = {"public": 0, "internal": 1, "restricted": 2}
@@ -60,9 +59,11 @@ def front_matter(text: str) -> dict[str, Any]:
     else:
         return {}  # a rule line, not front matter: no closing marker
     try:
-        value = yaml.safe_load(block)
-    except yaml.YAMLError:
-        raise FrontMatterRefused("bad_front_matter", "front matter is not YAML") from None
+        # The bounded loader of policy bundles: a file's author is not trusted either (no
+        # aliases, so no "billion laughs" in 4 KiB; nodes, depth and sizes bounded).
+        value = load_bundle_yaml(block)
+    except BundleLimitError as exc:
+        raise FrontMatterRefused("bad_front_matter", f"front matter: {exc}"[:200]) from None
     if value is None:
         return {}
     if not isinstance(value, dict):

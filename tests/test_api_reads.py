@@ -57,6 +57,23 @@ def test_bundle_carries_verifiable_proofs_of_the_cited_documents(api: Api) -> No
         )
 
 
+def test_a_receipt_bundle_against_the_latest_checkpoint(api: Api) -> None:
+    """`?checkpoint=latest`: the receipt is still in the log as it stands today (what `receipts
+    show` checks), not only in the first checkpoint that covered it."""
+    doc = api.document()
+    receipt = api.retrieval(doc)
+    url = f"/v1/receipts/{receipt['receipt_id']}/bundle"
+    first = api.client.get(url, headers=api.headers("reader")).json()["bundle"]
+    for _ in range(3):
+        api.retrieval(doc)
+    newest = api.services.ledger.issue_checkpoint()
+    latest = api.client.get(url + "?checkpoint=latest", headers=api.headers("reader")).json()["bundle"]
+    assert first["checkpoint"]["tree_size"] < latest["checkpoint"]["tree_size"] == newest.tree_size
+    root_key = api.services.ledger.root_public_key
+    assert verify_bundle(latest, root_key)["payload"]["receipt_id"] == receipt["receipt_id"]
+    assert api.client.get(url + "?checkpoint=newest", headers=api.headers("reader")).status_code == 400
+
+
 def test_export_streams_a_log_that_verifies_offline(api: Api, tmp_path: Path) -> None:
     doc = api.document()
     for _ in range(3):

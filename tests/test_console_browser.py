@@ -108,6 +108,17 @@ def _sign_in(page: Page, base_url: str, token: str, target: str = "/console/") -
     page.wait_for_load_state()
 
 
+def _cli(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def _auditor_token(config: Any) -> str:
     # Everything an auditor does in the console, but not knowledge.restricted.read.
     return create_token(config.token_path, "acme", ["audit.read", "audit.content", "replay.run", "admin"])
@@ -139,6 +150,15 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
         assert len(types) == 3 and set(types) == {"RetrievalRecorded"}
         _shot(page, "history", screenshots)
 
+        # Receipts, filtered by task: the question asked, in plain under audit.content.
+        page.goto(base + "/console/receipts")
+        page.get_by_label("Task id").fill("console-search")
+        page.get_by_role("button", name="Filter").click()
+        assert "task_id=console-search" in page.url
+        rows = page.locator("table.receipts tbody tr")
+        assert rows.count() == 1 and "audit logs kept" in rows.first.inner_text()
+        _shot(page, "receipts", screenshots)
+
         # The search receipt: intact, with its citations and policy snapshot.
         receipt_id = seeded["search"]["receipt_id"]
         page.locator(f"a[href='/console/receipts/{receipt_id}']").first.click()
@@ -155,6 +175,15 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
         assert "restricted: needs knowledge.restricted.read" in page.locator("main").inner_text()
         assert "confidential" not in page.content()
         page.goto(f"{base}/console/receipts/{receipt_id}")
+
+        # Evidence for a third party: the receipt's bundle checks offline with the root key alone.
+        with page.expect_download() as bundle_download:
+            page.get_by_role("link", name="Download the receipt's bundle").click()
+        bundle_path = tmp_path / "receipt.bundle.json"
+        bundle_download.value.save_as(bundle_path)
+        root_pub = str(config.ledger.data_dir / "keys" / "root.pub")
+        offline = _cli(["verify-bundle", str(bundle_path), "--public-key", root_pub])
+        assert offline.returncode == 0 and offline.stdout.startswith("OK "), offline.stdout + offline.stderr
 
         # Replay: the diff's three views and the integrity verdict.
         page.get_by_role("button", name="Replay this receipt").click()
@@ -193,6 +222,19 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
         assert "erasure_request" in page.locator("main").inner_text()
         _shot(page, "erasures", screenshots)
 
+        # Proof that the log was not rewritten since a kept checkpoint; a forged one is refused.
+        page.goto(base + "/console/proofs")
+        kept = page.locator("pre.note").inner_text()
+        page.get_by_label("Your checkpoint from the last audit (a signed note)").fill(kept)
+        page.get_by_role("button", name="Check the log against it").click()
+        assert page.locator(".badge.intact").inner_text().startswith("Not rewritten")
+        _shot(page, "proofs", screenshots)
+        lines = kept.split("\n")
+        lines[2] = "A" * len(lines[2])  # another root hash, the same signature
+        page.get_by_label("Your checkpoint from the last audit (a signed note)").fill("\n".join(lines))
+        page.get_by_role("button", name="Check the log against it").click()
+        assert page.locator(".badge.broken").is_visible()
+
         # Export, then verify the downloaded file offline with the CLI.
         page.goto(base + "/console/export")
         _shot(page, "export", screenshots)
@@ -200,23 +242,7 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
             page.get_by_role("link", name="Download the export").click()
         exported = tmp_path / "export.jsonl"
         download.value.save_as(exported)
-        checked = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "cli.main",
-                "verify",
-                "--export",
-                str(exported),
-                "--public-key",
-                str(config.ledger.data_dir / "keys" / "root.pub"),
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        checked = _cli(["verify", "--export", str(exported), "--public-key", root_pub])
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
         # Sign out: the session is gone server-side too.

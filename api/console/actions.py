@@ -27,6 +27,7 @@ from api.console.web import (
     sessions_of,
 )
 from ledger.usecases.commands import ErasureIn, LegalHoldIn
+from ledger.usecases.receipts import check_held_checkpoint
 from ledger.usecases.replay import replay
 from ledger.usecases.retention import erase, place_hold, release_hold
 
@@ -82,11 +83,36 @@ async def sign_out(request: AnyRequest, user: User, data: Form) -> Redirect:
 
 @post("/receipts/{receipt_id:str}/replay", name="console:replay", status_code=200)
 async def run_replay(request: AnyRequest, user: User, receipt_id: FromPath[str], data: Form) -> Template:
+    """Replay as `POST /v1/receipts/{id}/replay`; `at_position` replays as of that position."""
     check_form(request, user, data)
     user.require("replay.run")
+    at = field(data, "at_position")
+    if at and (not at.isdigit() or not 1 <= int(at) <= 2**53 - 1):
+        raise ConsoleRefusal(422, "Not accepted", "at_position: a whole number from 1")
+    at_position = int(at) if at else None
     services = services_of(request)
-    result = await services.blocking(replay, services.context, user.caller, receipt_id[:128], None, None)
+    result = await services.blocking(
+        replay, services.context, user.caller, receipt_id[:128], at_position, None
+    )
     return page("replay.html", user, receipt_id=receipt_id, replay=result.body)
+
+
+@post("/proofs", name="console:proofs-check", status_code=200)
+async def check_held(request: AnyRequest, user: User, data: Form) -> Template:
+    """Paste the checkpoint kept from the last audit: the log is verified with it held (the
+    CLI's `verify --held-checkpoint`)."""
+    check_form(request, user, data)
+    user.require("audit.read")
+    held = field(data, "checkpoint")
+    if not held or len(held) > 16_384:
+        raise ConsoleRefusal(
+            422, "Not accepted", "checkpoint: paste a signed checkpoint note (at most 16 KiB)"
+        )
+    services = services_of(request)
+    verdict = await services.blocking(check_held_checkpoint, services.context, held.replace("\r\n", "\n"))
+    latest = await services.blocking(services.ledger.latest_checkpoint)
+    note = services.ledger.cosigned(latest).note if latest is not None else None
+    return page("proofs.html", user, note=note, verdict=verdict, held=held)
 
 
 def _command(model: type[Any], values: dict[str, Any]) -> Any:
@@ -149,4 +175,4 @@ async def release(request: AnyRequest, user: User, data: Form) -> Template:
     return page("done.html", user, title="Hold released", outcome=released, back="/console/erasures")
 
 
-ACTIONS = [sign_in_form, sign_in, sign_out, run_replay, erase_target, hold, release]
+ACTIONS = [sign_in_form, sign_in, sign_out, run_replay, check_held, erase_target, hold, release]

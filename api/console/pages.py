@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Annotated
 
 import orjson
-from litestar import get
+from litestar import Response, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 from litestar.response import Stream, Template
@@ -18,13 +18,13 @@ from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
 from api.contract import ApiError
 from api.routes.events import ID_PATTERN, history_page, time_bound
-from api.routes.receipts import receipt_answer
+from api.routes.receipts import receipt_answer, receipt_page
 from ledger.events import EventType
 from ledger.timestamps import format_timestamp
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
-from ledger.usecases.receipts import verify_receipt
-from projections.queries import HistoryFilter
+from ledger.usecases.receipts import receipt_bundle, verify_receipt
+from projections.queries import HistoryFilter, ReceiptFilter
 
 User = NamedDependency[ConsoleUser]
 
@@ -261,4 +261,108 @@ async def export_file(request: AnyRequest, user: User) -> Stream:
     )
 
 
-READ_PAGES = [overview, history, event, receipt, citation, erasures, export, export_file]
+RECEIPT_FILTERS = ("engine", "status", "task_id", "trace_id", "run_id", "document_id", "actor")
+
+
+@get("/receipts", name="console:receipts")
+async def receipts(
+    request: AnyRequest,
+    user: User,
+    engine: Annotated[str | None, QueryParameter(name="engine", required=False, max_length=80)] = None,
+    status: Annotated[str | None, QueryParameter(name="status", required=False, max_length=20)] = None,
+    task_id: Annotated[str | None, QueryParameter(name="task_id", required=False, max_length=128)] = None,
+    trace_id: Annotated[str | None, QueryParameter(name="trace_id", required=False, max_length=128)] = None,
+    run_id: Annotated[str | None, QueryParameter(name="run_id", required=False, max_length=128)] = None,
+    document_id: Annotated[
+        str | None, QueryParameter(name="document_id", required=False, max_length=128)
+    ] = None,
+    actor: Annotated[str | None, QueryParameter(name="actor", required=False, max_length=128)] = None,
+    since: Annotated[str | None, QueryParameter(name="since", required=False, max_length=40)] = None,
+    until: Annotated[str | None, QueryParameter(name="until", required=False, max_length=40)] = None,
+    cursor: Annotated[str | None, QueryParameter(name="cursor", required=False, max_length=64)] = None,
+) -> Template:
+    """Receipts newest first, filtered as `GET /v1/receipts` (the filters in the URL); with
+    `audit.content` each question in plain (one recorded read for the page)."""
+    user.require("audit.read")
+    services = services_of(request)
+    given = {
+        "engine": _blank(engine),
+        "status": _blank(status),
+        "task_id": _blank(task_id),
+        "trace_id": _blank(trace_id),
+        "run_id": _blank(run_id),
+        "document_id": _blank(document_id),
+        "actor": _blank(actor),
+    }
+    for name, value in given.items():
+        if value is not None and not _matches_id(value):
+            raise ConsoleRefusal(400, "Bad filter", f"{name}: letters, digits and ._:@- only")
+    flt = ReceiptFilter(
+        engine=given["engine"],
+        status=given["status"],
+        task_id=given["task_id"],
+        trace_id=given["trace_id"],
+        run_id=given["run_id"],
+        document_id=given["document_id"],
+        actor=given["actor"],
+        recorded_from=_moment(_blank(since), "since"),
+        recorded_to=_moment(_blank(until), "until"),
+    )
+    content = "plain" if user.may("audit.content") else "sealed"
+    body = await services.blocking(
+        receipt_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "desc", content
+    )
+    filters = {**given, "since": _blank(since), "until": _blank(until)}
+    shown = {k: v for k, v in filters.items() if v is not None}
+    return page(
+        "receipts.html",
+        user,
+        receipts=body["receipts"],
+        next_cursor=body["next_cursor"],
+        filters=filters,
+        shown=shown,
+        plain=content == "plain",
+    )
+
+
+@get("/receipts/{receipt_id:str}/bundle.json", name="console:bundle")
+async def bundle_file(request: AnyRequest, user: User, receipt_id: FromPath[str]) -> Response[bytes]:
+    """The receipt's portable bundle (as `GET /v1/receipts/{id}/bundle`), for a third party
+    to check offline with the root key alone."""
+    user.require("audit.read")
+    services = services_of(request)
+    bundle = await services.blocking(
+        receipt_bundle, services.context, user.caller.tenant_id, receipt_id[:128]
+    )
+    return Response(
+        orjson.dumps(bundle, option=orjson.OPT_INDENT_2),
+        media_type="application/json",
+        headers={
+            "Content-Disposition": f'attachment; filename="receipt-{receipt_id[:32]}.bundle.json"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@get("/proofs", name="console:proofs")
+async def proofs(request: AnyRequest, user: User) -> Template:
+    user.require("audit.read")
+    services = services_of(request)
+    latest = await services.blocking(services.ledger.latest_checkpoint)
+    note = services.ledger.cosigned(latest).note if latest is not None else None
+    return page("proofs.html", user, note=note, verdict=None, held="")
+
+
+READ_PAGES = [
+    overview,
+    history,
+    event,
+    receipts,
+    receipt,
+    bundle_file,
+    citation,
+    erasures,
+    proofs,
+    export,
+    export_file,
+]

@@ -72,9 +72,25 @@ def _find(services: Services, tenant_id: str, receipt_id: str) -> tuple[Recorded
     **contract(404),
 )
 async def get_bundle(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
+    request: AnyRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    receipt_id: ReceiptId,
+    checkpoint: Annotated[
+        str,
+        QueryParameter(
+            name="checkpoint",
+            pattern="^(first|latest)$",
+            required=False,
+            description="`first`: the first checkpoint covering the receipt (default); `latest`: the "
+            "newest one (the receipt is still in the log as it stands)",
+        ),
+    ] = "first",
 ) -> Response[BundleOut]:
-    bundle = await services.blocking(receipt_bundle, services.context, caller.tenant_id, receipt_id)
+    latest = checkpoint == "latest"
+    bundle = await services.blocking(
+        lambda: receipt_bundle(services.context, caller.tenant_id, receipt_id, latest=latest)
+    )
     return ok(request, services, {"bundle": bundle})
 
 

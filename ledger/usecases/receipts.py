@@ -41,11 +41,18 @@ def receipt_cose(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> bytes:
     return cose_receipt(ctx.ledger, event.position, ctx.ledger.checkpoint_covering(event.position))
 
 
-def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict[str, Any]:
-    """The portable bundle of a receipt, with the inclusion proof of every cited document entry."""
+def receipt_bundle(
+    ctx: UseCaseContext, tenant_id: str, receipt_id: str, *, latest: bool = False
+) -> dict[str, Any]:
+    """The portable bundle of a receipt, with the inclusion proof of every cited document entry,
+    against the first checkpoint that covers it or (`latest`) the newest one: what an auditor
+    checks to see that the receipt is still in the log as it stands today."""
     event = find_receipt(ctx, tenant_id, receipt_id)
     ledger = ctx.ledger
-    size = ledger.checkpoint_covering(event.position).tree_size
+    checkpoint = (
+        _latest_covering(ledger, event.position) if latest else ledger.checkpoint_covering(event.position)
+    )
+    size = checkpoint.tree_size
     selected = event.payload["selected_entries"]
     chunks = ctx.lookups.chunks(tenant_id, [(e["document_id"], e["chunk_id"]) for e in selected])
     citations = []
@@ -74,7 +81,16 @@ def receipt_bundle(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
                 "document": document,
             }
         )
-    return build_bundle(ledger, event.position, extra={"citations": citations})
+    return build_bundle(ledger, event.position, extra={"citations": citations}, checkpoint=checkpoint)
+
+
+def _latest_covering(ledger: Any, position: int) -> Any:
+    """The newest signed checkpoint, with its cosignatures; one is issued when none covers
+    `position` yet."""
+    latest = ledger.latest_checkpoint()
+    if latest is None or latest.tree_size < position:
+        latest = ledger.checkpoint_covering(position)
+    return ledger.cosigned(latest)
 
 
 def _cosigners(ledger: Any, note: str) -> dict[str, Any]:
@@ -99,10 +115,7 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     the first part that fails."""
     event = find_receipt(ctx, tenant_id, receipt_id)
     ledger = ctx.ledger
-    latest = ledger.latest_checkpoint()
-    if latest is None or latest.tree_size < event.position:
-        latest = ledger.checkpoint_covering(event.position)
-    latest = ledger.cosigned(latest)  # with the witnesses' cosignature lines, when there are any
+    latest = _latest_covering(ledger, event.position)
     bundle = build_bundle(ledger, event.position, checkpoint=latest)
     problem: str | None = None
     try:
@@ -118,4 +131,25 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
         "kid": event.kid,
         "checkpoint": latest.to_json(),
         "inclusion_proof": bundle["inclusion_proof"],
+    }
+
+
+def check_held_checkpoint(ctx: UseCaseContext, note: str) -> dict[str, Any]:
+    """Was the log rewritten since an auditor's own copy of a checkpoint (a signed note kept
+    from a past audit)? The whole log is verified under the root key with that note held:
+    it must be signed by a key of this log and the log must still hash to its root at its
+    size. Only the verdict and positions are answered, never entries."""
+    from ledger.audit import verify_store
+
+    ledger = ctx.ledger
+    try:
+        report = verify_store(ledger.store, ledger.root_public_key, held=[note.rstrip("\n") + "\n"])
+    except ValueError as exc:  # not a checkpoint note at all
+        return {"ok": False, "problem": str(exc)[:300], "position": None, "entries": None}
+    first = report.first_bad
+    return {
+        "ok": report.ok,
+        "problem": first.problem if first is not None else None,
+        "position": first.position if first is not None else None,
+        "entries": report.entries,
     }
