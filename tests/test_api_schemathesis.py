@@ -118,7 +118,7 @@ def run(server: tuple[LoopbackServer, str]) -> dict[str, Any]:
     from schemathesis.engine import Status, events, from_schema
 
     live, token = server
-    config = _config(live.base_url, token, max_examples=12, max_steps=40)
+    config = _config(live.base_url, token, max_examples=12, max_steps=80)
     schema = schemathesis.openapi.from_url(f"{live.base_url}/schema/openapi.json", config=config)
     _seen.clear()
     failures: list[str] = []
