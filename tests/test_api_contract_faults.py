@@ -361,9 +361,9 @@ def test_unknown_multipart_fields_are_422(served: Served) -> None:
 
 
 # -- the receipt read -------------------------------------------------------------------------
-def receipt_statements(api: Api, send: Callable[[], httpx.Response]) -> list[tuple[str, Any]]:
-    """The statements (and their parameters) on the receipts read model while `send` runs:
-    the real store's own `rows`, recorded on the way through."""
+def statements_on(table: str, api: Api, send: Callable[[], httpx.Response]) -> list[tuple[str, Any]]:
+    """The statements (and their parameters) on a read-model table while `send` runs: the
+    real store's own `rows`, recorded on the way through."""
     store = api.services.lookups.store
     real = store.rows
     seen: list[tuple[str, Any]] = []
@@ -377,7 +377,7 @@ def receipt_statements(api: Api, send: Callable[[], httpx.Response]) -> list[tup
         assert send().status_code == 200
     finally:
         del store.rows
-    return [(statement, params) for statement, params in seen if RECEIPTS_TABLE in statement]
+    return [(statement, params) for statement, params in seen if table in statement]
 
 
 def plan(api: Api, statement: str, params: Any) -> str:
@@ -402,8 +402,8 @@ def test_a_receipt_read_is_one_indexed_statement_cached_or_not(make_api: Callabl
     def get() -> httpx.Response:
         return reader.client.get(f"/v1/receipts/{receipt_id}", headers=reader.headers())
 
-    cold = receipt_statements(reader, get)
-    warm = receipt_statements(reader, get)  # the entry is now held in memory
+    cold = statements_on(RECEIPTS_TABLE, reader, get)
+    warm = statements_on(RECEIPTS_TABLE, reader, get)  # the entry is now held in memory
     assert len(cold) == 1 and len(warm) == 1, (cold, warm)
     body = get().json()
     assert body["receipt_id"] == receipt_id
@@ -448,20 +448,15 @@ def test_the_cited_chunks_of_a_receipt_read_come_through_the_chunk_index(
     assert recorded.status_code == 201, recorded.text
     receipt_id = recorded.json()["receipt_id"]
     store = reader.services.lookups.store
-    real = store.rows
-    seen: list[tuple[str, Any]] = []
+    answers: list[httpx.Response] = []
 
-    def recording(statement: str, params: Any = ()) -> Any:
-        seen.append((statement, params))
-        return real(statement, params)
+    def get() -> httpx.Response:
+        answers.append(reader.client.get(f"/v1/receipts/{receipt_id}", headers=reader.headers()))
+        return answers[-1]
 
-    store.rows = recording
-    try:
-        answer = reader.client.get(f"/v1/receipts/{receipt_id}", headers=reader.headers())
-    finally:
-        del store.rows
-    assert answer.status_code == 200 and len(answer.json()["citations"]) == 2
-    corpus = [(s, p) for s, p in seen if CORPUS_TABLE in s and "chunk_id" in s]
+    seen = statements_on(CORPUS_TABLE, reader, get)
+    assert len(answers[0].json()["citations"]) == 2
+    corpus = [(s, p) for s, p in seen if "chunk_id" in s]
     assert len(corpus) == 1, corpus
     shown = plan(reader, *corpus[0])
     if store.dialect == "sqlite":

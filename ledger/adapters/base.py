@@ -323,42 +323,38 @@ class StoreAdapter(ABC):
 
     def data_keys_get_many(self, key_refs: Sequence[str]) -> dict[str, DataKeyRow]:
         """`data_key_get` for many refs at once; refs never created nor tombstoned are absent."""
-        found: dict[str, DataKeyRow] = {}
-        refs = list(dict.fromkeys(key_refs))
-        for start in range(0, len(refs), 500):
-            part = refs[start : start + 500]
-            with self.transaction(commit=False) as cursor:
-                cursor.execute(
-                    self.sql(
-                        f"SELECT key_ref, tenant_id, wrapped, destroyed_at FROM {self.table(KEYS_TABLE)} "
-                        f"WHERE key_ref IN ({', '.join('?' * len(part))})"
-                    ),
-                    tuple(part),
-                )
-                for row in cursor.fetchall():
-                    wrapped = None if row["wrapped"] is None else bytes(row["wrapped"])
-                    found[row["key_ref"]] = DataKeyRow(
-                        row["tenant_id"], wrapped, row["destroyed_at"] is not None
-                    )
-        return found
+        return {
+            row["key_ref"]: DataKeyRow(
+                row["tenant_id"],
+                None if row["wrapped"] is None else bytes(row["wrapped"]),
+                row["destroyed_at"] is not None,
+            )
+            for row in self._key_rows("key_ref, tenant_id, wrapped, destroyed_at", "", key_refs)
+        }
 
     def data_key_destructions(self, key_refs: Sequence[str]) -> dict[str, tuple[str, str]]:
         """(destroyed_at, reason) of the destroyed refs among `key_refs` (live or unknown: absent)."""
-        found: dict[str, tuple[str, str]] = {}
+        rows = self._key_rows(
+            "key_ref, destroyed_at, destroy_reason", "destroyed_at IS NOT NULL AND ", key_refs
+        )
+        return {row["key_ref"]: (str(row["destroyed_at"]), str(row["destroy_reason"] or "")) for row in rows}
+
+    def _key_rows(self, columns: str, condition: str, key_refs: Sequence[str]) -> list[Any]:
+        """Rows of the key table for `key_refs` (each once), 500 refs a statement."""
+        rows: list[Any] = []
         refs = list(dict.fromkeys(key_refs))
         for start in range(0, len(refs), 500):
             part = refs[start : start + 500]
             with self.transaction(commit=False) as cursor:
                 cursor.execute(
-                    self.sql(
-                        f"SELECT key_ref, destroyed_at, destroy_reason FROM {self.table(KEYS_TABLE)} "
-                        f"WHERE destroyed_at IS NOT NULL AND key_ref IN ({', '.join('?' * len(part))})"
+                    self.sql(  # `columns` and `condition` are this module's constants, never input
+                        f"SELECT {columns} FROM {self.table(KEYS_TABLE)} "
+                        f"WHERE {condition}key_ref IN ({', '.join('?' * len(part))})"
                     ),
                     tuple(part),
                 )
-                for row in cursor.fetchall():
-                    found[row["key_ref"]] = (str(row["destroyed_at"]), str(row["destroy_reason"] or ""))
-        return found
+                rows.extend(cursor.fetchall())
+        return rows
 
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:
         """Store a new key unless the ref exists (live, destroyed or tombstoned: a
