@@ -227,9 +227,8 @@ def verify(
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ledger.audit import verify_export, verify_store
     from ledger.config import LedgerConfig
-    from ledger.store import Store
+    from ledger.export_file import verify_export
     from ledger.tenant_export import is_tenant_export, verify_tenant_export
 
     # Offline (--export) needs no store: only the trusted key, by default the data dir's.
@@ -276,7 +275,10 @@ def verify(
                 typer.echo(f"FAILED: {exc}", err=True)  # one line, never wrapped
                 raise typer.Exit(1) from None
         else:
+            # The store's side only here: an auditor's offline check loads no database driver.
+            from ledger.audit import verify_store
             from ledger.integrity import size_findings
+            from ledger.store import Store
 
             store = Store(config)
             try:

@@ -25,7 +25,7 @@ from eventsourcing.persistence import StoredEvent
 from ledger import idempotency
 from ledger.adapters import DUPLICATE_KEY_ERRORS
 from ledger.checkpoints import CheckpointRecord, make_checkpoint, origin_for
-from ledger.config import LedgerConfig
+from ledger.config import LedgerConfig, parse_witnesses
 from ledger.cosignature import with_cosignatures
 from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.entries import (
@@ -64,7 +64,7 @@ from ledger.store import (
 )
 from ledger.tree_store import TiledMerkleTree, TileStateError, TileStore
 from ledger.witnessed import WitnessedSizes
-from ledger.witnessing import Cosigner, parse_witnesses
+from ledger.witnessing import Cosigner
 
 log = logging.getLogger("citeledger.ledger")
 

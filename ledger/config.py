@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from ledger.cosignature import Witness, parse_cosigner_vkey
+from ledger.note import NoteError
+
 DEFAULT_CHECKPOINT_INTERVAL_S = 0.5
+MAX_WITNESSES = 16
 
 
 class SettingError(ValueError):
@@ -42,8 +47,6 @@ class LedgerConfig:
         if not 0 < interval <= 3600:
             raise SettingError(f"CITELEDGER_CHECKPOINT_INTERVAL_S={raw}: must be above 0 and at most 3600")
         witnesses = os.environ.get("CITELEDGER_WITNESSES", "")
-        from ledger.witnessing import parse_witnesses  # imports this module
-
         parse_witnesses(witnesses)  # a bad entry stops the start with one line naming it
         config = cls(
             data_dir=directory, database_url=url, checkpoint_interval_s=interval, witnesses=witnesses
@@ -94,3 +97,33 @@ class LedgerConfig:
             "POSTGRES_POOL_SIZE": "4",
             "POSTGRES_MAX_OVERFLOW": "8",
         }
+
+
+@dataclass(frozen=True)
+class WitnessEndpoint:
+    witness: Witness
+    url: str  # the submission prefix, without a trailing slash
+
+
+def parse_witnesses(setting: str) -> list[WitnessEndpoint]:
+    """`CITELEDGER_WITNESSES`: entries `URL VKEY` separated by `;` or newlines."""
+    endpoints = []
+    for raw in re.split(r"[;\n]", setting):
+        entry = raw.strip()
+        if not entry:
+            continue
+        parts = entry.split()
+        if len(parts) != 2 or not parts[0].startswith(("http://", "https://")):
+            raise SettingError(
+                "CITELEDGER_WITNESSES: each entry must be 'URL VKEY' (entries separated by ';')"
+            )
+        try:
+            witness = parse_cosigner_vkey(parts[1])
+        except NoteError as exc:
+            raise SettingError(f"CITELEDGER_WITNESSES: {exc}") from None
+        endpoints.append(WitnessEndpoint(witness, parts[0].rstrip("/")))
+    if len(endpoints) > MAX_WITNESSES:
+        raise SettingError(f"CITELEDGER_WITNESSES: at most {MAX_WITNESSES} witnesses")
+    if len({e.witness.name for e in endpoints}) != len(endpoints):
+        raise SettingError("CITELEDGER_WITNESSES: two witnesses share a name")
+    return endpoints

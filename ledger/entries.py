@@ -37,6 +37,9 @@ from ledger.merkle import leaf_hash
 from ledger.signing import SigningKey
 from ledger.timestamps import utc_now
 
+# The topic each stored entry carries (prefix + event type); verification checks it, so it lives
+# with the entry format rather than with the store that writes it.
+EVENT_TOPIC_PREFIX = "citeledger:event:"
 GENESIS_PREV_HASH = "0" * 64
 
 

@@ -24,13 +24,13 @@ from eventsourcing.persistence import StoredEvent
 from ledger.adapters import EventStoreApp, StoreAdapter, open_adapter
 from ledger.adapters.postgres import pg_connect
 from ledger.config import LedgerConfig
+from ledger.entries import EVENT_TOPIC_PREFIX
 
 # Stream ids are fixed: the whole ledger is one totally ordered stream, so the
 # stream version *is* the gap-free log position (notification ids are not:
 # PostgreSQL's bigserial skips numbers after a rolled-back insert).
 LEDGER_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720001")
 CHECKPOINT_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720002")
-EVENT_TOPIC_PREFIX = "citeledger:event:"
 CHECKPOINT_TOPIC = "citeledger:checkpoint"
 KEY_TOPIC = EVENT_TOPIC_PREFIX + "SigningKeyRotated"
 # A partial index over the few key entries: opening a ledger finds the key chain

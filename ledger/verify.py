@@ -31,11 +31,10 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
-from ledger.entries import GENESIS_PREV_HASH, entry_signature_ok
+from ledger.entries import EVENT_TOPIC_PREFIX, GENESIS_PREV_HASH, entry_signature_ok
 from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import leaf_hash, node_hash
 from ledger.note import NoteError, open_checkpoint, parse_checkpoint_body
-from ledger.store import EVENT_TOPIC_PREFIX
 
 
 class Row(NamedTuple):

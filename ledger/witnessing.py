@@ -18,14 +18,13 @@ import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from ledger.checkpoints import CheckpointRecord
-from ledger.config import SettingError
-from ledger.cosignature import Cosignature, Witness, open_cosignatures, parse_cosigner_vkey
+from ledger.config import WitnessEndpoint
+from ledger.cosignature import Cosignature, open_cosignatures
 from ledger.integrity import Finding
 from ledger.note import NoteError
 from ledger.witness_protocol import SIZE_CONTENT_TYPE, format_add_checkpoint
@@ -33,40 +32,9 @@ from ledger.witnessed import WitnessedSizes
 
 log = logging.getLogger("citeledger.witnessing")
 
-MAX_WITNESSES = 16
 MAX_ATTEMPTS = 3  # a stale view of the witness's size is corrected by its 409 once
 MAX_ALARMS = 100
 _SIZE_RE = re.compile(r"(0|[1-9][0-9]{0,19})\n?")
-
-
-@dataclass(frozen=True)
-class WitnessEndpoint:
-    witness: Witness
-    url: str  # the submission prefix, without a trailing slash
-
-
-def parse_witnesses(setting: str) -> list[WitnessEndpoint]:
-    """`CITELEDGER_WITNESSES`: entries `URL VKEY` separated by `;` or newlines."""
-    endpoints = []
-    for raw in re.split(r"[;\n]", setting):
-        entry = raw.strip()
-        if not entry:
-            continue
-        parts = entry.split()
-        if len(parts) != 2 or not parts[0].startswith(("http://", "https://")):
-            raise SettingError(
-                "CITELEDGER_WITNESSES: each entry must be 'URL VKEY' (entries separated by ';')"
-            )
-        try:
-            witness = parse_cosigner_vkey(parts[1])
-        except NoteError as exc:
-            raise SettingError(f"CITELEDGER_WITNESSES: {exc}") from None
-        endpoints.append(WitnessEndpoint(witness, parts[0].rstrip("/")))
-    if len(endpoints) > MAX_WITNESSES:
-        raise SettingError(f"CITELEDGER_WITNESSES: at most {MAX_WITNESSES} witnesses")
-    if len({e.witness.name for e in endpoints}) != len(endpoints):
-        raise SettingError("CITELEDGER_WITNESSES: two witnesses share a name")
-    return endpoints
 
 
 class Cosigner:

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from api.auth import TokenStore, digest, ensure_bootstrap_token
 from cli.main import app as cli_app
-from ledger.audit import verify_export
 from ledger.bundle import verify_bundle
 from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord
+from ledger.export_file import verify_export
 from ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
 from tests.api_support import DOC, Api, api, make_api  # noqa: F401
 

@@ -39,10 +39,10 @@ print("PROBE " + json.dumps(results))
 """
 
 
-def _probe(commands: list[list[str]]) -> list[dict[str, object]]:
+def _probe(commands: list[list[str]], forbidden: tuple[str, ...] = FORBIDDEN) -> list[dict[str, object]]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, ",".join(FORBIDDEN), json.dumps(commands)],
+        [sys.executable, "-c", PROBE, ",".join(forbidden), json.dumps(commands)],
         cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -92,6 +92,38 @@ def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
     for result in _probe(offline):
         assert result["exit"] == 0, result
         assert result["loaded"] == [], result
+
+
+# What an auditor's machine needs no more of than the export and the key: no database driver,
+# no event-store library, no HTTP client (they also stay out of memory, so none can be reached).
+STORE_PACKAGES = ("psycopg", "psycopg_pool", "sqlite3", "_sqlite3", "eventsourcing", "httpx", *FORBIDDEN)
+
+
+@pytest.mark.slow
+def test_offline_verification_imports_no_database_driver(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    public_key = str(tmp_path / "data" / "keys" / "root.pub")
+    export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
+    tenant_export = str(tmp_path / "tenant.jsonl")
+    made = _probe(
+        [
+            ["demo", "--events", "5", "--data-dir", data],
+            ["export", "--out", export, "--data-dir", data],
+            ["export", "--tenant", "default", "--out", tenant_export, "--data-dir", data],
+            ["bundle", "3", "--out", bundle, "--data-dir", data],
+        ],
+        STORE_PACKAGES,
+    )
+    assert [result["exit"] for result in made] == [0, 0, 0, 0], made
+    assert made[-1]["loaded"], "the probe must see the drivers a store-side command loads"
+    offline = [
+        ["verify", "--export", export, "--public-key", public_key, "--deep"],
+        ["verify", "--export", tenant_export, "--public-key", public_key],
+        ["verify-bundle", bundle, "--public-key", public_key],
+    ]
+    for command in offline:
+        result = _probe([command], STORE_PACKAGES)[0]
+        assert result == {"args": command, "exit": 0, "loaded": []}
 
 
 @pytest.mark.slow

@@ -14,10 +14,11 @@ import orjson
 import pytest
 
 from ledger.application import Ledger
-from ledger.audit import verify_export, verify_store, write_export
+from ledger.audit import verify_store, write_export
 from ledger.bundle import BundleError, build_bundle, verify_bundle
 from ledger.entries import EventDraft, entry_signature_ok, signing_input_of
 from ledger.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot, SigningKeyRotated
+from ledger.export_file import verify_export
 from ledger.merkle import verify_consistency, verify_inclusion
 from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.signing import verify_signature

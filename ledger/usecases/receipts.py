@@ -96,9 +96,9 @@ def _latest_covering(ledger: Any, position: int) -> Any:
 def _cosigners(ledger: Any, note: str) -> dict[str, Any]:
     """Which of the configured witnesses cosigned the checkpoint (each cosignature checked
     against the witness's own key, not the ledger's)."""
+    from ledger.config import parse_witnesses
     from ledger.cosignature import open_cosignatures
     from ledger.note import NoteError
-    from ledger.witnessing import parse_witnesses
 
     witnesses = [endpoint.witness for endpoint in parse_witnesses(ledger.config.witnesses)]
     try:
