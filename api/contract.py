@@ -35,6 +35,8 @@ from litestar.exceptions import (
 )
 from litestar.types import Message, Receive, Scope, Send
 
+from api.api_error import CODES, RETRY_AFTER_S, RETRYABLE_STATUSES, ApiError
+from api.errors import to_api_error
 from ledger.deadline import Deadline
 from ledger.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
 from ledger.timestamps import utc_now
@@ -51,56 +53,11 @@ _STATE_PRINCIPAL = "citeledger.principal"
 _STATE_ERROR = "citeledger.error_code"
 _STATE_DEADLINE = "citeledger.deadline"
 
-CODES: dict[int, str] = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    408: "request_timeout",
-    409: "conflict",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    422: "unprocessable",
-    429: "rate_limited",
-    500: "internal_error",
-    503: "unavailable",
-}
-RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-RETRY_AFTER_S = 1  # what a retryable 5xx without a better figure tells the client to wait
-
-
 @dataclass(frozen=True)
 class Correlation:
     run_id: str
     trace_id: str
     problem: str | None = None  # a correlation header that could not be accepted
-
-
-class ApiError(HTTPException):
-    """An error of ours: status, stable code, safe message, retryability."""
-
-    def __init__(
-        self,
-        status_code: int,
-        code: str,
-        message: str,
-        *,
-        retryable: bool | None = None,
-        headers: Mapping[str, str] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(detail=message, status_code=status_code, headers=dict(headers or {}))
-        self.code = code
-        self.message = message
-        self.retryable = status_code in RETRYABLE_STATUSES if retryable is None else retryable
-        self.extra_body = dict(extra_body or {})
-
-
-def not_found(what: str = "resource") -> ApiError:
-    """The one 404: identical whether the object never existed or is another tenant's."""
-    return ApiError(404, "not_found", f"{what} not found")
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -214,8 +171,6 @@ def _validation_errors(exc: ValidationException) -> list[Mapping[str, Any]]:
 
 def describe(exc: Exception) -> tuple[int, str, str, bool, dict[str, str], dict[str, Any]]:
     """(status, code, message, retryable, headers, extra body) for any exception."""
-    from api.errors import to_api_error  # the domain-error table imports this module
-
     exc = to_api_error(exc) or exc
     if isinstance(exc, ApiError):
         return exc.status_code, exc.code, exc.message, exc.retryable, dict(exc.headers or {}), exc.extra_body

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.contract import RETRY_AFTER_S, ApiError
+from api.api_error import RETRY_AFTER_S, ApiError
 from ledger.adapters import store_unavailable
 from ledger.deadline import DeadlineExceeded
 from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased

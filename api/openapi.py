@@ -41,7 +41,7 @@ from litestar.routes import HTTPRoute
 from litestar.static_files import create_static_files_router
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.contract import CODES, RETRYABLE_STATUSES
+from api.api_error import CODES, RETRYABLE_STATUSES
 from ledger.usecases.commands import MAX_DOCUMENT_CHARS
 
 BEARER: list[dict[str, list[str]]] = [{"BearerToken": []}]

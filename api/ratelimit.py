@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 
-from api.contract import ApiError
+from api.api_error import ApiError
 from ledger import adapters
 from ledger.store import Store
 

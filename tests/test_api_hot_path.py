@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from api.contract import ApiError
+from api.api_error import ApiError
 from api.ratelimit import DatabaseBucket, RateLimiter
 from ledger.application import Ledger
 from ledger.claims import DocumentClaims

@@ -14,9 +14,9 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 from litestar.response import Stream, Template
 
+from api.api_error import ApiError
 from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
-from api.contract import ApiError
 from api.routes.events import ID_PATTERN, history_page, time_bound
 from api.routes.receipts import receipt_answer, receipt_page
 from ledger.events import EventType

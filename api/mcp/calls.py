@@ -33,8 +33,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
 
+from api.api_error import ApiError
 from api.auth import Principal, check_scopes, principal_for
-from api.contract import ApiError, Correlation, correlation, correlation_of
+from api.contract import Correlation, correlation, correlation_of
 from api.mcp.outcomes import invalid_arguments
 from api.routes.common import answered
 from api.services import Services

@@ -21,7 +21,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 from pydantic import ValidationError
 
-from api.contract import ApiError, Correlation, describe, error_body
+from api.api_error import ApiError
+from api.contract import Correlation, describe, error_body
 from ledger.timestamps import utc_now
 
 audit_log = logging.getLogger("citeledger.mcp")

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 from mcp.server.context import ServerRequestContext
 
-from api.contract import ApiError, Correlation, correlation_of
+from api.api_error import ApiError
+from api.contract import Correlation, correlation_of
 from api.mcp.calls import Call, Forward, Operation, parse
 from ledger.bundle import BundleError, verify_bundle
 from ledger.signing import unb64

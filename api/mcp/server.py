@@ -20,9 +20,9 @@ from litestar.types import Receive, Scope, Send
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from api.api_error import ApiError
 from api.auth import requires
 from api.config import ApiConfig, server_version
-from api.contract import ApiError
 from api.mcp.calls import HttpSurface, Surface, bind_request, refuse_unknown_tools
 from api.mcp.resources import add_resources
 from api.mcp.tools import ledger_tools

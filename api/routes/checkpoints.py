@@ -9,8 +9,8 @@ from litestar import Response, Router, get
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
 
+from api.api_error import ApiError, not_found
 from api.auth import requires, requires_operator
-from api.contract import ApiError, not_found
 from api.openapi import contract
 from api.responses import CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok

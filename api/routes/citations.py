@@ -13,8 +13,8 @@ from typing import Any
 from litestar import Response, Router, get
 from litestar.params import FromPath
 
+from api.api_error import ApiError
 from api.auth import requires
-from api.contract import ApiError
 from api.openapi import contract
 from api.responses import CitationOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok

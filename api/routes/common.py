@@ -14,8 +14,9 @@ from litestar.di import NamedDependency, Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import HeaderParameter, ParameterKwarg
 
+from api.api_error import ApiError
 from api.auth import principal_of
-from api.contract import ApiError, correlation, deadline_of
+from api.contract import correlation, deadline_of
 from api.services import Services
 from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext

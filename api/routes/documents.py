@@ -11,8 +11,9 @@ from litestar.enums import RequestEncodingType
 from litestar.params import Body, JSONBody, Parameter, QueryParameter
 from pydantic import ValidationError
 
+from api.api_error import ApiError
 from api.auth import requires
-from api.contract import ApiError, rule_refusal
+from api.contract import rule_refusal
 from api.openapi import contract
 from api.responses import DocumentOut, DocumentRemovedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write

@@ -11,8 +11,8 @@ from litestar import Response, Router, get
 from litestar.openapi.spec.enums import OpenAPIFormat
 from litestar.params import Parameter, QueryParameter
 
+from api.api_error import ApiError, not_found
 from api.auth import requires
-from api.contract import ApiError, not_found
 from api.openapi import contract
 from api.responses import EventOut, EventPage, InclusionProofOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok

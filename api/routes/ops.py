@@ -7,7 +7,8 @@ from typing import Any
 
 from litestar import Response, Router, get
 
-from api.contract import RETRY_AFTER_S, correlation, error_body
+from api.api_error import RETRY_AFTER_S
+from api.contract import correlation, error_body
 from api.openapi import contract
 from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from litestar import Response, Router, get, post
 from litestar.params import Parameter, QueryParameter
 
+from api.api_error import ApiError
 from api.auth import requires
-from api.contract import ApiError
 from api.openapi import contract
 from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write

@@ -8,8 +8,8 @@ from __future__ import annotations
 from litestar import Response, Router, get
 from litestar.params import FromPath
 
+from api.api_error import ApiError, not_found
 from api.auth import requires_operator
-from api.contract import ApiError, not_found
 from api.openapi import contract
 from api.routes.common import ServicesDep
 from api.services import Services
