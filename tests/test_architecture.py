@@ -18,4 +18,4 @@ def test_import_contracts_are_kept() -> None:
         [command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "Contracts: 3 kept, 0 broken." in done.stdout, done.stdout[-2000:]
+    assert ", 0 broken." in done.stdout and "Contracts: 0 kept" not in done.stdout, done.stdout[-2000:]
