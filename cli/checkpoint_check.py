@@ -44,15 +44,28 @@ class _Server:
                         fail(f"GET {path}: the answer exceeds {MAX_ANSWER_BYTES} bytes", EXIT_FAILED)
                 status = response.status_code
         except httpx.HTTPError as exc:
-            fail(f"cannot reach the ledger at {self.http.base_url} ({type(exc).__name__}); retry later", EXIT_STORE)
+            fail(
+                f"cannot reach the ledger at {self.http.base_url} ({type(exc).__name__}); retry later",
+                EXIT_STORE,
+            )
         try:
             answer = orjson.loads(body)
         except orjson.JSONDecodeError:
             answer = None
         if status != 200 or not isinstance(answer, dict):
             error = answer.get("error") if isinstance(answer, dict) else None
-            said = f"{error.get('code')}: {error.get('message')}" if isinstance(error, dict) else "no JSON answer"
-            code = EXIT_USAGE if status in (401, 403) else EXIT_STORE if status >= 500 or status == 408 else EXIT_FAILED
+            said = (
+                f"{error.get('code')}: {error.get('message')}"
+                if isinstance(error, dict)
+                else "no JSON answer"
+            )
+            code = (
+                EXIT_USAGE
+                if status in (401, 403)
+                else EXIT_STORE
+                if status >= 500 or status == 408
+                else EXIT_FAILED
+            )
             fail(f"GET {path} answered {status} ({said})", code)
         return answer
 
@@ -90,7 +103,9 @@ def register(app: typer.Typer) -> None:
         ],
         token: Annotated[
             str,
-            typer.Option("--token", envvar="CITELEDGER_TOKEN", help="Token with audit.read ($CITELEDGER_TOKEN)"),
+            typer.Option(
+                "--token", envvar="CITELEDGER_TOKEN", help="Token with audit.read ($CITELEDGER_TOKEN)"
+            ),
         ],
         witness_key: Annotated[
             list[Path] | None,
@@ -130,7 +145,9 @@ def register(app: typer.Typer) -> None:
             chain = server.get("/v1/checkpoints/key-chain", size=size).get("key_chain") or []
             proof = None
             if 0 < kept.checkpoint.size < size:
-                proof = server.get("/v1/checkpoints/consistency", **{"from": kept.checkpoint.size, "to": size})
+                proof = server.get(
+                    "/v1/checkpoints/consistency", **{"from": kept.checkpoint.size, "to": size}
+                )
         finally:
             server.close()
         try:
@@ -157,7 +174,11 @@ def register(app: typer.Typer) -> None:
         )
         if witnesses:
             names = ", ".join(f"{c.witness} (at {c.timestamp})" for c in result.cosignatures)
-            typer.echo(f"cosigned by {len(result.cosignatures)} of {len(witnesses)} trusted witnesses: {names}")
+            typer.echo(
+                f"cosigned by {len(result.cosignatures)} of {len(witnesses)} trusted witnesses: {names}"
+            )
         if save:
             _save(held, result.today_note)
-            typer.echo(f"saved today's checkpoint (size {result.today_size}) to {held}: keep it for the next audit")
+            typer.echo(
+                f"saved today's checkpoint (size {result.today_size}) to {held}: keep it for the next audit"
+            )

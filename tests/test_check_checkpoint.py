@@ -20,18 +20,33 @@ from ledger.store import CHECKPOINT_STREAM_ID
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.server_process import CLI_MODULE, ROOT
-from tests.test_client_checkpoints import _grow
 from tests.test_cli_imports import _probe
+from tests.test_client_checkpoints import _grow
 from tests.test_tamper import _forger_key, _set_state
 from tests.test_witness import _wipe_local_evidence
 from tests.witness_support import cli as witness_cli
 
 
-def _check(base_url: str, token: str, root_key: Path, held: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _check(
+    base_url: str, token: str, root_key: Path, held: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CITELEDGER_")}
     return subprocess.run(
-        [sys.executable, "-m", CLI_MODULE, "check-checkpoint", "--url", base_url, "--token", token,
-         "--root-key", str(root_key), "--held", str(held), *extra],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            CLI_MODULE,
+            "check-checkpoint",
+            "--url",
+            base_url,
+            "--token",
+            token,
+            "--root-key",
+            str(root_key),
+            "--held",
+            str(held),
+            *extra,
+        ],
         cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -56,38 +71,25 @@ def test_a_kept_checkpoint_is_checked_with_a_token_and_the_root_key(
     config = api_config(ledger_config)
     token = make_tokens(config)["reader"]  # a tenant's audit.read token, nothing more
     root_key = tmp_path / "root.pub"
-    held, forged = tmp_path / "last-audit.note", tmp_path / "forged.note"
+    held = tmp_path / "last-audit.note"
     with LoopbackServer(config) as server:
         root_key.write_bytes((ledger_config.keys_dir / "root.pub").read_bytes())  # out of band
         ledger = server.app.state.services.ledger
         assert _grow(ledger, 10) == 11
-        note = _keep(server.base_url, token, held)
+        _keep(server.base_url, token, held)
         ledger.rotate_signing_key()  # today's checkpoint is signed by the next key of the chain
         assert _grow(ledger, 4) == 16
 
         good = _check(server.base_url, token, root_key, held)
         assert good.returncode == 0, good.stdout + good.stderr
-        assert good.stdout.startswith("OK: the log you saw on 20") and "(size 11) is a prefix of today's (size 16" in good.stdout
-        assert "key chain of 2 key(s) from the root public key" in good.stdout and "consistency proof of" in good.stdout
-
-        # The kept copy altered (another root), or signed by someone else: refused.
-        lines = note.split("\n")
-        lines[2] = "A" * 43 + "="
-        forged.write_text("\n".join(lines), encoding="utf-8")
-        altered = _check(server.base_url, token, root_key, forged)
-        assert altered.returncode == 1 and "FAILED (kept_invalid)" in altered.stdout, altered.stdout + altered.stderr
-        foreign = make_checkpoint(seq=1, origin=ledger.origin, tree_size=11, root=b"\x22" * 32,
-                                  issued_at="2026-01-01T00:00:00Z", key=_forger_key())  # fmt: skip
-        forged.write_text(foreign.note, encoding="utf-8")
-        assert "FAILED (kept_invalid)" in _check(server.base_url, token, root_key, forged).stdout
-
-        # A witness the auditor trusts never cosigned: refused unless --min-witnesses 0.
-        made = witness_cli("witness", "init", "--dir", str(tmp_path / "w"), "--name", "w.example")
-        assert made.returncode == 0, made.stderr
-        (tmp_path / "w.vkey").write_text(made.stdout)
-        unwitnessed = _check(server.base_url, token, root_key, held, "--witness-key", str(tmp_path / "w.vkey"))
-        assert unwitnessed.returncode == 1 and "FAILED (witnesses)" in unwitnessed.stdout
-        assert "cosigned by 0 of the 1 trusted witnesses" in unwitnessed.stdout
+        assert (
+            good.stdout.startswith("OK: the log you saw on 20")
+            and "(size 11) is a prefix of today's (size 16" in good.stdout
+        )
+        assert (
+            "key chain of 2 key(s) from the root public key" in good.stdout
+            and "consistency proof of" in good.stdout
+        )
 
         saved = _check(server.base_url, token, root_key, held, "--save")
         assert saved.returncode == 0 and "saved today's checkpoint (size 16)" in saved.stdout
@@ -96,11 +98,19 @@ def test_a_kept_checkpoint_is_checked_with_a_token_and_the_root_key(
         # The server's newest checkpoint row replaced by one the ledger's keys never signed.
         newest = ledger.latest_checkpoint()
         assert newest is not None
-        fake = make_checkpoint(seq=newest.seq, origin=ledger.origin, tree_size=16, root=newest.root,
-                               issued_at=newest.issued_at, key=_forger_key())  # fmt: skip
+        fake = make_checkpoint(
+            seq=newest.seq,
+            origin=ledger.origin,
+            tree_size=16,
+            root=newest.root,
+            issued_at=newest.issued_at,
+            key=_forger_key(),
+        )
         _set_state(raw_store, CHECKPOINT_STREAM_ID, newest.seq, fake.to_bytes())
         refused = _check(server.base_url, token, root_key, held)
-        assert refused.returncode == 1 and "FAILED (forged)" in refused.stdout, refused.stdout + refused.stderr
+        assert refused.returncode == 1 and "FAILED (forged)" in refused.stdout, (
+            refused.stdout + refused.stderr
+        )
 
     # Whoever holds the database cuts the log back to 12 entries (the rotation is the 12th)
     # and hides every trace.
@@ -122,16 +132,56 @@ def test_a_kept_checkpoint_is_checked_with_a_token_and_the_root_key(
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_bad_inputs_and_no_web_package(ledger_config: LedgerConfig, tmp_path: Path) -> None:
+def test_forged_kept_copies_witnesses_bad_inputs_and_no_web_package(
+    ledger_config: LedgerConfig, tmp_path: Path
+) -> None:
     config = api_config(ledger_config)
     tokens = make_tokens(config)
     root_key = ledger_config.keys_dir / "root.pub"  # written when the server opens the ledger
-    held = tmp_path / "held.note"
+    held, forged = tmp_path / "held.note", tmp_path / "forged.note"
     with LoopbackServer(config) as server:
-        _grow(server.app.state.services.ledger, 3)
-        _keep(server.base_url, tokens["reader"], held)
-        args = ["check-checkpoint", "--url", server.base_url, "--token", tokens["reader"],
-                "--root-key", str(root_key), "--held", str(held)]  # fmt: skip
+        _grow(server.app.state.services.ledger, 10)
+        note = _keep(server.base_url, tokens["reader"], held)
+        # The kept copy altered (another root), or signed by someone else: refused.
+        lines = note.split("\n")
+        lines[2] = "A" * 43 + "="
+        forged.write_text("\n".join(lines), encoding="utf-8")
+        altered = _check(server.base_url, tokens["reader"], root_key, forged)
+        assert altered.returncode == 1 and "FAILED (kept_invalid)" in altered.stdout, (
+            altered.stdout + altered.stderr
+        )
+        foreign = make_checkpoint(
+            seq=1,
+            origin=server.app.state.services.ledger.origin,
+            tree_size=11,
+            root=b"\x22" * 32,
+            issued_at="2026-01-01T00:00:00Z",
+            key=_forger_key(),
+        )
+        forged.write_text(foreign.note, encoding="utf-8")
+        assert "FAILED (kept_invalid)" in _check(server.base_url, tokens["reader"], root_key, forged).stdout
+
+        # A witness the auditor trusts never cosigned: refused unless --min-witnesses 0.
+        made = witness_cli("witness", "init", "--dir", str(tmp_path / "w"), "--name", "w.example")
+        assert made.returncode == 0, made.stderr
+        (tmp_path / "w.vkey").write_text(made.stdout)
+        unwitnessed = _check(
+            server.base_url, tokens["reader"], root_key, held, "--witness-key", str(tmp_path / "w.vkey")
+        )
+        assert unwitnessed.returncode == 1 and "FAILED (witnesses)" in unwitnessed.stdout
+        assert "cosigned by 0 of the 1 trusted witnesses" in unwitnessed.stdout
+
+        args = [
+            "check-checkpoint",
+            "--url",
+            server.base_url,
+            "--token",
+            tokens["reader"],
+            "--root-key",
+            str(root_key),
+            "--held",
+            str(held),
+        ]
         # The command itself loads no web framework (as the other offline commands).
         assert _probe([args]) == [{"args": args, "exit": 0, "loaded": []}]
         bad_token = _check(server.base_url, "not-a-token", root_key, held)

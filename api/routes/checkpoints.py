@@ -99,7 +99,9 @@ def _key_chain(services: Services, size: int | None) -> dict[str, Any]:
         "key_chain": [
             {
                 "entry": event.envelope,
-                "inclusion_proof": proof_json(event.position, size, ledger.inclusion_proof(event.position, size)),
+                "inclusion_proof": proof_json(
+                    event.position, size, ledger.inclusion_proof(event.position, size)
+                ),
             }
             for event in ledger.key_events(up_to=size)
         ],
