@@ -87,6 +87,10 @@ def _save(path: Path, note: str) -> None:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check-checkpoint")
     def check_checkpoint(
@@ -164,13 +168,14 @@ def register(app: typer.Typer) -> None:
             f"(size {result.today_size}{today_when})"
         )
         how = (
-            f"consistency proof of {result.proof_hashes} hashes verified"
+            f"the consistency proof ({_count(result.proof_hashes, 'hash', 'hashes')}) "
+            "from your root to today's"
             if result.kept_size < result.today_size
             else "the same tree (same size and root)"
         )
         typer.echo(
-            f"checked: today's checkpoint signature (key chain of {result.keys} key(s) from the root "
-            f"public key), your checkpoint's signature, {how}"
+            f"checked: the key chain from the root public key ({_count(result.keys, 'key', 'keys')}), "
+            f"today's checkpoint signature, your checkpoint's signature, {how}"
         )
         if witnesses:
             names = ", ".join(f"{c.witness} (at {c.timestamp})" for c in result.cosignatures)

@@ -87,8 +87,8 @@ def test_a_kept_checkpoint_is_checked_with_a_token_and_the_root_key(
             and "(size 11) is a prefix of today's (size 16" in good.stdout
         )
         assert (
-            "key chain of 2 key(s) from the root public key" in good.stdout
-            and "consistency proof of" in good.stdout
+            "the key chain from the root public key (2 keys)" in good.stdout
+            and "the consistency proof (" in good.stdout
         )
 
         saved = _check(server.base_url, token, root_key, held, "--save")
