@@ -124,7 +124,7 @@ def _key_chain(items: Sequence[Any], root_key: bytes, record: CheckpointRecord) 
     return keys
 
 
-def _open_kept(kept: Kept, origin: str, keys: Mapping[str, bytes]) -> Checkpoint:
+def open_kept(kept: Kept, origin: str, keys: Mapping[str, bytes]) -> Checkpoint:
     for public_raw in keys.values():
         try:
             return open_checkpoint(
@@ -176,7 +176,7 @@ def check_prefix(
         cosigned = require_cosignatures(record.note, witnesses, min_witnesses) if witnesses else []
     except NoteError as exc:
         raise CheckFailed("witnesses", f"today's checkpoint: {exc}") from None
-    held = _open_kept(kept, origin, keys)
+    held = open_kept(kept, origin, keys)
     seen = _seen(kept)
     proof: list[bytes] = []
     if held.size > signed.size:
@@ -227,4 +227,4 @@ def _proof(answer: Mapping[str, Any] | None, old: int, new: int) -> list[bytes]:
         raise CheckFailed("malformed", "the consistency proof holds a hash that is not hex") from None
 
 
-__all__ = ["CheckFailed", "CheckResult", "Kept", "check_prefix", "read_kept", "time_of"]
+__all__ = ["CheckFailed", "CheckResult", "Kept", "check_prefix", "open_kept", "read_kept", "time_of"]
