@@ -20,14 +20,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.application import Ledger  # noqa: E402
-from ledger.audit import verify_store  # noqa: E402
-from ledger.checkpoints import make_checkpoint  # noqa: E402
-from ledger.config import LedgerConfig  # noqa: E402
-from ledger.entries import utc_now  # noqa: E402
-from ledger.usecases.held_checkpoint import check_held_checkpoint  # noqa: E402
-from scripts.bench_ledger import build_store  # noqa: E402
-from tests.factories import retrieval_draft  # noqa: E402
+from ledger.application import Ledger
+from ledger.audit import verify_store
+from ledger.checkpoints import make_checkpoint
+from ledger.config import LedgerConfig
+from ledger.entries import utc_now
+from ledger.usecases.held_checkpoint import check_held_checkpoint
+from scripts.bench_ledger import build_store
+from tests.factories import retrieval_draft
 
 
 def _note(ledger: Ledger, size: int) -> str:
@@ -70,8 +70,8 @@ def main() -> None:
         before = _median_s(lambda n=note: verify_store(ledger.store, ledger.root_public_key, held=[n]), 1)
         verdict: dict[str, Any] = {}
 
-        def after(n: str = note) -> None:
-            verdict.update(check_held_checkpoint(ctx, n))  # type: ignore[arg-type]
+        def after(n: str = note, into: dict[str, Any] = verdict) -> None:
+            into.update(check_held_checkpoint(ctx, n))  # type: ignore[arg-type]
 
         after_s = _median_s(after)
         assert verdict["ok"], verdict
