@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -23,7 +24,8 @@ from tests.server_process import CLI_MODULE, ROOT
 from tests.test_cli_imports import _probe
 from tests.test_client_checkpoints import _grow
 from tests.test_tamper import _forger_key, _set_state
-from tests.test_witness import _wipe_local_evidence
+from tests.test_witness import _open, _wipe_local_evidence
+from tests.witness_support import WitnessProcess
 from tests.witness_support import cli as witness_cli
 
 
@@ -193,3 +195,38 @@ def test_forged_kept_copies_witnesses_bad_inputs_and_no_web_package(
         assert junk.returncode == 2 and "not a signed checkpoint note" in junk.stderr
     unreachable = _check(server.base_url, tokens["reader"], root_key, held)
     assert unreachable.returncode == 4 and "cannot reach the ledger" in unreachable.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_witness_cosignatures_are_checked_from_their_keys(
+    ledger_config: LedgerConfig, tmp_path: Path
+) -> None:
+    """A real witness cosigns today's checkpoint: its key counts; another key of the same name
+    does not, and `--min-witnesses` above what cosigned fails."""
+    ledger = _open(ledger_config)
+    log_vkey = ledger.vkey
+    ledger.close()
+    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
+        (tmp_path / "w1.vkey").write_text(witness.vkey + "\n")
+        stranger = WitnessProcess(tmp_path / "w2", "witness.test/w1", log_vkey)  # same name, other key
+        (tmp_path / "w2.vkey").write_text(stranger.vkey + "\n")
+        config = api_config(replace(ledger_config, witnesses=witness.setting))
+        token = make_tokens(config)["reader"]
+        root_key, held = ledger_config.keys_dir / "root.pub", tmp_path / "held.note"
+        with LoopbackServer(config) as server:
+            ledger = server.app.state.services.ledger
+            _grow(ledger, 5)
+            _keep(server.base_url, token, held)
+            _grow(ledger, 5)
+            latest = ledger.latest_checkpoint()
+            assert latest is not None
+            ledger.cosign(latest)
+            trusted = ["--witness-key", str(tmp_path / "w1.vkey")]
+            ok = _check(server.base_url, token, root_key, held, *trusted)
+            assert ok.returncode == 0, ok.stdout + ok.stderr
+            assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in ok.stdout
+            other = _check(server.base_url, token, root_key, held, "--witness-key", str(tmp_path / "w2.vkey"))
+            assert other.returncode == 1 and "FAILED (witnesses)" in other.stdout
+            both = [*trusted, "--witness-key", str(tmp_path / "w2.vkey"), "--min-witnesses", "2"]
+            too_many = _check(server.base_url, token, root_key, held, *both)
+            assert too_many.returncode == 1 and "cosigned by 1 of the 2 trusted witnesses" in too_many.stdout
