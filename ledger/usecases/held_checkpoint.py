@@ -49,6 +49,8 @@ def check_held_checkpoint(ctx: UseCaseContext, note: str, deadline: Deadline | N
     if not _slots.acquire(timeout=wait):
         raise DeadlineExceeded(deadline.seconds if deadline is not None else 0.0)
     try:
+        if deadline is not None:
+            deadline.check()  # waited for a slot past it: the caller was answered already
         return _check(ctx, note, deadline)
     finally:
         _slots.release()
