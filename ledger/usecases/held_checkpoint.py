@@ -31,8 +31,8 @@ from ledger.store import LEDGER_STREAM_ID
 from ledger.usecases.context import UseCaseContext
 
 MAX_ENTRIES = 10_000  # re-read per request at most (docs/security.md has the figures)
-BUDGET_S = 0.5  # and for at most this long
-MAX_CONCURRENT = 2  # checks at once per process; more wait (until their deadline)
+BUDGET_S = 0.3  # and for at most this long
+MAX_CONCURRENT = 1  # checks at once per process; more wait their turn (until their deadline)
 _PAGE = 500
 _slots = threading.BoundedSemaphore(MAX_CONCURRENT)
 
