@@ -351,7 +351,7 @@ def test_a_tampered_copy_of_the_store_shows_the_receipt_not_intact(tmp_path: Pat
     with LoopbackServer(config) as server:
         receipt_id = _seed(server.base_url, tokens["admin"])["cited"]["receipt_id"]
         with httpx.Client(base_url=server.base_url, timeout=30) as http:
-            http.post("/console/sign-in", data={"token": auditor})
+            http.post("/console/sign-in", data={"token": auditor}, headers={"Origin": server.base_url})
             assert "badge intact" in http.get(f"/console/receipts/{receipt_id}").text
     copy = tmp_path / "copy"
     shutil.copytree(config.ledger.data_dir, copy)
