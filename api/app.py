@@ -12,6 +12,7 @@ from litestar.types import ControllerRouterHandler
 
 from api.config import ApiConfig, server_version
 from api.console import ConsoleSessions, console_router, template_config
+from api.console.errors import console_aware, error_html
 from api.contract import ContractApp, exception_handler
 from api.mcp.server import mcp_mount
 from api.metrics import Metrics
@@ -79,7 +80,10 @@ def create_app(config: ApiConfig) -> ContractApp:
         plugins=[PydanticPlugin(validate_strict=True)],
         on_startup=[startup],
         on_shutdown=[shutdown],
-        exception_handlers={Exception: exception_handler, HTTPException: exception_handler},
+        exception_handlers={
+            Exception: console_aware(exception_handler),
+            HTTPException: console_aware(exception_handler),
+        },
         request_max_body_size=config.limits.max_body_bytes,
         multipart_form_part_limit=20,
         debug=False,
@@ -89,6 +93,7 @@ def create_app(config: ApiConfig) -> ContractApp:
     app.deadline_s = config.request_deadline_s
     app.max_query_string_bytes = config.limits.max_query_string_bytes
     app.observers = [metrics.observe]
+    app.error_page = error_html  # the console's errors are console pages
     return app
 
 

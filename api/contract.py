@@ -275,6 +275,29 @@ class ContractApp(Litestar):
     deadline_s: float = 10.0
     max_query_string_bytes: int = 4096
     observers: list[Observer]
+    # An HTML page (body, headers) for errors answered here, where a surface wants its own
+    # (the console); None: the JSON envelope.
+    error_page: Callable[[Litestar, Scope, int, str], tuple[bytes, dict[str, str]] | None] | None = None
+
+    async def _send_error(
+        self,
+        scope: Scope,
+        send: Send,
+        status: int,
+        code: str,
+        message: str,
+        retryable: bool,
+        ids: Correlation,
+    ) -> None:
+        page = self.error_page(self, scope, status, message) if self.error_page is not None else None
+        if page is None:
+            await send_error(send, status, code, message, retryable, ids)
+            return
+        body, headers = page
+        raw = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+        raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:  # type: ignore[override]
         if scope["type"] != "http":
@@ -314,10 +337,11 @@ class ContractApp(Litestar):
 
         if ids.problem is not None:
             scope["state"][_STATE_ERROR] = "bad_request"
-            await send_error(wrapped_send, 400, "bad_request", ids.problem, False, ids)
+            await self._send_error(scope, wrapped_send, 400, "bad_request", ids.problem, False, ids)
         elif len(scope.get("query_string", b"")) > self.max_query_string_bytes:
             scope["state"][_STATE_ERROR] = "query_too_long"
-            await send_error(
+            await self._send_error(
+                scope,
                 wrapped_send,
                 400,
                 "query_too_long",
@@ -334,7 +358,8 @@ class ContractApp(Litestar):
                 timer.cancel()
             if cancel_scope.cancelled_caught and not response_started[0]:
                 scope["state"][_STATE_ERROR] = "request_timeout"
-                await send_error(
+                await self._send_error(
+                    scope,
                     wrapped_send,
                     408,
                     "request_timeout",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from cli.checkpoint_check import register as register_checkpoint_check
 from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.mcp import register as register_mcp
 from cli.projections import register as register_projections
@@ -531,6 +532,7 @@ register_spool(app)
 register_replay(app)
 register_witness(app)
 register_receipts(app)
+register_checkpoint_check(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

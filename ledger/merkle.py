@@ -157,6 +157,18 @@ class MerkleProofs:
         proof.reverse()
         return proof
 
+    def frontier(self, size: int) -> list[tuple[int, bytes]]:
+        """The perfect subtrees covering the first `size` leaves, left to right, as
+        (height, hash): what a verifier needs to go on hashing leaves from `size`."""
+        self._check_size(size, "size")
+        nodes: list[tuple[int, bytes]] = []
+        lo = 0
+        while lo < size:
+            height = (size - lo).bit_length() - 1
+            nodes.append((height, self._node(height, lo >> height)))
+            lo += 1 << height
+        return nodes
+
     # -- internals ---------------------------------------------------------------
     def _check_size(self, size: int, what: str) -> None:
         if not 0 <= size <= self.size:

@@ -355,6 +355,10 @@ class TiledMerkleTree(MerkleProofs):
         with self._lock:
             return super().leaf_hash_at(index)
 
+    def frontier(self, size: int) -> list[tuple[int, bytes]]:
+        with self._lock:
+            return super().frontier(size)
+
     def tile(self, level: int, index: int, width: int) -> bytes:
         """The first `width` hashes of tile (level, index) as C2SP tlog-tiles serves it:
         nodes of height tile_height*level, each complete in the current tree. Raises

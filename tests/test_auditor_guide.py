@@ -101,7 +101,8 @@ def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
     assert "404" in erased and '{"path":"docs/salary.md","status":"skipped","reason":"erased"}' in erased
     assert '"integrity":"ok"' in replayed and "integrity: ok" in replayed
     assert '"integrity":"unverifiable"' in erased and "erased_after_receipt" in erased
-    assert '"old_root"' in log and "OK: no problem found" in log
+    assert "OK: the log you saw on " in log and "is a prefix of today's" in log
+    assert "the consistency proof (" in log and "saved today's checkpoint" in log
     assert "OK entry at position" in offline and "export: partial" in offline
 
 
@@ -110,6 +111,6 @@ def test_every_guide_block_is_taken() -> None:
     assert len(blocks) == 8
     joined = "\n".join(blocks)
     for needed in ("citeledger receipts list", "citeledger receipts show", "content=plain", "/replay",
-                   "citeledger replay", "--held-checkpoint", "/v1/checkpoints/consistency",
+                   "citeledger replay", "citeledger check-checkpoint", "--save",
                    "citeledger verify-bundle", "verify --export", "/v1/erasures"):  # fmt: skip
         assert needed in joined, needed

@@ -274,13 +274,16 @@ def test_forged_forms_and_foreign_tokens_are_refused(ledger_config: LedgerConfig
         doc_id = seeded["doc"]["document_id"]
         services = server.app.state.services
         with httpx.Client(base_url=server.base_url, timeout=30) as browser:
-            signed_in = browser.post("/console/sign-in", data={"token": auditor, "next": "/console/"})
+            origin = {"Origin": server.base_url}  # what a browser sends with a form
+            signed_in = browser.post(
+                "/console/sign-in", data={"token": auditor, "next": "/console/"}, headers=origin
+            )
             assert signed_in.status_code == 303
             size = services.ledger.size
             # No CSRF token, a wrong one, and the right one from another site: all refused.
             for data, headers in (
-                ({"document_id": doc_id, "confirm": "yes"}, {}),
-                ({"document_id": doc_id, "confirm": "yes", "csrf_token": "forged"}, {}),
+                ({"document_id": doc_id, "confirm": "yes"}, origin),
+                ({"document_id": doc_id, "confirm": "yes", "csrf_token": "forged"}, origin),
                 ({"document_id": doc_id, "confirm": "yes"}, {"Origin": "https://evil.example"}),
             ):
                 forged = browser.post("/console/erasures", data=data, headers=headers)
@@ -293,7 +296,9 @@ def test_forged_forms_and_foreign_tokens_are_refused(ledger_config: LedgerConfig
             # Another tenant's receipt is a 404, exactly as on /v1.
             foreign = _seed(server.base_url, tokens["other"])
             assert browser.get(f"/console/receipts/{foreign['cited']['receipt_id']}").status_code == 404
-        with httpx.Client(base_url=server.base_url, timeout=30) as operator:
+        with httpx.Client(
+            base_url=server.base_url, timeout=30, headers={"Origin": server.base_url}
+        ) as operator:
             refused = operator.post("/console/sign-in", data={"token": tokens["operator"]})
             assert refused.status_code == 401 and "operator token has no console" in refused.text
             assert operator.post("/console/sign-in", data={"token": "clt_x_wrong"}).status_code == 401
@@ -304,6 +309,52 @@ def test_forged_forms_and_foreign_tokens_are_refused(ledger_config: LedgerConfig
             assert outside.status_code == 303 and outside.headers["location"] == "/console/"
 
 
+def test_error_pages_keep_the_console_in_a_browser(ledger_config: LedgerConfig) -> None:
+    """Unknown pages, unknown events, a refused page and a wrong method: each is the console's
+    page (navigation, headers, no inline script the CSP would block), signed in or not."""
+    config = api_config(ledger_config)
+    reader = create_token(config.token_path, "acme", ["audit.read"])
+    with LoopbackServer(config) as server, _browser() as browser:
+        base = server.base_url
+        context = browser.new_context()
+        page = context.new_page()
+        blocked: list[str] = []
+        page.on("console", lambda message: blocked.append(message.text) if message.type == "error" else None)
+        anonymous = page.goto(base + "/console/no-such-page")
+        assert anonymous is not None and anonymous.status == 404
+        assert page.get_by_role("heading", name="Not found").is_visible()
+        assert page.get_by_role("navigation", name="Console").get_by_role("link", name="Proofs").is_visible()
+        _sign_in(page, base, reader)
+        for path, status, heading in (
+            ("/console/no-such-page", 404, "Not found"),
+            ("/console/events/not-a-number", 404, "Not found"),
+            ("/console/events/999999", 404, "Not found"),
+            ("/console/history?type=Bogus", 400, "Bad filter"),
+        ):
+            answer = page.goto(base + path)
+            assert answer is not None and answer.status == status, path
+            headers = answer.headers
+            assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+            assert headers["content-security-policy"].startswith("default-src 'none'"), path
+            assert headers["content-type"].startswith("text/html"), path
+            assert page.get_by_role("heading", name=heading).first.is_visible(), path
+            nav = page.get_by_role("navigation", name="Console")
+            nav.get_by_role("link", name="History").click()  # the navigation works from the error
+            assert page.url == base + "/console/history", path
+        context.close()
+        # A token without audit.read: refused as a page, with the user's header kept.
+        writer = create_token(config.token_path, "acme", ["retrieval.write"])
+        context = browser.new_context()
+        page = context.new_page()
+        _sign_in(page, base, writer)
+        assert page.get_by_role("heading", name="Not allowed").is_visible()
+        assert page.get_by_role("button", name="Sign out").is_visible()
+        assert page.get_by_role("navigation", name="Console").is_visible()
+        context.close()
+        # The console's own script and style load under its CSP on error pages too.
+        assert all("Content Security Policy" not in text for text in blocked), blocked
+
+
 def test_a_tampered_copy_of_the_store_shows_the_receipt_not_intact(tmp_path: Path) -> None:
     """SQLite: a copy of the data directory with one byte of a receipt's entry changed."""
     config = api_config(LedgerConfig(data_dir=tmp_path / "data", run_checkpointer=False))
@@ -312,7 +363,7 @@ def test_a_tampered_copy_of_the_store_shows_the_receipt_not_intact(tmp_path: Pat
     with LoopbackServer(config) as server:
         receipt_id = _seed(server.base_url, tokens["admin"])["cited"]["receipt_id"]
         with httpx.Client(base_url=server.base_url, timeout=30) as http:
-            http.post("/console/sign-in", data={"token": auditor})
+            http.post("/console/sign-in", data={"token": auditor}, headers={"Origin": server.base_url})
             assert "badge intact" in http.get(f"/console/receipts/{receipt_id}").text
     copy = tmp_path / "copy"
     shutil.copytree(config.ledger.data_dir, copy)

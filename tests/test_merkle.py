@@ -540,3 +540,18 @@ def test_random_sizes_match_reference(
         proof[j] = _flip(proof[j], bit // 8, bit % 8)
         with pytest.raises(ProofError):
             verify_consistency(old, size, old_root, root, proof)
+
+
+def test_the_frontier_at_any_size_goes_on_to_every_later_root() -> None:
+    """`frontier(n)` (what the console's Proofs check starts from) folds to root(n), and
+    hashing leaves n+1..m onto it gives root(m), in memory as in the tiles."""
+    from ledger.usecases.held_checkpoint import _fold, _push
+
+    leaves = [leaf_hash(str(i).encode()) for i in range(300)]
+    tree = MerkleTree(leaves)
+    for size in (1, 2, 3, 7, 8, 9, 255, 256, 257, 299):
+        stack = tree.frontier(size)
+        assert _fold(stack) == tree.root(size)
+        for leaf in leaves[size:]:
+            _push(stack, leaf)
+        assert _fold(stack) == tree.root(300)

@@ -27,7 +27,7 @@ from api.console.web import (
     sessions_of,
 )
 from ledger.usecases.commands import ErasureIn, LegalHoldIn
-from ledger.usecases.receipts import check_held_checkpoint
+from ledger.usecases.held_checkpoint import check_held_checkpoint
 from ledger.usecases.replay import replay
 from ledger.usecases.retention import erase, place_hold, release_hold
 
@@ -99,8 +99,9 @@ async def run_replay(request: AnyRequest, user: User, receipt_id: FromPath[str],
 
 @post("/proofs", name="console:proofs-check", status_code=200)
 async def check_held(request: AnyRequest, user: User, data: Form) -> Template:
-    """Paste the checkpoint kept from the last audit: the log is verified with it held (the
-    CLI's `verify --held-checkpoint`)."""
+    """Paste the checkpoint kept from the last audit: checked from its size on (signatures,
+    the consistency proof to the newest signed checkpoint, the entries since), within the
+    request's deadline (`ledger.usecases.held_checkpoint`)."""
     check_form(request, user, data)
     user.require("audit.read")
     held = field(data, "checkpoint")
@@ -109,7 +110,9 @@ async def check_held(request: AnyRequest, user: User, data: Form) -> Template:
             422, "Not accepted", "checkpoint: paste a signed checkpoint note (at most 16 KiB)"
         )
     services = services_of(request)
-    verdict = await services.blocking(check_held_checkpoint, services.context, held.replace("\r\n", "\n"))
+    verdict = await services.blocking(
+        check_held_checkpoint, services.context, held.replace("\r\n", "\n"), user.caller.deadline
+    )
     latest = await services.blocking(services.ledger.latest_checkpoint)
     note = services.ledger.cosigned(latest).note if latest is not None else None
     return page("proofs.html", user, note=note, verdict=verdict, held=held)

@@ -55,6 +55,9 @@ class ConsoleRefusal(HTTPException):
         self.message = message
 
 
+_STATE_USER = "citeledger.console_user"
+
+
 class SignInRequired(Exception):
     """No (valid) session: the page redirects to the sign-in form."""
 
@@ -101,20 +104,51 @@ async def console_user(request: AnyRequest) -> ConsoleUser:
         trace_id=ids.trace_id,
         deadline=deadline_of(request.scope),  # a write past the request's deadline commits nothing
     )
-    return ConsoleUser(principal, session, caller)
+    user = ConsoleUser(principal, session, caller)
+    request.scope["state"][_STATE_USER] = user  # for the error page's header, if one follows
+    return user
 
 
 def check_form(request: AnyRequest, user: ConsoleUser | None, form: dict[str, Any]) -> None:
-    """A state-changing form: same origin, and (once signed in) the session's CSRF token."""
+    """A state-changing form: same origin, and (once signed in) the session's CSRF token.
+
+    Where the form came from must be shown, not assumed: the `Origin` header (every browser
+    sends it on a POST), else the `Referer`, must name exactly this scheme, host and port. An
+    opaque `Origin: null` (sandboxed frames, data: URLs, some redirects), a malformed one, a
+    foreign `Referer`, or neither header at all is refused, even with a valid CSRF token."""
+    own = _origin_of(f"{request.url.scheme}://{request.headers.get('host', '')}")
     origin = request.headers.get("origin")
-    if origin is not None and origin != "null":
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin.rstrip("/") != own:
-            raise ConsoleRefusal(403, "Refused", "This form was posted from another site.")
-    elif request.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+    if origin is not None:
+        claimed = _origin_of(origin, bare=True)
+    else:
+        referer = request.headers.get("referer")
+        claimed = _origin_of(referer) if referer else None
+    if own is None or claimed is None or claimed != own:
+        raise ConsoleRefusal(403, "Refused", "This form was not posted from this site's own pages.")
+    if request.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
         raise ConsoleRefusal(403, "Refused", "This form was posted from another site.")
     if user is not None and not user.session.csrf_ok(_one(form.get(CSRF_FIELD))):
         raise ConsoleRefusal(403, "Refused", "The form's CSRF token is missing or wrong; reload the page.")
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_of(url: str, *, bare: bool = False) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, default ports made explicit; None when it is
+    not one (`null`, another scheme, user info, a bad port). `bare`: an `Origin` value, which
+    has no path, query or fragment."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host or "@" in parts.netloc:
+        return None
+    if bare and (parts.path or parts.query or parts.fragment):
+        return None
+    return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
 
 
 def _one(value: Any) -> str | None:
@@ -167,8 +201,19 @@ def error_page(request: AnyRequest, exc: Exception) -> Response[Any]:
         status, title, message = exc.status_code, exc.title, exc.message
     else:
         status, code, message, _, headers, _ = describe(exc)
-        title = {401: "Sign in", 403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(status, code)
-    response = page("error.html", None, status_code=status, title=title, message=message)
-    kept = ("x-replay-reason", "retry-after")
+        title = {
+            400: "Bad request",
+            401: "Sign in",
+            403: "Not allowed",
+            404: "Not found",
+            405: "Not allowed here",
+            413: "Too large",
+            422: "Not accepted",
+            429: "Slow down",
+            500: "Something went wrong",
+        }.get(status, code)
+    user = request.scope.get("state", {}).get(_STATE_USER)
+    response = page("error.html", user, status_code=status, title=title, message=message, nav=True)
+    kept = ("x-replay-reason", "retry-after", "allow")
     response.headers.update({k: v for k, v in headers.items() if k.lower() in kept})
     return response

@@ -8,13 +8,15 @@ from typing import Annotated, Any
 from litestar import Response, Router, get
 from litestar.params import Parameter, QueryParameter
 from litestar.response import Stream
+from pydantic import Field
 
 from api.api_error import ApiError, not_found
 from api.auth import requires, requires_operator
 from api.openapi import contract
-from api.responses import CheckpointOut, ConsistencyOut, KeysOut
+from api.responses import Answer, CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
+from ledger.bundle import proof_json
 from ledger.note import verifier_key
 from ledger.signing import b64, unb64
 from ledger.usecases.export import tenant_export, whole_log_export
@@ -74,8 +76,57 @@ async def consistency(
     return ok(request, services, await services.blocking(_consistency, services, old, new))
 
 
+class KeyChainOut(Answer):
+    """Every key introduction up to a tree size, each with its inclusion proof in that tree:
+    with the root public key alone, an auditor learns which keys sign this log."""
+
+    size: int = Field(ge=1)
+    key_chain: list[dict[str, Any]]
+
+
+def _key_chain(services: Services, size: int | None) -> dict[str, Any]:
+    ledger = services.ledger
+    if size is None:
+        latest = ledger.latest_checkpoint()
+        if latest is None:
+            raise not_found("checkpoint")
+        size = latest.tree_size
+    head = ledger.sync()
+    if size > head:
+        raise not_found(f"tree of size {size} (the log has {head} entries)")
+    return {
+        "size": size,
+        "key_chain": [
+            {
+                "entry": event.envelope,
+                "inclusion_proof": proof_json(
+                    event.position, size, ledger.inclusion_proof(event.position, size)
+                ),
+            }
+            for event in ledger.key_events(up_to=size)
+        ],
+    }
+
+
+@get(
+    "/key-chain",
+    guards=[requires("audit.read")],
+    summary="The signing-key entries up to a tree size (default: the latest checkpoint's), with "
+    "inclusion proofs: what `citeledger check-checkpoint` checks from the root key",
+    **contract(404),
+)
+async def key_chain(
+    request: AnyRequest,
+    services: ServicesDep,
+    size: Annotated[int | None, QueryParameter(name="size", ge=1, le=2**53 - 1, required=False)] = None,
+) -> Response[KeyChainOut]:
+    return ok(request, services, await services.blocking(_key_chain, services, size))
+
+
 checkpoints_router = Router(
-    path="/v1/checkpoints", route_handlers=[latest_checkpoint, consistency], tags=["tamper evidence"]
+    path="/v1/checkpoints",
+    route_handlers=[latest_checkpoint, consistency, key_chain],
+    tags=["tamper evidence"],
 )
 
 

@@ -132,24 +132,3 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
         "checkpoint": latest.to_json(),
         "inclusion_proof": bundle["inclusion_proof"],
     }
-
-
-def check_held_checkpoint(ctx: UseCaseContext, note: str) -> dict[str, Any]:
-    """Was the log rewritten since an auditor's own copy of a checkpoint (a signed note kept
-    from a past audit)? The whole log is verified under the root key with that note held:
-    it must be signed by a key of this log and the log must still hash to its root at its
-    size. Only the verdict and positions are answered, never entries."""
-    from ledger.audit import verify_store
-
-    ledger = ctx.ledger
-    try:
-        report = verify_store(ledger.store, ledger.root_public_key, held=[note.rstrip("\n") + "\n"])
-    except ValueError as exc:  # not a checkpoint note at all
-        return {"ok": False, "problem": str(exc)[:300], "position": None, "entries": None}
-    first = report.first_bad
-    return {
-        "ok": report.ok,
-        "problem": first.problem if first is not None else None,
-        "position": first.position if first is not None else None,
-        "entries": report.entries,
-    }
