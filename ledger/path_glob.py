@@ -39,6 +39,7 @@ class _Segment:
     literal: str | None
     expression: re.Pattern[str] | None
     dot_literal: bool  # starts with a literal `.`: may match `.` and `..`
+    text: str = ""  # the pattern's segment as written (`ledger.glob_set` translates it)
 
     def matches(self, segment: str) -> bool:
         if segment == "":
@@ -64,7 +65,7 @@ def _segment(text: str) -> _Segment:
     else:
         middle = "".join(f"(?>.*?{part})" for part in parts[1:-1])
         source = f"{parts[0]}{middle}.*{parts[-1]}"
-    return _Segment(None, re.compile(rf"\A{source}\Z", re.DOTALL), text.startswith("."))
+    return _Segment(None, re.compile(rf"\A{source}\Z", re.DOTALL), text.startswith("."), text)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge, Unavailable
+from ledger.usecases.policy_warm import warm_published
 from ledger.usecases.ports import PolicyState
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -123,10 +124,13 @@ def publish_policy(
             created=False,
         )
     payload = PolicyBundlePublished(policy_version=version, bundle_sha256=sha, bundle_yaml=body.bundle_yaml)
-    return record(
+    result = record(
         ctx,
         caller,
         [payload],
         lambda events: {"policy_version": version, "bundle_sha256": sha, **entry_facts(events[0])},
         idempotency,
     )
+    # Every live path judged now, once, rather than by the searches that meet them first.
+    warm_published(ctx, tenant, rules, caller.deadline)
+    return result
