@@ -20,7 +20,7 @@ enough because the chunks between stars have fixed lengths).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_GLOB_CHARS = 256
 MAX_GLOB_SEGMENTS = 16
@@ -91,6 +91,7 @@ class PathGlob:
     pattern: str
     segments: tuple[_Segment | None, ...]
     literals: frozenset[str]  # segments without wildcards: each must be one of the path's
+    wildcards: int = field(default=0, compare=False)  # `*`, `?` and `**` in the pattern
 
     def matches(self, path: str) -> bool:
         return self.matches_split(split_path(path))
@@ -165,4 +166,4 @@ def compile_glob(pattern: str) -> PathGlob:
         elif not segments or segments[-1] is not _GLOBSTAR:  # `**/**` spans what `**` spans
             segments.append(_GLOBSTAR)
     literals = frozenset(s.literal for s in segments if s is not None and s.literal is not None)
-    return PathGlob(pattern, tuple(segments), literals)
+    return PathGlob(pattern, tuple(segments), literals, wildcards)

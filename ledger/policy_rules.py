@@ -59,6 +59,15 @@ _FACTOR = re.compile(r"^\d{1,6}(\.\d{1,6})?$")
 MAX_RULES = 500
 MAX_PATTERNS_PER_RULE = 64
 MAX_BUNDLE_PATTERNS = 2_000  # path patterns in all rules together
+# Wildcards (`*`, `?`, `**`) in all patterns together, checked when a bundle is published
+# (bundles recorded before still load): set from the measured cost of judging a path
+# (docs/benchmarks/search.md, "worst allowed bundle"). 2,000 patterns of 16 wildcards cost
+# ~15 ms a new path even in one RE2 pass; 4,000 wildcards in all ~1 ms.
+MAX_BUNDLE_WILDCARDS = 4_000
+
+
+def bundle_wildcards(rules: Sequence[Rule]) -> int:
+    return sum(glob.wildcards for rule in rules for glob in rule.globs)
 
 
 class PolicyRuleError(ValueError):
@@ -131,6 +140,7 @@ class RuleMatcher:
     def __init__(self, rules: Sequence[Rule]) -> None:
         self._globs = [glob for rule in rules for glob in rule.globs]
         self._rule_of = [index for index, rule in enumerate(rules) for _ in rule.globs]
+        self.pathless = frozenset(index for index, rule in enumerate(rules) if not rule.globs)
         self._set: GlobSet | None = None
         self._lock = threading.Lock()
         self._known: dict[str, frozenset[int]] = {}
@@ -174,9 +184,11 @@ class PolicyRules:
         factor = decimal.Decimal(1)
         applied: list[tuple[str, RuleAction]] = []
         path = split_path(chunk.path)  # once for every pattern of every rule
-        matching = self.matcher.rules_matching(chunk.path, path)
-        for index, rule in enumerate(self.rules):
-            if not rule.matches(chunk, scopes, path, index in matching):
+        # Only the rules whose paths match (or that name none) can apply: in rule order.
+        matching = self.matcher.rules_matching(chunk.path, path) | self.matcher.pathless
+        for index in sorted(matching):
+            rule = self.rules[index]
+            if not rule.matches(chunk, scopes, path, True):
                 continue
             if rule.action in ("deny", "allow"):
                 if access_decided:

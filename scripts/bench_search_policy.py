@@ -3,11 +3,14 @@
 One corpus (scripts/make_corpus.py's `bulk_corpus`), ingested as `sources sync` does it
 (`scripts/bench_search.py`'s `ledger_ingest`); then, in one process, the same queries:
 - no bundle;
-- the worst bundle (`worst_policy`: 500 rules, 2,000 patterns of 16 wildcards with no
-  literal segment to rule them out cheaply, deny rules first so that a search judges every
-  candidate, not a window), published just before (a fresh text: nothing cached);
-- optionally (`--automata`), the same bundle judged as before this change: pattern by
-  pattern by the automata of `ledger.path_glob` (a fresh text again).
+- the worst bundle the limits allow (`tests/policy_support.py`: 500 rules, 2,000 patterns,
+  4,000 wildcards in all, heavy patterns with no literal segment to rule them out cheaply,
+  deny rules first so that a search judges every candidate, not a window), published just
+  before (a fresh text: nothing cached);
+- `--before`: the worst bundle the limits allowed before (every pattern 16 wildcards, 30,820
+  in all; such a bundle recorded earlier still loads), judged in one RE2 pass;
+- `--automata`: that bundle judged as before this change, pattern by pattern by the
+  automata of `ledger.path_glob` (slow: use a small `--size`).
 Each p50/p95 is over every query (the cold ones right after the publish included).
 
     python scripts/bench_search_policy.py [--size 10000] [--queries 200] [--automata]
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import os
 import sys
 import tempfile
@@ -26,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from ledger.application import Ledger  # noqa: E402
 from ledger.path_glob import SplitPath  # noqa: E402
 from ledger.policy_rules import RuleMatcher  # noqa: E402
 from ledger.usecases.commands import PolicyBundleIn  # noqa: E402
@@ -38,34 +43,7 @@ from scripts.bench_search import (  # noqa: E402
     search_times,
 )
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def _shapes(c: str, d: str) -> list[str]:
-    """Four patterns of 16 wildcards (or 14), none with a literal segment."""
-    return [
-        "*" + "*".join(c * 15) + "*",  # `*c*c*...*`: 16 stars in one segment
-        "/".join(["**", f"*{c}*"] * 5) + "/**",  # 5 x (globstar, starred segment) + globstar
-        "/".join(["*"] * 16),  # 16 one-star segments
-        f"**/?*/**/*{d}?/**/*?*/**/*?{c}*",  # globstars between question marks
-    ]
-
-
-def worst_policy(tag: str) -> str:
-    lines = [f"version: worst-{tag}", "rules:"]
-    actions = ["boost\n    factor: '1.1'", "downrank\n    factor: '0.9'", "redact", "allow"]
-    for i in range(500):
-        c, d = _LETTERS[i % 26], _LETTERS[(i // 26) % 26]
-        if i < 5:  # deny first: most candidates are judged (a denied one does not fill the window)
-            patterns = [f"**/*{c}*?*?*?*?*?*?*", f"**/*{c}*{d}*", f"*/*{c}*", f"**/?*{c}*"]
-            action = "deny"
-        else:
-            patterns = _shapes(c, d)
-            action = actions[i % len(actions)]
-        lines += [f"  - id: r{i}-{tag}", f"    action: {action}"]  # new rules: nothing cached
-        lines.append(f"    match: {{paths: [{', '.join(repr(p) for p in patterns)}]}}")
-    return "\n".join(lines) + "\n"
+from tests.policy_support import worst_bundle  # noqa: E402
 
 
 def _automata(self: RuleMatcher, path: str, split: SplitPath) -> frozenset[int]:
@@ -76,11 +54,27 @@ def _automata(self: RuleMatcher, path: str, split: SplitPath) -> frozenset[int]:
     )
 
 
+def _publish_recorded(ledger: Ledger, ctx: object, text: str) -> None:
+    """A bundle past today's wildcard limit, as an earlier version recorded it (then loaded
+    as any live bundle is); judged ahead like a published one."""
+    from ledger.entries import EventDraft
+    from ledger.events import PolicyBundlePublished
+    from ledger.usecases.policy import bundle_rules
+    from ledger.usecases.policy_warm import warm_published
+
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    payload = PolicyBundlePublished(policy_version=f"old-{sha[:8]}", bundle_sha256=sha, bundle_yaml=text)
+    ledger.append(EventDraft.of(payload, tenant_id="acme", actor="old"), tenant_id="acme")
+    ctx.lookups.refresh()  # type: ignore[attr-defined]
+    warm_published(ctx, "acme", bundle_rules(text))  # type: ignore[arg-type]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="search under the worst allowed policy bundle")
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--automata", action="store_true", help="also measure the judging before RE2")
+    parser.add_argument("--before", action="store_true", help="also the worst bundle allowed before")
+    parser.add_argument("--automata", action="store_true", help="also that bundle judged before RE2")
     args = parser.parse_args()
     queries = bench_queries(args.queries)
     load_before = os.getloadavg()
@@ -94,10 +88,15 @@ def main() -> None:
             search_times(ctx, queries[:5], 5)  # warm-up
             none = search_times(ctx, queries, 5)
             started = time.perf_counter()
-            publish_policy(ctx, ADMIN, PolicyBundleIn(bundle_yaml=worst_policy("re2")))  # type: ignore[arg-type]
+            publish_policy(ctx, ADMIN, PolicyBundleIn(bundle_yaml=worst_bundle("re2")))  # type: ignore[arg-type]
             publish_ms = (time.perf_counter() - started) * 1000
             worst = search_times(ctx, queries, 5)
-            rows = [("no bundle", none), ("worst allowed bundle", worst)]
+            rows = [("no bundle", none), ("worst allowed bundle (4,000 wildcards)", worst)]
+            if args.before:
+                _publish_recorded(ledger, ctx, worst_bundle("before", None))
+                rows.append(
+                    ("worst bundle allowed before (30,820 wildcards), RE2", search_times(ctx, queries, 5))
+                )
             if args.automata:
                 original = RuleMatcher.rules_matching
                 original_init = RuleMatcher.__init__
@@ -109,7 +108,7 @@ def main() -> None:
                 RuleMatcher.__init__ = keep  # type: ignore[method-assign]
                 RuleMatcher.rules_matching = _automata  # type: ignore[method-assign]
                 try:
-                    publish_policy(ctx, ADMIN, PolicyBundleIn(bundle_yaml=worst_policy("nfa")))  # type: ignore[arg-type]
+                    _publish_recorded(ledger, ctx, worst_bundle("nfa", None))
                     rows.append(("worst bundle, judged as before (automata)", search_times(ctx, queries, 5)))
                 finally:
                     RuleMatcher.rules_matching = original  # type: ignore[method-assign]

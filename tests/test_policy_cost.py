@@ -1,8 +1,9 @@
-"""The worst bundle the limits allow costs searches little (issue 26 item 2): 500 rules and
-2,000 patterns of 16 wildcards (no literal segment to rule a pattern out cheaply), deny
-rules first so a search judges every candidate. All of a bundle's patterns are matched in
-one RE2 pass per path (`ledger.glob_set`), with the same verdicts as pattern by pattern, and
-the tenant's paths are judged when the bundle is published, not by its searches.
+"""The worst bundle the limits allow costs searches little (issue 26 item 2): 500 rules,
+2,000 patterns, 4,000 wildcards in all (`max_bundle_wildcards`, checked at publish), heavy
+patterns with no literal segment to rule them out cheaply, deny rules first so a search
+judges every candidate (`tests/policy_support.py`). All of a bundle's patterns are matched
+in one RE2 pass per path (`ledger.glob_set`), with the same verdicts as pattern by pattern,
+and the tenant's paths are judged when the bundle is published, not by its searches.
 
 On the old code a path cost ~30 ms to judge under this bundle (each pattern's automaton in
 Python): the 300 paths below took ~9 s, and each search over the corpus below judged every
@@ -23,27 +24,7 @@ from ledger.sources import SourceLimits
 from ledger.usecases.policy import bundle_rules
 from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
-
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def worst_bundle(tag: str) -> str:
-    lines = [f"version: worst-{tag}", "rules:"]
-    for i in range(500):
-        c, d = _LETTERS[i % 26], _LETTERS[(i // 26) % 26]
-        if i < 5:
-            action, patterns = "deny", [f"**/*{c}*?*?*?*?*?*?*", f"**/*{c}*{d}*", f"*/*{c}*", f"**/?*{c}*"]
-        else:
-            action = ["redact", "allow", "boost\n    factor: '1.1'", "downrank\n    factor: '0.9'"][i % 4]
-            patterns = [
-                "*" + "*".join(c * 15) + "*",
-                "/".join(["**", f"*{c}*"] * 5) + "/**",
-                "/".join(["*"] * 16),
-                f"**/?*/**/*{d}?/**/*?*/**/*?{c}*",
-            ]
-        lines += [f"  - id: r{i}-{tag}", f"    action: {action}"]
-        lines.append(f"    match: {{paths: [{', '.join(repr(p) for p in patterns)}]}}")
-    return "\n".join(lines) + "\n"
+from tests.policy_support import worst_bundle
 
 
 def _reference(rules: PolicyRules, path: str, sensitivity: str) -> tuple[object, ...]:
@@ -69,7 +50,9 @@ def _reference(rules: PolicyRules, path: str, sensitivity: str) -> tuple[object,
 
 
 def test_the_worst_allowed_bundle_judges_a_path_in_one_pass_with_the_same_verdict() -> None:
-    rules = bundle_rules(worst_bundle("unit"))
+    # Every pattern wildcard-heavy (30,820 wildcards): what a bundle recorded before the
+    # wildcard limit may hold; it still loads, and is still judged in one pass.
+    rules = bundle_rules(worst_bundle("unit", None))
     assert len(rules.rules) == 500 and sum(len(r.globs) for r in rules.rules) == 2_000
     paths = [f"team-{i % 7}/notes {i}/q{i}-zebra-quiz-{i * 7}.md" for i in range(300)]
     started = time.monotonic()
@@ -77,7 +60,7 @@ def test_the_worst_allowed_bundle_judges_a_path_in_one_pass_with_the_same_verdic
         rules.judge(ChunkFacts("", "d", path, "internal"), frozenset())
     took = time.monotonic() - started
     assert took < 3.0, took  # ~0.1 ms a path once warm; ~30 ms a path before
-    deep = "/".join(_LETTERS[:16]) + "/x.md"
+    deep = "/".join("abcdefghijklmnop") + "/x.md"
     for path in [*paths[:25], deep, "/abs/olute.md", "a/./b.md", "hr/", ".hidden/.x"]:
         _reference(rules, path, "internal")
 
@@ -112,6 +95,15 @@ def test_searches_under_the_worst_allowed_bundle_stay_fast(
             return time.monotonic() - started
 
         without = searches()
+        # Past the bundle-wide wildcard limit: refused naming it, nothing written.
+        ledger = server.app.state.services.ledger
+        ledger.sync()
+        head = ledger.size
+        refused = http.post("/v1/policy-bundles", json={"bundle_yaml": worst_bundle("over", None)})
+        assert refused.status_code == 422, refused.text
+        assert "max_bundle_wildcards" in refused.json()["error"]["message"]
+        ledger.sync()
+        assert ledger.size == head
         published = http.post("/v1/policy-bundles", json={"bundle_yaml": worst_bundle("http")})
         assert published.status_code == 201, published.text
         under = searches()

@@ -20,7 +20,14 @@ from typing import Any
 from ledger.deadline import Deadline
 from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
 from ledger.idempotency import IdempotencyKey
-from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules, rules_from_bundle
+from ledger.policy_rules import (
+    MAX_BUNDLE_WILDCARDS,
+    NO_POLICY,
+    PolicyRuleError,
+    PolicyRules,
+    bundle_wildcards,
+    rules_from_bundle,
+)
 from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
@@ -110,6 +117,13 @@ def publish_policy(
 ) -> Result:
     tenant = caller.tenant_id
     rules = bundle_rules(body.bundle_yaml, caller.deadline)  # the whole bundle, before any write
+    wildcards = bundle_wildcards(rules.rules)
+    if wildcards > MAX_BUNDLE_WILDCARDS:  # at publish only: bundles recorded before still load
+        raise Invalid(
+            f"bundle_yaml rules: limit max_bundle_wildcards: at most {MAX_BUNDLE_WILDCARDS} wildcards "
+            f"(*, ?, **) in all path patterns together, this bundle has {wildcards}",
+            code=INVALID_BUNDLE,
+        )
     sha = hashlib.sha256(body.bundle_yaml.encode("utf-8")).hexdigest()
     declared = rules.declared_version
     version = body.policy_version or (
