@@ -144,6 +144,7 @@ class RuleMatcher:
         self._set: GlobSet | None = None
         self._lock = threading.Lock()
         self._known: dict[str, frozenset[int]] = {}
+        self._answers: dict[frozenset[int], frozenset[int]] = {}
 
     def _glob_set(self) -> GlobSet:
         with self._lock:
@@ -158,6 +159,9 @@ class RuleMatcher:
             known = frozenset(self._rule_of[i] for i in matched)
             if len(self._known) >= self._REMEMBERED:
                 self._known.clear()
+                self._answers.clear()
+            # Many paths share an answer: one object each (memory ~ paths, not paths x rules).
+            known = self._answers.setdefault(known, known)
             self._known[path] = known
         return known
 
