@@ -20,7 +20,7 @@ enough because the chunks between stars have fixed lengths).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_GLOB_CHARS = 256
 MAX_GLOB_SEGMENTS = 16
@@ -39,6 +39,7 @@ class _Segment:
     literal: str | None
     expression: re.Pattern[str] | None
     dot_literal: bool  # starts with a literal `.`: may match `.` and `..`
+    text: str = ""  # the pattern's segment as written (`ledger.glob_set` translates it)
 
     def matches(self, segment: str) -> bool:
         if segment == "":
@@ -64,7 +65,7 @@ def _segment(text: str) -> _Segment:
     else:
         middle = "".join(f"(?>.*?{part})" for part in parts[1:-1])
         source = f"{parts[0]}{middle}.*{parts[-1]}"
-    return _Segment(None, re.compile(rf"\A{source}\Z", re.DOTALL), text.startswith("."))
+    return _Segment(None, re.compile(rf"\A{source}\Z", re.DOTALL), text.startswith("."), text)
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class PathGlob:
     pattern: str
     segments: tuple[_Segment | None, ...]
     literals: frozenset[str]  # segments without wildcards: each must be one of the path's
+    wildcards: int = field(default=0, compare=False)  # `*`, `?` and `**` in the pattern
 
     def matches(self, path: str) -> bool:
         return self.matches_split(split_path(path))
@@ -164,4 +166,4 @@ def compile_glob(pattern: str) -> PathGlob:
         elif not segments or segments[-1] is not _GLOBSTAR:  # `**/**` spans what `**` spans
             segments.append(_GLOBSTAR)
     literals = frozenset(s.literal for s in segments if s is not None and s.literal is not None)
-    return PathGlob(pattern, tuple(segments), literals)
+    return PathGlob(pattern, tuple(segments), literals, wildcards)

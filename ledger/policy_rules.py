@@ -34,19 +34,21 @@ backtracking) against the document's path. A rule without `match` matches every
 chunk. Factors are decimal strings, never floats, so the same bundle gives the
 same scores on every machine.
 
-Judging one chunk costs at most one test per rule and pattern (bounded: `MAX_RULES`,
-`MAX_BUNDLE_PATTERNS`, and the glob limits of `ledger.path_glob`).
+Judging one chunk costs one linear pass of RE2 over its path for all the patterns
+together (`RuleMatcher`, remembered per path), then one test per rule (`MAX_RULES`).
 """
 
 from __future__ import annotations
 
 import decimal
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ledger.events import IDENTIFIER_PATTERN, MAX_TOP_K
+from ledger.glob_set import GlobSet
 from ledger.path_glob import GlobError, PathGlob, SplitPath, compile_glob, split_path
 
 RuleAction = Literal["deny", "allow", "boost", "downrank", "redact"]
@@ -57,6 +59,15 @@ _FACTOR = re.compile(r"^\d{1,6}(\.\d{1,6})?$")
 MAX_RULES = 500
 MAX_PATTERNS_PER_RULE = 64
 MAX_BUNDLE_PATTERNS = 2_000  # path patterns in all rules together
+# Wildcards (`*`, `?`, `**`) in all patterns together, checked when a bundle is published
+# (bundles recorded before still load): set from the measured cost of judging a path
+# (docs/benchmarks/search.md, "worst allowed bundle"). 2,000 patterns of 16 wildcards cost
+# ~15 ms a new path even in one RE2 pass; 4,000 wildcards in all ~1 ms.
+MAX_BUNDLE_WILDCARDS = 4_000
+
+
+def bundle_wildcards(rules: Sequence[Rule]) -> int:
+    return sum(glob.wildcards for rule in rules for glob in rule.globs)
 
 
 class PolicyRuleError(ValueError):
@@ -87,13 +98,22 @@ class Rule:
         if len(self.globs) != len(self.paths):  # built without its compiled paths
             object.__setattr__(self, "globs", tuple(compile_glob(pattern) for pattern in self.paths))
 
-    def matches(self, chunk: ChunkFacts, scopes: frozenset[str], path: SplitPath | None = None) -> bool:
+    def matches(
+        self,
+        chunk: ChunkFacts,
+        scopes: frozenset[str],
+        path: SplitPath | None = None,
+        paths_match: bool | None = None,
+    ) -> bool:
+        """`paths_match`: whether one of `paths` matches, when the caller already knows."""
         if self.unless_scope is not None and self.unless_scope in scopes:
             return False
         if self.sensitivity and chunk.sensitivity not in self.sensitivity:
             return False
         if not self.globs:
             return True
+        if paths_match is not None:
+            return paths_match
         split = path if path is not None else split_path(chunk.path)
         return any(glob.matches_split(split) for glob in self.globs)
 
@@ -108,20 +128,71 @@ class Verdict:
     applied: tuple[tuple[str, RuleAction], ...] = ()
 
 
+class RuleMatcher:
+    """Which rules' path patterns match a path: every pattern of the bundle in one RE2 pass
+    (`ledger.glob_set`), remembered per path (a path's answer never changes under a bundle).
+    The RE2 set is built when first needed (after a publish is recorded, or by the first
+    search of a process), not while the bundle is checked: a publish's checks stay as fast
+    as they were."""
+
+    _REMEMBERED = 100_000
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self._globs = [glob for rule in rules for glob in rule.globs]
+        self._rule_of = [index for index, rule in enumerate(rules) for _ in rule.globs]
+        self.pathless = frozenset(index for index, rule in enumerate(rules) if not rule.globs)
+        self._set: GlobSet | None = None
+        self._lock = threading.Lock()
+        self._known: dict[str, frozenset[int]] = {}
+        self._answers: dict[frozenset[int], frozenset[int]] = {}
+
+    def _glob_set(self) -> GlobSet:
+        with self._lock:
+            if self._set is None:
+                self._set = GlobSet(self._globs)
+            return self._set
+
+    def rules_matching(self, path: str, split: SplitPath) -> frozenset[int]:
+        known = self._known.get(path)
+        if known is None:
+            matched = self._glob_set().matching(split) if self._globs else frozenset()
+            known = frozenset(self._rule_of[i] for i in matched)
+            if len(self._known) >= self._REMEMBERED:
+                self._known.clear()
+                self._answers.clear()
+            # Many paths share an answer: one object each (memory ~ paths, not paths x rules).
+            known = self._answers.setdefault(known, known)
+            self._known[path] = known
+        return known
+
+
 @dataclass(frozen=True)
 class PolicyRules:
     rules: tuple[Rule, ...] = ()
     max_top_k: int = MAX_TOP_K
     sha256: str | None = field(default=None, compare=False)
     declared_version: str | None = field(default=None, compare=False)  # the bundle's `version`
+    matcher: RuleMatcher = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "matcher", RuleMatcher(self.rules))
+        # Searches key their verdict cache by the rules: hashing 500 rules each time cost ~0.3 ms.
+        object.__setattr__(self, "_hash", hash((self.rules, self.max_top_k)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def judge(self, chunk: ChunkFacts, scopes: frozenset[str]) -> Verdict:
         access_decided = denied = redacted = False
         factor = decimal.Decimal(1)
         applied: list[tuple[str, RuleAction]] = []
         path = split_path(chunk.path)  # once for every pattern of every rule
-        for rule in self.rules:
-            if not rule.matches(chunk, scopes, path):
+        # Only the rules whose paths match (or that name none) can apply: in rule order.
+        matching = self.matcher.rules_matching(chunk.path, path) | self.matcher.pathless
+        for index in sorted(matching):
+            rule = self.rules[index]
+            if not rule.matches(chunk, scopes, path, True):
                 continue
             if rule.action in ("deny", "allow"):
                 if access_decided:

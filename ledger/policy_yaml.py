@@ -36,11 +36,32 @@ class BundleLimitError(ValueError):
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    def __init__(self, text: str, deadline: Deadline | None) -> None:
+    def __init__(self, text: str, deadline: Deadline | None, unique_keys: bool = False) -> None:
         super().__init__(text)
         self.nodes = 0
         self.depth = 0
         self.deadline = deadline
+        self.unique_keys = unique_keys
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if self.unique_keys:
+            # PyYAML keeps the last of two equal keys; where a key sets a rule, which one was
+            # meant is unknowable, so the text is refused (merge keys `<<` likewise).
+            seen: list[Any] = []
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise BundleLimitError(
+                        "limit no_merge_keys: merge keys (<<) are not allowed",
+                        "no_merge_keys",
+                        key_node.start_mark,
+                    )
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise BundleLimitError(
+                        "limit unique_keys: a key given twice", "unique_keys", key_node.start_mark
+                    )
+                seen.append(key)
+        return super().construct_mapping(node, deep)
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         event = self.peek_event()  # type: ignore[no-untyped-call]
@@ -81,10 +102,11 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
-def load_bundle_yaml(text: str, deadline: Deadline | None = None) -> Any:
-    """The document of `text` (safe types only), or `BundleLimitError` naming the limit."""
+def load_bundle_yaml(text: str, deadline: Deadline | None = None, *, unique_keys: bool = False) -> Any:
+    """The document of `text` (safe types only), or `BundleLimitError` naming the limit.
+    `unique_keys`: a mapping that gives a key twice (or uses a merge key) is refused."""
     try:
-        loader = _BoundedLoader(text, deadline)  # the reader refuses unprintable characters here
+        loader = _BoundedLoader(text, deadline, unique_keys)  # the reader refuses unprintable characters here
     except yaml.YAMLError:
         raise BundleLimitError("does not parse as YAML (an unprintable character)") from None
     try:
@@ -93,7 +115,7 @@ def load_bundle_yaml(text: str, deadline: Deadline | None = None) -> Any:
             return None
         try:
             return loader.construct_document(node)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, BundleLimitError):
             raise
         except Exception:  # noqa: BLE001 - a tagged value its type refuses (`!!int x`): bounded, pure
             raise BundleLimitError("does not parse as YAML (a value does not fit its tag)") from None

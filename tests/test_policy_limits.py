@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from wcmatch import glob
 
 from ledger.deadline import Deadline, DeadlineExceeded
-from ledger.path_glob import GlobError, compile_glob
+from ledger.glob_set import GlobSet, encode
+from ledger.path_glob import GlobError, compile_glob, split_path
 from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 
 _WCMATCH = glob.GLOBSTAR | glob.DOTGLOB
@@ -35,6 +36,36 @@ def test_globs_match_exactly_what_wcmatch_matched(pattern: str, path: str) -> No
     except GlobError:
         return
     assert compiled.matches(path) == glob.globmatch(path, pattern, flags=_WCMATCH), (pattern, path)
+
+
+@settings(max_examples=3_000, suppress_health_check=list(HealthCheck), deadline=None)
+@given(
+    st.lists(_PATTERN, min_size=1, max_size=4), st.one_of(_PATH, st.text("ab./é\n *?\x01\ud800", max_size=14))
+)
+def test_a_bundles_globs_in_one_re2_set_match_exactly_what_wcmatch_matched(
+    patterns: list[str], path: str
+) -> None:
+    # The set answers for all of a bundle's patterns at once (linear time); it must agree
+    # with the automata and wcmatch glob by glob, and so must its one-by-one fallback.
+    globs = []
+    for pattern in patterns:
+        try:
+            globs.append(compile_glob(pattern))
+        except GlobError:
+            continue
+    if not globs:
+        return
+    expected = frozenset(i for i, compiled in enumerate(globs) if glob_wcmatch(path, compiled.pattern))
+    matcher = GlobSet(globs)
+    split = split_path(path)
+    assert matcher.matching(split) == expected, (patterns, path)
+    encoded = encode(split)
+    if encoded is not None:
+        assert matcher.one_by_one(encoded) == expected, (patterns, path)
+
+
+def glob_wcmatch(path: str, pattern: str) -> bool:
+    return bool(glob.globmatch(path, pattern, flags=_WCMATCH))
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
 from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge, UseCaseError
+from ledger.usecases.policy_warm import warm_ingested
 from ledger.usecases.ports import DocumentState
 
 
@@ -194,7 +195,10 @@ def ingest_document(
         # The request holds the document's text: its record is bound to the keys sealing it.
         texts_refs = sealed_refs(payload.title, *(chunk.text for chunk in payload.chunks))
         idempotency = bound(idempotency, ctx.sealer, texts_refs)
-        return record(ctx, caller, [payload], lambda events: _version_answer(payload, events[0]), idempotency)
+        answer = lambda events: _version_answer(payload, events[0])  # noqa: E731
+        result = record(ctx, caller, [payload], answer, idempotency)
+    warm_ingested(ctx, tenant, [doc.path], caller.deadline)  # the live bundle's verdict, judged once now
+    return result
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,9 @@ def ingest_batch(
                     )
                 else:
                     outcomes[index] = BatchOutcome(written.document_id, "removed", position=event.position)
+    # The live bundle's verdicts on the new paths, judged once now rather than by a search.
+    ingested = [docs[i].path for i in range(len(docs)) if outcomes[i].status == "ingested"]
+    warm_ingested(ctx, caller.tenant_id, ingested, caller.deadline)
     return [outcomes[index] for index in range(len(docs) + len(removals))]
 
 

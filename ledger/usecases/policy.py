@@ -20,11 +20,19 @@ from typing import Any
 from ledger.deadline import Deadline
 from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
 from ledger.idempotency import IdempotencyKey
-from ledger.policy_rules import NO_POLICY, PolicyRuleError, PolicyRules, rules_from_bundle
+from ledger.policy_rules import (
+    MAX_BUNDLE_WILDCARDS,
+    NO_POLICY,
+    PolicyRuleError,
+    PolicyRules,
+    bundle_wildcards,
+    rules_from_bundle,
+)
 from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge, Unavailable
+from ledger.usecases.policy_warm import warm_published
 from ledger.usecases.ports import PolicyState
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -109,6 +117,13 @@ def publish_policy(
 ) -> Result:
     tenant = caller.tenant_id
     rules = bundle_rules(body.bundle_yaml, caller.deadline)  # the whole bundle, before any write
+    wildcards = bundle_wildcards(rules.rules)
+    if wildcards > MAX_BUNDLE_WILDCARDS:  # at publish only: bundles recorded before still load
+        raise Invalid(
+            f"bundle_yaml rules: limit max_bundle_wildcards: at most {MAX_BUNDLE_WILDCARDS} wildcards "
+            f"(*, ?, **) in all path patterns together, this bundle has {wildcards}",
+            code=INVALID_BUNDLE,
+        )
     sha = hashlib.sha256(body.bundle_yaml.encode("utf-8")).hexdigest()
     declared = rules.declared_version
     version = body.policy_version or (
@@ -123,10 +138,13 @@ def publish_policy(
             created=False,
         )
     payload = PolicyBundlePublished(policy_version=version, bundle_sha256=sha, bundle_yaml=body.bundle_yaml)
-    return record(
+    result = record(
         ctx,
         caller,
         [payload],
         lambda events: {"policy_version": version, "bundle_sha256": sha, **entry_facts(events[0])},
         idempotency,
     )
+    # Every live path judged now, once, rather than by the searches that meet them first.
+    warm_published(ctx, tenant, rules, caller.deadline)
+    return result
