@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.common import EXIT_FAILED, EXIT_STORE, EXIT_USAGE, InputError, fail, read_input
+from cli.trust import read_trusted_key, read_witnesses
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a key chain of thousands of rotations still fits
 TIMEOUT_S = 30.0
@@ -129,11 +130,10 @@ def register(app: typer.Typer) -> None:
         today's: today's checkpoint and its key chain from the root key, witnesses'
         cosignatures and the RFC 9162 consistency proof, verified here. Exit 1 names what
         failed (a rollback, a fork, a rewrite, a forged or unsigned checkpoint)."""
-        from cli.main import _read_key, _witnesses
         from ledger.checkpoint_check import CheckFailed, check_prefix, read_kept
 
-        trusted = _read_key(root_key)
-        witnesses, required = _witnesses(witness_key, min_witnesses)
+        trusted = read_trusted_key(root_key)
+        witnesses, required = read_witnesses(witness_key, min_witnesses)
         try:
             kept = read_kept(read_input(held, "kept checkpoint").decode("utf-8"))
         except UnicodeDecodeError:

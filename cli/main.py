@@ -24,6 +24,7 @@ from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
 from cli.spool import register as register_spool
+from cli.trust import read_trusted_key, read_witnesses
 from cli.witness import register as register_witness
 
 if TYPE_CHECKING:
@@ -68,17 +69,7 @@ def _config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfi
 def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
     from ledger.signing import KeyDirectory
 
-    return _read_key(public_key or KeyDirectory(config.keys_dir).root_public_key_path)
-
-
-def _read_key(path: Path) -> bytes:
-    """A trusted public key file; missing or unreadable is exit 2, not a key is exit 2 too."""
-    from ledger.signing import read_public_key_file
-
-    try:
-        return read_public_key_file(path)
-    except OSError as exc:
-        raise InputError(f"cannot read trusted public key {path}: {exc.strerror or exc}") from None
+    return read_trusted_key(public_key or KeyDirectory(config.keys_dir).root_public_key_path)
 
 
 def _text(raw: bytes, path: Path) -> str:
@@ -86,23 +77,6 @@ def _text(raw: bytes, path: Path) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
-
-
-def _witnesses(paths: list[Path] | None, minimum: int | None) -> tuple[list[Witness], int]:
-    """The trusted witnesses and the quorum; exit 2 on an unreadable key or a quorum above them."""
-    from ledger.cosignature import parse_cosigner_vkey
-    from ledger.note import NoteError
-
-    witnesses = []
-    for path in paths or []:
-        try:
-            witnesses.append(parse_cosigner_vkey(path.read_text(encoding="utf-8").strip()))
-        except (OSError, UnicodeDecodeError, NoteError) as exc:
-            raise InputError(f"cannot read witness key {path}: {exc}") from None
-    required = minimum if minimum is not None else (1 if witnesses else 0)
-    if required > len(witnesses):
-        fail(f"--min-witnesses {required} but only {len(witnesses)} --witness-key given", 2)
-    return witnesses, required
 
 
 def _check_cosigned(note: str, witnesses: list[Witness], required: int) -> str | None:
@@ -239,7 +213,7 @@ def verify(
     held = [
         _text(read_input(path, "held checkpoint"), path).rstrip("\n") + "\n" for path in held_checkpoint or []
     ]
-    witnesses, required = _witnesses(witness_key, min_witnesses)
+    witnesses, required = read_witnesses(witness_key, min_witnesses)
     if witnesses and export_file is None:
         fail("--witness-key checks an export's checkpoint: give --export FILE", 2)
     try:
@@ -410,9 +384,9 @@ def verify_bundle_command(
 
     from ledger.bundle import BundleError, verify_bundle
 
-    trusted = _read_key(public_key)
+    trusted = read_trusted_key(public_key)
     raw = read_input(bundle_file, "bundle")
-    witnesses, required = _witnesses(witness_key, min_witnesses)
+    witnesses, required = read_witnesses(witness_key, min_witnesses)
     try:
         document = orjson.loads(raw)
         if isinstance(document, dict) and isinstance(document.get("bundle"), dict):

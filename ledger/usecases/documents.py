@@ -30,7 +30,7 @@ from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
 from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge, UseCaseError
-from ledger.usecases.policy_warm import warm_ingested
+from ledger.usecases.policy import warm_ingested
 from ledger.usecases.ports import DocumentState
 
 

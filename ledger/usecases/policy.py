@@ -15,6 +15,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any
 
 from ledger.deadline import Deadline
@@ -32,7 +33,8 @@ from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge, Unavailable
-from ledger.usecases.policy_warm import warm_published
+from ledger.usecases.policy_warm import log as warm_log
+from ledger.usecases.policy_warm import warm_budget, warm_paths, warm_published
 from ledger.usecases.ports import PolicyState
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -148,3 +150,16 @@ def publish_policy(
     # Every live path judged now, once, rather than by the searches that meet them first.
     warm_published(ctx, tenant, rules, caller.deadline)
     return result
+
+
+def warm_ingested(
+    ctx: UseCaseContext, tenant_id: str, paths: Iterable[str], deadline: Deadline | None = None
+) -> None:
+    """New document paths judged under the tenant's live bundle (when one loads)."""
+    try:
+        rules = live_rules(ctx.lookups.live_policy(tenant_id))
+        warm_paths(rules, paths, warm_budget(deadline))
+    except Unavailable:
+        return  # searches refuse an unloadable bundle anyway
+    except Exception:  # noqa: BLE001 - judging ahead is an optimisation: a search judges it anyway
+        warm_log.warning("policy paths not judged ahead tenant=%s", tenant_id, exc_info=True)

@@ -52,7 +52,7 @@ def tenant_paths(ctx: UseCaseContext, tenant_id: str) -> list[str]:
     return sorted({view.chunk(int(row)).path for row in live[first]})
 
 
-def _budget(deadline: Deadline | None) -> float:
+def warm_budget(deadline: Deadline | None) -> float:
     # A published bundle's answer is owed (its write claimed the deadline): keep it prompt.
     if deadline is None:
         return WARM_BUDGET_S
@@ -65,7 +65,7 @@ def warm_published(
     started = time.monotonic()
     try:
         paths = tenant_paths(ctx, tenant_id)
-        judged = warm_paths(rules, paths, _budget(deadline))
+        judged = warm_paths(rules, paths, warm_budget(deadline))
     except Exception:
         log.warning("policy paths not judged ahead tenant=%s", tenant_id, exc_info=True)
         return
@@ -76,19 +76,3 @@ def warm_published(
         len(paths),
         (time.monotonic() - started) * 1000,
     )
-
-
-def warm_ingested(
-    ctx: UseCaseContext, tenant_id: str, paths: Iterable[str], deadline: Deadline | None = None
-) -> None:
-    """New document paths judged under the tenant's live bundle (when one loads)."""
-    from ledger.usecases.errors import Unavailable
-    from ledger.usecases.policy import live_rules  # policy imports this module
-
-    try:
-        rules = live_rules(ctx.lookups.live_policy(tenant_id))
-        warm_paths(rules, paths, _budget(deadline))
-    except Unavailable:
-        return  # searches refuse an unloadable bundle anyway
-    except Exception:
-        log.warning("policy paths not judged ahead tenant=%s", tenant_id, exc_info=True)
