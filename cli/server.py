@@ -65,9 +65,9 @@ def serve(
     # The schema first: SQLite is migrated here and says so; a PostgreSQL schema shared by
     # several workers is migrated only by `citeledger migrate` (an older one is refused).
     outcome = migrate_store(config.ledger, upgrade=not adapter_class(config.ledger).scale_out)
-    typer.echo(f"store: {outcome.describe()}", err=True)
     # Create keys, schema and the genesis entry once, before any worker starts.
     Ledger(config.ledger.__class__(**{**config.ledger.__dict__, "run_checkpointer": False})).close()
+    typer.echo(f"store: {outcome.describe()}", err=True)  # once it opened: a failure stays one line
     bearer = ensure_bootstrap_token(config.token_path, config.bootstrap_token)
     if bearer is not None and config.bootstrap_token is None:
         typer.echo(f"created an all-scopes token for tenant 'default' (shown once): {bearer}", err=True)
