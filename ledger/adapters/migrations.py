@@ -157,7 +157,7 @@ def _apply(adapter: StoreAdapter, cursor: Any) -> Outcome:
     for migration in MIGRATIONS:
         if before is not None and migration.version <= before:
             if migration.version not in recorded:  # a v1 store recognised from its tables
-                _record(adapter, cursor, migration, "recognised from its tables")
+                _record(adapter, cursor, migration, now, " (recognised from its tables, not applied)")
             continue
         for statement in migration.ddl(adapter):
             cursor.execute(statement)
@@ -175,13 +175,13 @@ def _recorded(adapter: StoreAdapter, cursor: Any) -> set[int]:
     return {int(row["version"]) for row in cursor.fetchall()}
 
 
-def _record(adapter: StoreAdapter, cursor: Any, migration: Migration, applied_at: str) -> None:
+def _record(adapter: StoreAdapter, cursor: Any, migration: Migration, at: str, note: str = "") -> None:
     cursor.execute(
         adapter.sql(
             f"INSERT INTO {adapter.table(VERSION_TABLE)} (version, name, applied_at) VALUES (?, ?, ?) "
             "ON CONFLICT (version) DO NOTHING"
         ),
-        (migration.version, migration.name, applied_at),
+        (migration.version, migration.name + note, at),
     )
 
 
