@@ -63,7 +63,9 @@ def _upgrade_as_documented(restored: Restored, store: str, env: dict[str, str], 
 
 
 def _verify_deep(restored: Restored, env: dict[str, str]) -> dict[str, object]:
-    report: dict[str, object] = json.loads(_cli(restored, env, "verify", "--deep", "--json"))
+    done = run_cli(["verify", "--deep", "--json", "--data-dir", str(restored.data_dir)], env)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    report: dict[str, object] = json.loads(done.stdout)
     assert report["ok"] is True and report["first_bad_position"] is None, report
     return report
 
