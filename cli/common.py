@@ -83,12 +83,13 @@ def _one_line(exc: BaseException) -> str:
 def expected_failure(exc: BaseException) -> tuple[int, str] | None:
     """(exit code, one line) for a failure a user can act on; None for a bug."""
     from ledger.adapters import store_unavailable
+    from ledger.adapters.migrations import SchemaVersionError
     from ledger.application import LedgerIntegrityError
     from ledger.config import SettingError
     from ledger.presence import NoLedger
     from ledger.signing import KeyFileError
 
-    if isinstance(exc, NoLedger):
+    if isinstance(exc, (NoLedger, SchemaVersionError)):
         return EXIT_NO_LEDGER, str(exc)
     if isinstance(exc, (SettingError, InputError)):
         return EXIT_USAGE, str(exc)

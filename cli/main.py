@@ -18,6 +18,7 @@ from rich.console import Console
 from cli.checkpoint_check import register as register_checkpoint_check
 from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.mcp import register as register_mcp
+from cli.migrate import register as register_migrate
 from cli.projections import register as register_projections
 from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
@@ -467,17 +468,21 @@ def demo(
     """Sync the sample corpus, search, cite, apply a policy, erase, replay, checkpoint, bundle and
     verify: the embedded default end to end."""
     from cli.demo import run_demo
+    from ledger.adapters import adapter_class
+    from ledger.adapters.migrations import migrate_store
 
+    config = ledger_config(data_dir, create=True, run_checkpointer=True)
+    migrate_store(config, upgrade=not adapter_class(config).scale_out)  # as `serve` does
     # The demo's narration is its result: stdout (logs and errors stay on stderr).
-    raise typer.Exit(
-        run_demo(ledger_config(data_dir, create=True, run_checkpointer=True), events, Console(), corpus)
-    )
+    raise typer.Exit(run_demo(config, events, Console(), corpus))
 
 
 @app.command()
 def init(data_dir: DataDir = None) -> None:
     """Create a ledger (keys, store, genesis entry) in the data directory or PostgreSQL schema;
     only `init`, `serve` and `demo` create one. A ledger already there is left as it is."""
+    from ledger.adapters import adapter_class
+    from ledger.adapters.migrations import migrate_store
     from ledger.application import Ledger
     from ledger.presence import NoLedger, require_ledger
 
@@ -487,6 +492,8 @@ def init(data_dir: DataDir = None) -> None:
         existed = True
     except NoLedger:
         existed = False
+    # SQLite is migrated here; a shared PostgreSQL schema only by `citeledger migrate`.
+    outcome = migrate_store(config, upgrade=not adapter_class(config).scale_out)
     with Ledger(config) as ledger:
         size = ledger.size
     where = (
@@ -495,7 +502,10 @@ def init(data_dir: DataDir = None) -> None:
         else str(config.data_dir)
     )
     verb = "a ledger already exists in" if existed else "created a ledger in"
-    typer.echo(f"{verb} {where} ({size} entries); root public key: {config.keys_dir / 'root.pub'}")
+    typer.echo(
+        f"{verb} {where} ({size} entries, {outcome.describe()}); "
+        f"root public key: {config.keys_dir / 'root.pub'}"
+    )
 
 
 register_server(app)
@@ -507,6 +517,7 @@ register_replay(app)
 register_witness(app)
 register_receipts(app)
 register_checkpoint_check(app)
+register_migrate(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -53,6 +53,7 @@ def serve(
     from api.auth import ensure_bootstrap_token
     from ledger import log_repeats
     from ledger.adapters import adapter_class
+    from ledger.adapters.migrations import migrate_store
     from ledger.application import Ledger
 
     config = _prepare(data_dir, create=True)
@@ -61,8 +62,12 @@ def serve(
             "the embedded SQLite store runs one worker; set CITELEDGER_DATABASE_URL for more", err=True
         )
         workers = 1
+    # The schema first: SQLite is migrated here and says so; a PostgreSQL schema shared by
+    # several workers is migrated only by `citeledger migrate` (an older one is refused).
+    outcome = migrate_store(config.ledger, upgrade=not adapter_class(config.ledger).scale_out)
     # Create keys, schema and the genesis entry once, before any worker starts.
     Ledger(config.ledger.__class__(**{**config.ledger.__dict__, "run_checkpointer": False})).close()
+    typer.echo(f"store: {outcome.describe()}", err=True)  # once it opened: a failure stays one line
     bearer = ensure_bootstrap_token(config.token_path, config.bootstrap_token)
     if bearer is not None and config.bootstrap_token is None:
         typer.echo(f"created an all-scopes token for tenant 'default' (shown once): {bearer}", err=True)

@@ -22,6 +22,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from ledger.adapters import EventStoreApp, StoreAdapter, open_adapter
+from ledger.adapters.migrations import Outcome, check
 from ledger.adapters.postgres import pg_connect
 from ledger.config import LedgerConfig
 from ledger.entries import EVENT_TOPIC_PREFIX
@@ -55,6 +56,13 @@ class Store:
     def __init__(self, config: LedgerConfig) -> None:
         self.config = config
         self.adapter: StoreAdapter = open_adapter(config)
+        try:
+            # A new store is created at the code's schema version; an older or newer one is
+            # refused here (`citeledger migrate`, or `serve`/`init` on SQLite, upgrade it first).
+            self.schema_outcome: Outcome = check(self.adapter, upgrade=False)
+        except BaseException:
+            self.adapter.close()
+            raise
         self.app = self.adapter.app
         self.recorder: Any = self.adapter.recorder
         self.schema = self.adapter.schema

@@ -277,6 +277,11 @@ class StoreAdapter(ABC):
         return False
 
     @abstractmethod
+    def table_exists(self, cursor: Any, name: str) -> bool:
+        """Whether this store has the table `name`, read from the catalog through `cursor`
+        (the schema version's migrations: ledger/adapters/migrations.py)."""
+
+    @abstractmethod
     def stream_param(self, stream_id: UUID) -> object:
         """`stream_id` as a query parameter for the events table's originator_id."""
 

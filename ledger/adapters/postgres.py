@@ -168,6 +168,11 @@ class PostgresAdapter(StoreAdapter):
             row = cursor.fetchone()
         return row is not None and row["found"] is not None
 
+    def table_exists(self, cursor: Any, name: str) -> bool:
+        cursor.execute("SELECT to_regclass(%s) AS found", (f'"{self.schema}"."{name}"',))
+        row = cursor.fetchone()
+        return row is not None and row["found"] is not None
+
     def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
         cursor.execute(
             "SELECT notification_id AS id, originator_id::text AS stream, originator_version AS version, "

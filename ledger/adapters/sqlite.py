@@ -144,6 +144,10 @@ class SQLiteAdapter(StoreAdapter):
                 cursor.execute(f"PRAGMA synchronous={prior}")
                 cursor.execute("BEGIN")  # the pool's commit on the way out ends this empty one
 
+    def table_exists(self, cursor: Any, name: str) -> bool:
+        cursor.execute("SELECT 1 AS one FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+        return cursor.fetchone() is not None
+
     def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
         cursor.execute(
             "SELECT rowid AS id, originator_id AS stream, originator_version AS version, topic, state "
