@@ -17,6 +17,7 @@ from rich.console import Console
 
 from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.mcp import register as register_mcp
+from cli.operations import register as register_operations
 from cli.projections import register as register_projections
 from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
@@ -529,6 +530,7 @@ register_spool(app)
 register_replay(app)
 register_witness(app)
 register_receipts(app)
+register_operations(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -188,6 +188,7 @@ class Ledger:
         if self.size == 0 and not self.findings:
             self._append_genesis()
         self.signing_key()  # fail at start, not at the first append, on a bad key file
+        self._name_active_key()
         endpoints = parse_witnesses(config.witnesses)
         self.cosigner = (
             Cosigner(
@@ -669,6 +670,17 @@ class Ledger:
         self.key_introduced_at[payload["new_kid"]] = event.position
         self._signing_kid = payload["new_kid"]
         self._signing_key = None
+        self._name_active_key()
+
+    def _name_active_key(self) -> None:
+        """`keys/active` names the key in force, so an operator reads which private key
+        signs and which ones may be retired. Best effort: the log, not the file, decides."""
+        if self._signing_kid is None:
+            return
+        try:
+            self.keydir.set_active(self._signing_kid)
+        except OSError as exc:
+            log.warning("could not name the signing key in keys/active: %s", exc.strerror or exc)
 
     def rotate_signing_key(self) -> RecordedEvent:
         """Introduce a new signing key, announced by an event signed with the old one."""
