@@ -188,7 +188,6 @@ class Ledger:
         if self.size == 0 and not self.findings:
             self._append_genesis()
         self.signing_key()  # fail at start, not at the first append, on a bad key file
-        self._name_active_key()
         endpoints = parse_witnesses(config.witnesses)
         self.cosigner = (
             Cosigner(
@@ -393,6 +392,7 @@ class Ledger:
         if self._signing_key is None:
             kid = self._signing_kid or kid_for(self.root_public_key)
             self._signing_key = self.keydir.load(kid)
+            self._name_active_key(kid)  # first use of a key (start, or a rotation seen in the log)
         return self._signing_key
 
     def read(self, start: int = 1, stop: int | None = None) -> Iterator[RecordedEvent]:
@@ -670,15 +670,13 @@ class Ledger:
         self.key_introduced_at[payload["new_kid"]] = event.position
         self._signing_kid = payload["new_kid"]
         self._signing_key = None
-        self._name_active_key()
+        self._name_active_key(payload["new_kid"])
 
-    def _name_active_key(self) -> None:
+    def _name_active_key(self, kid: str) -> None:
         """`keys/active` names the key in force, so an operator reads which private key
         signs and which ones may be retired. Best effort: the log, not the file, decides."""
-        if self._signing_kid is None:
-            return
         try:
-            self.keydir.set_active(self._signing_kid)
+            self.keydir.set_active(kid)
         except OSError as exc:
             log.warning("could not name the signing key in keys/active: %s", exc.strerror or exc)
 
