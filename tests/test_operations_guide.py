@@ -99,7 +99,9 @@ def _run(tmp_path: Path, schema: str, database: str) -> list[str]:
                 os.killpg(process.pid, signal.SIGKILL)  # whatever a failed block left running
             except ProcessLookupError:
                 pass
-    assert process.returncode == 0, f"{stdout[-4000:]}\n{stderr[-4000:]}"
+    (tmp_path / "guide.sh").write_text("\n".join(script))  # what ran, for a failure's reader
+    (tmp_path / "guide.out").write_text(stdout + "\n--- stderr\n" + stderr)
+    assert process.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}\n(all of it: {tmp_path}/guide.out)"
     parts = stdout.split(MARK)
     assert parts[-1].strip() == "done"
     outputs = [part.split("\n", 1)[1] if "\n" in part else "" for part in parts[1:-1]]
@@ -150,10 +152,11 @@ def test_the_guide_runs_against_real_servers(tmp_path: Path, pg_scratch: tuple[s
     assert f"{retired.group(1)}.pub" in rotated and f"{retired.group(1)}.key" not in rotated
     assert f"{new_kid.group(1)}.key" in rotated and rotated.rstrip().endswith("OK: no problem found")
     # The Secure cookie follows X-Forwarded-Proto from a trusted proxy address only.
-    trusted, no_proto, untrusted = proxy.split("HTTP/1.1 ")[1:]
+    trusted, no_proto, untrusted, plain = proxy.split("HTTP/1.1 ")[1:]
     assert trusted.startswith("303") and "; Secure" in trusted
     assert no_proto.startswith("403") and "set-cookie" not in no_proto.lower()
-    assert untrusted.startswith("303") and "set-cookie" in untrusted.lower() and "Secure" not in untrusted
+    assert untrusted.startswith("403") and "set-cookie" not in untrusted.lower()
+    assert plain.startswith("303") and "set-cookie" in plain.lower() and "Secure" not in plain
     # Without a server or worker the rotation entry is unapplied; the worker catches it up.
     assert lag.splitlines() == ['{"ok":true,"lag":[1]}', '{"ok":true,"lag":[0]}']
 
