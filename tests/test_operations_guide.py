@@ -68,7 +68,8 @@ def _run(tmp_path: Path, schema: str, database: str) -> list[str]:
     script = ["set -euo pipefail", f"export DATA_DIR={shlex.quote(str(data_dir))}"]
     for number, code in enumerate(_blocks(), start=1):
         for fixed, port in ports.items():
-            code = code.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{port}").replace(f"--port {fixed}", f"--port {port}")
+            code = code.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{port}")
+            code = code.replace(f"--port {fixed}", f"--port {port}")
         script += [f"echo '{MARK}{number}'", code]
     script.append(f"echo '{MARK}done'")
     run_env = {
