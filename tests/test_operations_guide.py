@@ -139,6 +139,11 @@ def test_the_guide_runs_against_real_servers(tmp_path: Path, pg_scratch: tuple[s
     # and its master key reads the sealed text back.
     assert "store: ledger.sqlite, online backup" in backup and "master.key" in backup
     assert "OK: no problem found" in restored and "Audit logs are kept for 180 days." in restored
+    copied = re.search(r"entries read: (\d+)", restored)
+    assert copied and int(copied.group(1)) >= 3  # genesis, the document, the first receipt
+    # ... and is one snapshot taken while the writes went on: they continued past it.
+    later = re.search(r"entries read: (\d+)", rotated)
+    assert later and int(later.group(1)) > int(copied.group(1)) + 2
     # PostgreSQL: pg_dump + the keys, restored into a scratch database, verify --deep accepts it.
     assert '"document_id"' in pg_serve
     assert "not copied: take it with pg_dump" in pg_dump
@@ -151,7 +156,7 @@ def test_the_guide_runs_against_real_servers(tmp_path: Path, pg_scratch: tuple[s
     retired = re.search(r"retired ([0-9a-f]{16})", rotated)
     assert new_kid and retired and f"signing key in force: {new_kid.group(1)}" in rotated
     assert f"{retired.group(1)}.pub" in rotated and f"{retired.group(1)}.key" not in rotated
-    assert f"{new_kid.group(1)}.key" in rotated and rotated.rstrip().endswith("OK: no problem found")
+    assert f"{new_kid.group(1)}.key" in rotated and "OK: no problem found" in rotated
     # The Secure cookie follows X-Forwarded-Proto from a trusted proxy address only.
     trusted, no_proto, untrusted, plain = proxy.split("HTTP/1.1 ")[1:]
     assert trusted.startswith("303") and "; Secure" in trusted
