@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +75,8 @@ def _copy_files(data_dir: Path, out: Path) -> list[str]:
         for name in sorted(files):
             if name.startswith(".") or (relative == Path(".") and name in _SKIPPED):
                 continue  # lock files and temporary files
+            if not stat.S_ISREG(os.lstat(here / name).st_mode):
+                continue  # a link, FIFO or socket is no ledger file (and a FIFO would block)
             target = out / relative / name
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with open(here / name, "rb") as source, os.fdopen(fd, "wb") as copy:

@@ -169,6 +169,11 @@ def test_the_guide_runs_against_real_servers(tmp_path: Path, pg_scratch: tuple[s
 
 def test_every_guide_block_is_taken() -> None:
     blocks = _blocks()
+    # The set-up block is the reader's; the test provides what it exports (`_run`).
+    setup = BLOCK.findall(GUIDE.read_text(encoding="utf-8"))[0][1]
+    exported = ("DATA_DIR", "TOKEN", "CITELEDGER_BOOTSTRAP_TOKEN", "BASE", "PGURL", "PGSCHEMA", "RESTORE_DB")
+    for name in exported:
+        assert re.search(rf"^export (.* )?{name}=", setup, re.M), name
     assert len(blocks) == 10
     joined = "\n".join(blocks)
     for needed in ("citeledger backup", "verify --deep", "pg_dump", "pg_restore", "master.key",
