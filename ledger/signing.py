@@ -105,7 +105,7 @@ class KeyDirectory:
     key) and the master key that wraps data keys. Which key signs is decided
     by the log (its latest `SigningKeyRotated` entry); the `active` file marks
     the directory as set up and names that key for the operator (the ledger
-    rewrites it after a rotation and when it opens a log whose key moved on)."""
+    rewrites it after a rotation and when a process first signs with a key)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -172,10 +172,6 @@ class KeyDirectory:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, self.path / "active")
-
-    def private_key_kids(self) -> list[str]:
-        """Key ids with a private key file here."""
-        return sorted(p.stem for p in self.path.glob("*.key") if p.stem != "master")
 
     def remove_private_key(self, kid: str) -> bool:
         """Delete `<kid>.key` (its `.pub` stays); False if it was not there."""
