@@ -19,6 +19,7 @@ from cli.checkpoint_check import register as register_checkpoint_check
 from cli.common import CommandGroup, InputError, fail, ledger_config, open_output, read_input
 from cli.mcp import register as register_mcp
 from cli.migrate import register as register_migrate
+from cli.operations import register as register_operations
 from cli.projections import register as register_projections
 from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
@@ -518,6 +519,7 @@ register_witness(app)
 register_receipts(app)
 register_checkpoint_check(app)
 register_migrate(app)
+register_operations(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

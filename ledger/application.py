@@ -392,6 +392,7 @@ class Ledger:
         if self._signing_key is None:
             kid = self._signing_kid or kid_for(self.root_public_key)
             self._signing_key = self.keydir.load(kid)
+            self._name_active_key(kid)  # first use of a key (start, or a rotation seen in the log)
         return self._signing_key
 
     def read(self, start: int = 1, stop: int | None = None) -> Iterator[RecordedEvent]:
@@ -669,6 +670,15 @@ class Ledger:
         self.key_introduced_at[payload["new_kid"]] = event.position
         self._signing_kid = payload["new_kid"]
         self._signing_key = None
+        self._name_active_key(payload["new_kid"])
+
+    def _name_active_key(self, kid: str) -> None:
+        """`keys/active` names the key in force, so an operator reads which private key
+        signs and which ones may be retired. Best effort: the log, not the file, decides."""
+        try:
+            self.keydir.set_active(kid)
+        except OSError as exc:
+            log.warning("could not name the signing key in keys/active: %s", exc.strerror or exc)
 
     def rotate_signing_key(self) -> RecordedEvent:
         """Introduce a new signing key, announced by an event signed with the old one."""

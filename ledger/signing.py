@@ -103,8 +103,9 @@ def _read_secret(path: Path) -> bytes:
 class KeyDirectory:
     """`<data_dir>/keys`: signing keys by kid, the trust root (genesis public
     key) and the master key that wraps data keys. Which key signs is decided
-    by the log (its latest `SigningKeyRotated` entry); the `active` file only
-    records the genesis key id and marks the directory as set up."""
+    by the log (its latest `SigningKeyRotated` entry); the `active` file marks
+    the directory as set up and names that key for the operator (the ledger
+    rewrites it after a rotation and when a process first signs with a key)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -112,7 +113,7 @@ class KeyDirectory:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.path / ".lock", "a+b") as lock:
+        with os.fdopen(os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o600), "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -129,12 +130,57 @@ class KeyDirectory:
         with self._locked():
             os.chmod(self.path, 0o700)
             master = self.path / "master.key"
+            active = (self.path / "active").exists()
+            fresh = not active and not self.root_public_key_path.exists()
             if not master.exists():
+                if not fresh:
+                    # A new master key would open none of this ledger's data keys: every
+                    # sealed text would fail to read. Refuse instead of replacing it.
+                    raise KeyFileError(
+                        f"{master}: missing, and this key directory belongs to an existing ledger; "
+                        "restore master.key from a backup (signatures still verify without it: "
+                        "`citeledger verify`; the sealed text cannot be read)"
+                    )
                 _write_secret(master, os.urandom(32))
-            if not (self.path / "active").exists():
+            if fresh:
                 key = self._generate_unlocked()
                 (self.path / "root.pub").write_text(b64(key.public_raw) + "\n", encoding="ascii")
-                (self.path / "active").write_text(key.kid + "\n", encoding="ascii")
+                self._write_active(key.kid)
+            elif not active:  # lost `active` beside a trust root: never a new root, name the old
+                self._write_active(kid_for(self.root_public_key()))
+
+    def active_kid(self) -> str | None:
+        """The key id the `active` file names (None if it is missing or empty)."""
+        try:
+            return (self.path / "active").read_text(encoding="ascii").strip() or None
+        except FileNotFoundError:
+            return None
+
+    def set_active(self, kid: str) -> None:
+        """Name `kid` in `active` (no-op when it already does)."""
+        if self.active_kid() == kid:
+            return
+        with self._locked():
+            self._write_active(kid)
+
+    def _write_active(self, kid: str) -> None:
+        # Write beside it, then rename: a reader sees the old name or the new one, never half.
+        temp = self.path / f".active.{os.getpid()}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(kid + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, self.path / "active")
+
+    def remove_private_key(self, kid: str) -> bool:
+        """Delete `<kid>.key` (its `.pub` stays); False if it was not there."""
+        with self._locked():
+            try:
+                (self.path / f"{kid}.key").unlink()
+            except FileNotFoundError:
+                return False
+            return True
 
     def master_key(self) -> bytes:
         key = _read_secret(self.path / "master.key")

@@ -83,6 +83,8 @@ def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
         ["demo", "--events", "5", "--data-dir", data],
         ["checkpoint", "--data-dir", data],
         ["rotate-key", "--data-dir", data],
+        ["retire-keys", "--data-dir", data],
+        ["backup", "--out", str(tmp_path / "backup"), "--data-dir", data],
         ["rebuild", "--data-dir", data],
         ["digest", "--data-dir", data],
         ["lag", "--data-dir", data],
