@@ -286,6 +286,9 @@ def verify(
                 findings = size_findings(store)
             finally:
                 store.close()
+            if findings and not report.ok and not as_json:  # named beside what verify found
+                for finding in findings:
+                    typer.echo(f"FAILED: integrity: {finding.line()}")
             if findings and report.ok:
                 for finding in findings:
                     typer.echo(f"FAILED: integrity: {finding.line()}")
