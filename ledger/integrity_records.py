@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -123,6 +124,7 @@ class HoldState:
         self._findings: list[Finding] = []
         self._unstored: list[tuple[Finding, str]] = []  # kept while the store refused them
         self._read_at = -math.inf
+        self._lock = threading.Lock()  # witness threads, the checkpointer and requests report
 
     @property
     def current(self) -> list[Finding]:
@@ -133,14 +135,21 @@ class HoldState:
         """New sightings: stored unless a repair answered their evidence; returns those."""
         found = list(findings)
         fresh = unanswered(found, self._repairs.answered()) if found else []
-        self._unstored += [(finding, source) for finding in fresh]
+        with self._lock:
+            self._unstored = [*self._unstored, *((finding, source) for finding in fresh)]
         self.refresh(force=True)
         return fresh
 
     def refresh(self, *, force: bool = False) -> list[Finding]:
-        now = time.monotonic()
-        if not force and now - self._read_at < RECHECK_S:
+        if not force and time.monotonic() - self._read_at < RECHECK_S:
             return self._findings
+        with self._lock:
+            if not force and time.monotonic() - self._read_at < RECHECK_S:
+                return self._findings  # another thread just read it
+            return self._read()
+
+    def _read(self) -> list[Finding]:
+        now = time.monotonic()
         pending, self._unstored = self._unstored, []
         try:
             for source in sorted({source for _, source in pending}):
