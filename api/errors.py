@@ -40,7 +40,7 @@ def to_api_error(exc: Exception) -> ApiError | None:
             retryable=False,
         )
     if isinstance(exc, IntegrityHold):
-        findings = [finding.to_json() for finding in exc.findings]
+        findings = [finding.describe() for finding in exc.findings]
         return ApiError(503, exc.code, str(exc), retryable=False, extra_body={"findings": findings})
     if store_unavailable(exc):
         # Read-only, full, unreachable or restarting: nothing was written (a write's

@@ -338,6 +338,11 @@ class IntegrityFindingOut(BaseModel):
     kind: str
     evidence: str
     message: str
+    found_at: str | None = Field(None, description="When it was first seen (UTC); kept in the store")
+    source: str | None = Field(None, description="What saw it: witness, open (a ledger opening), check")
+    detail: dict[str, Any] = Field(
+        default_factory=dict, description="Witness, sizes and roots (log_size, witness_size, ...)"
+    )
 
 
 class WitnessAlarmOut(BaseModel):

@@ -265,13 +265,16 @@ def verify(
                 findings = size_findings(store)
             finally:
                 store.close()
+            if findings and not report.ok and not as_json:  # named beside what verify found
+                for finding in findings:
+                    typer.echo(f"FAILED: integrity: {finding.line()}")
             if findings and report.ok:
                 for finding in findings:
-                    typer.echo(f"FAILED: integrity: {finding.kind}: {finding.message}")
+                    typer.echo(f"FAILED: integrity: {finding.line()}")
                 if not as_json:
                     _print_report(report, as_json=False)
                 else:
-                    typer.echo(json.dumps({"ok": False, "integrity": [f.to_json() for f in findings]}))
+                    typer.echo(json.dumps({"ok": False, "integrity": [f.describe() for f in findings]}))
                 raise typer.Exit(1)
     _print_report(report, as_json=as_json)
     if report.ok and witnesses:
@@ -420,7 +423,7 @@ def repair(
     with Ledger(_config(data_dir)) as ledger:
         findings = list(ledger.findings)
         for finding in findings:
-            typer.echo(f"{finding.kind}: {finding.message}")
+            typer.echo(finding.line())
         if not findings:
             typer.echo("no integrity finding: nothing to repair")
             return

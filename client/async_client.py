@@ -12,7 +12,7 @@ import httpx
 
 from client.base import BatchEntry, Retrieval, Shared, as_retrieval, body, by_index
 from client.checkpoints import Seen
-from client.errors import CircuitOpen, LedgerError
+from client.errors import CircuitOpen, LedgerError, NotFound
 from client.models import (
     BatchAnswer,
     BatchItemResult,
@@ -173,11 +173,18 @@ class AsyncClient(Shared):
 
     async def latest_checkpoint(self) -> Seen:
         """As `Client.latest_checkpoint`: raises CheckpointMismatch on a rollback or fork."""
-        answer = await self._send(self.latest_checkpoint_call())
+        try:
+            answer = await self._send(self.latest_checkpoint_call())
+        except NotFound as error:
+            raise self.checkpoints.no_checkpoint(error) from None
         new = self.checkpoints.parse(str(answer["checkpoint"]["note"]))
         needed = self.checkpoints.proof_range(new)
-        proof = self.proof_of(await self._send(self.consistency_call(*needed)), new) if needed else []
+        try:
+            proof = self.proof_of(await self._send(self.consistency_call(*needed)), new) if needed else []
+        except NotFound as error:
+            raise self.checkpoints.no_tree(new, error) from None
         return self.checkpoints.accept(new, proof)
+
     async def receipts(self, **filters: Any) -> dict[str, Any]:
         """One page of GET /v1/receipts (filters as its query parameters; `cursor` for the next)."""
         return await self._send(self.receipts_call(filters))

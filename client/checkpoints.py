@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from client.errors import CheckpointMismatch
+from client.errors import CheckpointMismatch, LedgerError, NotFound
 from ledger.merkle import ProofError, verify_consistency
 from ledger.note import NoteError, open_checkpoint, parse_checkpoint_body, parse_verifier_key
 
@@ -109,6 +109,29 @@ class CheckpointMemory:
                 "checkpoint_fork", f"two different roots for a tree of {new.size} entries: the log was forked"
             )
         return (seen.size, new.size) if seen.size else None
+
+    def no_checkpoint(self, error: NotFound) -> LedgerError:
+        """The server answered 404 for its latest checkpoint. Once this client has seen
+        one, that is a log that lost its signed history (cut back, its checkpoints with
+        it): the rollback error, not "not found"."""
+        seen = self.seen
+        if seen is None or seen.size == 0:
+            return error
+        return CheckpointMismatch(
+            "checkpoint_rollback",
+            f"the server has no checkpoint, but this client has seen one of {seen.size} entries: "
+            "the log was rolled back",
+        )
+
+    @staticmethod
+    def no_tree(new: Seen, error: NotFound) -> CheckpointMismatch:
+        """The server signed a checkpoint of `new.size` entries and then had no tree of that
+        size to prove it from (404): its log is shorter than its own checkpoint."""
+        return CheckpointMismatch(
+            "checkpoint_rollback",
+            f"the server's log is shorter than its checkpoint of {new.size} entries "
+            f"({error.code}): the log was rolled back",
+        )
 
     def accept(self, new: Seen, proof: Sequence[bytes] = ()) -> Seen:
         """Remember `new` once the proof from the remembered checkpoint verifies."""

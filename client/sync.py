@@ -11,7 +11,7 @@ import httpx
 
 from client.base import BatchEntry, Retrieval, Shared, as_retrieval, by_index
 from client.checkpoints import Seen
-from client.errors import CircuitOpen, LedgerError
+from client.errors import CircuitOpen, LedgerError, NotFound
 from client.models import (
     BatchAnswer,
     BatchItemResult,
@@ -188,10 +188,18 @@ class Client(Shared):
         """GET /v1/checkpoints/latest, trusted only if it extends the newest checkpoint this
         client has seen (consistency proof checked; then remembered beside the spool).
         Raises CheckpointMismatch when the server was rolled back or forked."""
-        new = self.checkpoints.parse(str(self._send(self.latest_checkpoint_call())["checkpoint"]["note"]))
+        try:
+            answer = self._send(self.latest_checkpoint_call())
+        except NotFound as error:
+            raise self.checkpoints.no_checkpoint(error) from None
+        new = self.checkpoints.parse(str(answer["checkpoint"]["note"]))
         needed = self.checkpoints.proof_range(new)
-        proof = self.proof_of(self._send(self.consistency_call(*needed)), new) if needed else []
+        try:
+            proof = self.proof_of(self._send(self.consistency_call(*needed)), new) if needed else []
+        except NotFound as error:
+            raise self.checkpoints.no_tree(new, error) from None
         return self.checkpoints.accept(new, proof)
+
     def receipts(self, **filters: Any) -> dict[str, Any]:
         """One page of GET /v1/receipts (filters as its query parameters; `cursor` for the next)."""
         return self._send(self.receipts_call(filters))

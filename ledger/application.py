@@ -47,9 +47,9 @@ from ledger.integrity import (
     checkpoint_findings,
     damaged_tiles_finding,
     tiles_findings,
-    unanswered,
     witness_findings,
 )
+from ledger.integrity_records import HoldState
 from ledger.keychain import KeyChainError, check_key_event, possession_message
 from ledger.log_repeats import log_failure
 from ledger.note import verifier_key
@@ -161,9 +161,10 @@ class Ledger:
         self.store.create_tables(*idempotency.ddl(self.store))
         self.repairs = RepairRecords(self.store)
         self.witnessed = WitnessedSizes(self.store)
-        # Evidence found on opening (or reported by a witness) that the log was cut
-        # back or rewritten: while any is unanswered, writes are refused.
-        self.findings: list[Finding] = []
+        # Evidence found on opening (or reported by a witness, or by any process sharing
+        # the store) that the log was cut back or rewritten, kept in the store
+        # (`ledger.integrity_records`): while any is unanswered, writes are refused.
+        self.hold_state = HoldState(self.store, self.repairs)
         self.data_keys = shared_data_keys(self.store, self.keydir.master_key())
         self.sealer = Sealer(self.data_keys)
 
@@ -289,7 +290,7 @@ class Ledger:
                 log_size=self.size, seq=seq, size=record.tree_size, root=record.root, root_at=self.tree.root
             )
         found += witness_findings(log_size=self.size, witnessed=witnessed, root_at=self.tree.root)
-        self.findings = unanswered(found, self.repairs.answered())
+        self.hold_state.report(found, source="open")
         for finding in self.findings:
             log.error(
                 "integrity finding (%s): %s; writes are refused until `citeledger repair`",
@@ -302,17 +303,31 @@ class Ledger:
         return int(rows[0].originator_version) if rows else 0
 
     # -- integrity hold --------------------------------------------------------
+    @property
+    def findings(self) -> list[Finding]:
+        """The unanswered findings as last read from the store (`held_findings` re-reads)."""
+        return self.hold_state.current
+
+    def held_findings(self) -> list[Finding]:
+        """The unanswered findings, re-read from the store at most every
+        `integrity_records.RECHECK_S` seconds; when a repair (by any process) lifted
+        the hold, the log is opened again (tiles set aside here were rebuilt)."""
+        before = self.hold_state.current
+        now = self.hold_state.refresh()
+        if before and not now:
+            with self._lock:
+                self._open_log()
+            now = self.hold_state.current
+        return now
+
     def hold(self, finding: Finding) -> None:
-        """Refuse writes from now on because of `finding` (a witness's report),
-        unless an operator already answered that evidence."""
-        if finding.evidence in self.repairs.answered():
+        """Refuse writes from now on because of `finding` (a witness's report), in
+        every process sharing the store, unless an operator already answered that evidence."""
+        if not self.hold_state.report([finding], source="witness"):
             log.warning(
                 "integrity finding already answered by a repair (%s): %s", finding.kind, finding.message
             )
             return
-        with self._lock:
-            if all(known.evidence != finding.evidence for known in self.findings):
-                self.findings = [*self.findings, finding]
         log.error(
             "integrity finding (%s): %s; writes are refused until `citeledger repair`",
             finding.kind,
@@ -320,8 +335,8 @@ class Ledger:
         )
 
     def _refuse_if_held(self) -> None:
-        if self.findings:
-            raise IntegrityHold(self.findings)
+        if findings := self.held_findings():
+            raise IntegrityHold(findings)
 
     def repair(self, *, actor: str = "operator") -> RecordedEvent:
         """The operator's answer to the findings: one signed `IntegrityRepaired`
@@ -330,7 +345,7 @@ class Ledger:
         cosignatures the shorter log no longer matches) stays in the store,
         answered by this entry's position. Raises LookupError when nothing holds."""
         with self._lock:
-            findings = list(self.findings)
+            findings = list(self.hold_state.refresh(force=True))
             if not findings:
                 raise LookupError("no integrity finding to repair")
             rebuild = any(finding.evidence.startswith("tiles:") for finding in findings)
@@ -356,6 +371,7 @@ class Ledger:
                 [finding.evidence for finding in findings if not finding.evidence.startswith("tiles:")],
                 event.position,
             )
+            self.hold_state.mark_repaired([finding.evidence for finding in findings], event.position)
             if rebuild:
                 TileStore(self.store).clear()
             self._open_log()
@@ -798,8 +814,12 @@ class Ledger:
             # Bounded delay: wait out the interval so a burst gets one checkpoint.
             self._closed.wait(interval)
             self._appended.clear()
-            if self.findings:
-                continue  # held: no checkpoint over this log (reported once, when found)
+            try:
+                if self.held_findings():
+                    continue  # held: no checkpoint over this log (reported once, when found)
+            except Exception as exc:  # noqa: BLE001 - the loop survives a store fault
+                log_failure(log, "could not read the integrity hold; retrying next interval", exc)
+                continue
             try:
                 record = self.issue_checkpoint()
                 if record is not None and self.cosigner is not None:

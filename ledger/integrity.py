@@ -10,15 +10,17 @@ reads and verification, and reports the findings (healthz, `citeledger lag`, the
 logs) until an operator runs `citeledger repair`, which appends a signed
 `IntegrityRepaired` entry saying what was found and what was done.
 
-The checks here are pure functions of plain values; `RepairRecords` is the one
-side table (which evidence an operator has already answered for).
+The checks here are pure functions of plain values; `RepairRecords` is a side
+table (which evidence an operator has already answered for), and
+`ledger.integrity_records` keeps every finding durably from when it is first seen.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.store import Store
@@ -31,9 +33,25 @@ class Finding:
     kind: str
     evidence: str
     message: str
+    # What an operator needs to judge it (witness, sizes, roots), and when and by what it
+    # was first seen (set once it is stored): reported, never part of its identity.
+    detail: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    found_at: str | None = field(default=None, compare=False, hash=False)
+    source: str | None = field(default=None, compare=False, hash=False)
 
     def to_json(self) -> dict[str, str]:
+        """The fields an `IntegrityRepaired` entry names (its schema)."""
         return {"kind": self.kind, "evidence": self.evidence, "message": self.message}
+
+    def describe(self) -> dict[str, Any]:
+        """Everything known about it: what healthz, `lag`, `verify` and `repair` show."""
+        return {**self.to_json(), "found_at": self.found_at, "source": self.source, "detail": self.detail}
+
+    def line(self) -> str:
+        """One line for the CLI: what, when, by what, the numbers."""
+        numbers = ", ".join(f"{key}={value}" for key, value in sorted(self.detail.items()))
+        when = f"; found {self.found_at} by {self.source}" if self.found_at else ""
+        return f"{self.kind}: {self.message}{when}" + (f" [{numbers}]" if numbers else "")
 
 
 class IntegrityHold(RuntimeError):
@@ -65,6 +83,7 @@ def tiles_findings(
                 f"tiles:{tiles_size}",
                 f"the log has {log_size} entries but its Merkle tiles describe {tiles_size}: "
                 f"entries {log_size + 1}..{tiles_size} were removed",
+                {"log_size": log_size, "tiles_size": tiles_size},
             )
         ]
     if tile_leaf != log_leaf:
@@ -74,6 +93,7 @@ def tiles_findings(
                 f"tiles:{tiles_size}",
                 f"the entry at position {tiles_size} does not hash to the Merkle tiles' leaf "
                 "(the entry or the tiles were rewritten)",
+                {"log_size": log_size, "tiles_size": tiles_size, "tiles_leaf": (tile_leaf or b"").hex()},
             )
         ]
     return []
@@ -89,6 +109,12 @@ def checkpoint_findings(
     """The newest signed checkpoint (#seq: size, root) against the log: it may
     not be longer, and the log's root at its size must be its root."""
     evidence = f"checkpoint:{seq}:{root.hex()}"
+    detail: dict[str, Any] = {
+        "log_size": log_size,
+        "checkpoint_seq": seq,
+        "checkpoint_size": size,
+        "checkpoint_root": root.hex(),
+    }
     if size > log_size:
         return [
             Finding(
@@ -96,15 +122,17 @@ def checkpoint_findings(
                 evidence,
                 f"the log has {log_size} entries but signed checkpoint #{seq} covers {size}: "
                 f"entries {log_size + 1}..{size} were removed",
+                detail,
             )
         ]
-    if size and root_at(size) != root:
+    if size and (log_root := root_at(size)) != root:
         return [
             Finding(
                 "checkpoint_disagrees",
                 evidence,
                 f"the log's Merkle root at size {size} is not the root signed in checkpoint #{seq} "
                 "(the log was rewritten)",
+                {**detail, "log_root": log_root.hex()},
             )
         ]
     return []
@@ -118,20 +146,26 @@ def witness_findings(
     found = []
     for name, size, root in witnessed:
         evidence = f"witness:{name}:{size}"
+        detail: dict[str, Any] = {"witness": name, "log_size": log_size, "witness_size": size}
+        if root is not None:
+            detail["witness_root"] = root.hex()
         if size > log_size:
             found.append(
                 Finding(
                     "log_shorter_than_witnessed",
                     evidence,
                     f"the log has {log_size} entries but witness {name} cosigned a checkpoint of size {size}",
+                    detail,
                 )
             )
-        elif root is not None and size and root_at(size) != root:
+        elif root is not None and size and (log_root := root_at(size)) != root:
+            detail["log_root"] = log_root.hex()
             found.append(
                 Finding(
                     "witness_disagrees",
                     evidence,
                     f"the log's Merkle root at size {size} is not the root witness {name} cosigned",
+                    detail,
                 )
             )
     return found
@@ -171,7 +205,7 @@ def unanswered(findings: Iterable[Finding], answered: set[str]) -> list[Finding]
 
 def report(findings: Sequence[Finding]) -> dict[str, Any]:
     """What healthz and `citeledger lag` show."""
-    return {"ok": not findings, "findings": [finding.to_json() for finding in findings]}
+    return {"ok": not findings, "findings": [finding.describe() for finding in findings]}
 
 
 def size_findings(store: Store) -> list[Finding]:
@@ -187,13 +221,17 @@ def size_findings(store: Store) -> list[Finding]:
         rows = store.recorder.select_events(stream, desc=True, limit=1)
         return rows[0] if rows else None
 
+    # The evidence before the log: what it covers was committed before it was written,
+    # so a log read after it reaches it unless entries were removed (read the other way
+    # round, an append landing in between would be a false finding, and findings stick).
+    state = TileStore(store).state()
+    row = newest(CHECKPOINT_STREAM_ID)
+    sizes = [(name, size, None) for name, size, _ in WitnessedSizes(store).all()]
     head = newest(LEDGER_STREAM_ID)
     log_size = int(head.originator_version) if head is not None else 0
     found: list[Finding] = []
-    state = TileStore(store).state()
     if state is not None and state[0] > log_size:
         found += tiles_findings(log_size=log_size, tiles_size=state[0], tile_leaf=None, log_leaf=None)
-    row = newest(CHECKPOINT_STREAM_ID)
     if row is not None:
         from ledger.checkpoints import CheckpointRecord
 
@@ -206,6 +244,15 @@ def size_findings(store: Store) -> list[Finding]:
                 root=record.root,
                 root_at=lambda size: b"",
             )
-    sizes = [(name, size, None) for name, size, _ in WitnessedSizes(store).all()]
     found += witness_findings(log_size=log_size, witnessed=sizes, root_at=lambda size: b"")
-    return unanswered(found, RepairRecords(store).answered())
+    from ledger.integrity_records import FindingRecords, merge
+
+    # What this check sees goes the same durable way as any other finding; with what
+    # others found before (a witness's refusal is not visible in the store otherwise).
+    records = FindingRecords(store)
+    fresh = unanswered(found, RepairRecords(store).answered())
+    try:
+        records.record(fresh, source="check")
+    except Exception:  # a read-only copy (an auditor's) is still reported on
+        logging.getLogger("citeledger.integrity").warning("could not store integrity findings", exc_info=True)
+    return merge(records.held(), fresh)

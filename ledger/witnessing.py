@@ -130,6 +130,14 @@ class Cosigner:
                         f"witness:{name}:{old}",
                         f"witness {name} finds the log inconsistent with the checkpoint of size {old} "
                         f"it cosigned ({message})",
+                        {
+                            "witness": name,
+                            "witness_size": old,
+                            "checkpoint_seq": record.seq,
+                            "checkpoint_size": record.tree_size,
+                            "checkpoint_root": record.root.hex(),
+                            "status": 422,
+                        },
                     )
                 )
             return None
@@ -138,13 +146,14 @@ class Cosigner:
 
     def _rolled_back(self, endpoint: WitnessEndpoint, held: int) -> None:
         name = endpoint.witness.name
+        log_size = self._log_size()
         self._alarm(endpoint, 409, f"it cosigned a tree of size {held}, larger than the log")
         self._on_finding(
             Finding(
                 "log_shorter_than_witnessed",
                 f"witness:{name}:{held}",
-                f"the log has {self._log_size()} entries but witness {name} cosigned a checkpoint "
-                f"of size {held}",
+                f"the log has {log_size} entries but witness {name} cosigned a checkpoint of size {held}",
+                {"witness": name, "witness_size": held, "log_size": log_size, "status": 409},
             )
         )
 

@@ -19,8 +19,10 @@ from ledger.integrity import report
 def _health(services: Services) -> dict[str, Any]:
     """Read-only: the log's head and the projections' tracking (never writes)."""
     store_ok, projections_ok, lag = True, False, None
+    findings = services.ledger.findings
     try:
         projections_ok, lag = services.projection_health()
+        findings = services.ledger.held_findings()  # as stored: any worker's finding, a CLI repair
         services.metrics.projection_lag.set(lag or 0)
     except Exception as exc:  # noqa: BLE001 - health reports, never raises
         store_ok = False
@@ -33,7 +35,7 @@ def _health(services: Services) -> dict[str, Any]:
         "last_error": services.last_error,
         # Reads and verification go on while the ledger holds writes: reported, not a 503.
         "integrity": {
-            **report(services.ledger.findings),
+            **report(findings),
             "witness_alarms": list(cosigner.alarms) if (cosigner := services.ledger.cosigner) else [],
         },
     }
