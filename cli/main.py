@@ -254,7 +254,7 @@ def verify(
         else:
             # The store's side only here: an auditor's offline check loads no database driver.
             from ledger.audit import verify_store
-            from ledger.integrity import size_findings
+            from ledger.integrity_records import size_findings
             from ledger.store import Store
 
             store = Store(config)

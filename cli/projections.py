@@ -110,7 +110,8 @@ def digest(
 def lag(data_dir: DataDir = None) -> None:
     """Per projection: applied position, head, lag and status, and the log's integrity
     findings (exit 1 if a projection has stopped or the ledger holds writes)."""
-    from ledger.integrity import report, size_findings
+    from ledger.integrity import report
+    from ledger.integrity_records import size_findings
 
     store = _store(data_dir)
     try:

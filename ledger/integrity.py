@@ -18,7 +18,6 @@ table (which evidence an operator has already answered for), and
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,53 +205,3 @@ def unanswered(findings: Iterable[Finding], answered: set[str]) -> list[Finding]
 def report(findings: Sequence[Finding]) -> dict[str, Any]:
     """What healthz and `citeledger lag` show."""
     return {"ok": not findings, "findings": [finding.describe() for finding in findings]}
-
-
-def size_findings(store: Store) -> list[Finding]:
-    """The cheap part of the opening check, for tools that read a store without
-    opening a ledger (`citeledger lag`): is the log shorter than its tiles, its
-    newest checkpoint or a witness's cosigned size? (Roots are compared when a
-    ledger opens.)"""
-    from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
-    from ledger.tree_store import TileStore
-    from ledger.witnessed import WitnessedSizes
-
-    def newest(stream: Any) -> Any:
-        rows = store.recorder.select_events(stream, desc=True, limit=1)
-        return rows[0] if rows else None
-
-    # The evidence before the log: what it covers was committed before it was written,
-    # so a log read after it reaches it unless entries were removed (read the other way
-    # round, an append landing in between would be a false finding, and findings stick).
-    state = TileStore(store).state()
-    row = newest(CHECKPOINT_STREAM_ID)
-    sizes = [(name, size, None) for name, size, _ in WitnessedSizes(store).all()]
-    head = newest(LEDGER_STREAM_ID)
-    log_size = int(head.originator_version) if head is not None else 0
-    found: list[Finding] = []
-    if state is not None and state[0] > log_size:
-        found += tiles_findings(log_size=log_size, tiles_size=state[0], tile_leaf=None, log_leaf=None)
-    if row is not None:
-        from ledger.checkpoints import CheckpointRecord
-
-        record = CheckpointRecord.from_bytes(bytes(row.state))
-        if record.tree_size > log_size:
-            found += checkpoint_findings(
-                log_size=log_size,
-                seq=int(row.originator_version),
-                size=record.tree_size,
-                root=record.root,
-                root_at=lambda size: b"",
-            )
-    found += witness_findings(log_size=log_size, witnessed=sizes, root_at=lambda size: b"")
-    from ledger.integrity_records import FindingRecords, merge
-
-    # What this check sees goes the same durable way as any other finding; with what
-    # others found before (a witness's refusal is not visible in the store otherwise).
-    records = FindingRecords(store)
-    fresh = unanswered(found, RepairRecords(store).answered())
-    try:
-        records.record(fresh, source="check")
-    except Exception:  # a read-only copy (an auditor's) is still reported on
-        logging.getLogger("citeledger.integrity").warning("could not store integrity findings", exc_info=True)
-    return merge(records.held(), fresh)
