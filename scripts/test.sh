@@ -5,6 +5,7 @@
 #     do not answer: the suite uses both, and fails rather than skips without them);
 #   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time).
 # Arguments are passed to pytest (e.g. `bash scripts/test.sh tests/test_search.py -x`).
+# The suite writes only into temporary folders (the console pictures: scripts/console_screenshots.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,4 +56,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install -q -e '.[dev]'
-exec .venv/bin/python -m pytest -q "$@"
+# Three workers (pytest-xdist) on this 2-core machine kind: much of the suite waits on real
+# servers, subprocesses and PostgreSQL, so a third worker fills the cores; every test has its
+# own directories, schemas and ports. CITELEDGER_TEST_WORKERS=0 runs in one process.
+exec .venv/bin/python -m pytest -q -n "${CITELEDGER_TEST_WORKERS:-3}" "$@"
