@@ -115,7 +115,7 @@ class TokenRecord:
                 f"token {value.get('token_id')}: a token is bound to a tenant or is an operator's"
             )
         expires_at, revoked_at = value.get("expires_at"), value.get("revoked_at")
-        for name, moment in (("expires_at", expires_at), ("revoked_at", revoked_at)):
+        for moment in (expires_at, revoked_at):
             if moment is not None:
                 parse_timestamp(str(moment))  # ValueError names no secret: a bad file fails loudly
         return cls(
@@ -194,9 +194,7 @@ def create_operator_token(
     token_id = token_id or secrets.token_hex(6)
     bearer = secret if secret is not None else f"clt_{token_id}_{secrets.token_urlsafe(32)}"
     created = utc_now(timespec="seconds")
-    record = TokenRecord(
-        token_id, "", (), digest(bearer), created, kind=OPERATOR_KIND, expires_at=expires_at
-    )
+    record = TokenRecord(token_id, "", (), digest(bearer), created, kind=OPERATOR_KIND, expires_at=expires_at)
     _add(path, record)
     return bearer
 

@@ -140,7 +140,9 @@ def issue_token(
     return bearer, token_view(record, None), position
 
 
-def revoke_token(ledger: Ledger, path: Path, token_id: str, *, actor: str) -> tuple[dict[str, Any], int | None]:
+def revoke_token(
+    ledger: Ledger, path: Path, token_id: str, *, actor: str
+) -> tuple[dict[str, Any], int | None]:
     """Revoke a token of the file: (its view, the position of its `TokenRevoked`, None when
     it was already revoked and nothing new was recorded). NotFound for an unknown id."""
     if not TOKEN_ID_PATTERN.match(token_id):

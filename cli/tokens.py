@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import EXIT_USAGE, fail, ledger_config
+from cli.common import EXIT_USAGE, fail
 from ledger.usecases.scopes import SCOPES
 
 if TYPE_CHECKING:
@@ -46,7 +46,10 @@ def _actor(actor: str | None) -> str:
             login = "operator"
         actor = "cli:" + (re.sub(r"[^A-Za-z0-9._@-]", "-", login)[:100] or "operator")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", actor):
-        fail("--actor: letters, digits and . _ : @ - (at most 128), starting with a letter or digit", EXIT_USAGE)
+        fail(
+            "--actor: letters, digits and . _ : @ - (at most 128), starting with a letter or digit",
+            EXIT_USAGE,
+        )
     return actor
 
 
@@ -154,7 +157,10 @@ def tokens_revoke(
         try:
             _view, position = revoke_token(ledger, config.token_path, token_id, actor=who)
         except NotFound:
-            fail(f"no token {token_id[:128]!r} in {config.token_path} (see `citeledger tokens list`)", EXIT_USAGE)
+            fail(
+                f"no token {token_id[:128]!r} in {config.token_path} (see `citeledger tokens list`)",
+                EXIT_USAGE,
+            )
     if position is None:
         typer.echo(f"token {token_id} was already revoked; nothing recorded")
     else:

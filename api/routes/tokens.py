@@ -114,7 +114,9 @@ async def post_token(
     summary="Revoke a token: every worker refuses it within about a second; operator token only",
     **contract(404, 409),
 )
-async def delete_token(request: AnyRequest, services: ServicesDep, token_id: TokenId) -> Response[TokenRevokedOut]:
+async def delete_token(
+    request: AnyRequest, services: ServicesDep, token_id: TokenId
+) -> Response[TokenRevokedOut]:
     actor = principal_of(request).actor
 
     def run() -> dict[str, Any]:

@@ -113,10 +113,19 @@ def test_a_tenant_token_cannot_manage_tokens_and_bad_bodies_write_nothing(api: A
         ({"scopes": ["audit.read"]}, 422, "tenant"),
         ({"operator": True, "tenant": "acme"}, 422, "operator"),
         ({"tenant": "acme", "scopes": ["audit.read"], "expires_in": "5x"}, 400, "expires_in"),
-        ({"tenant": "acme", "scopes": ["audit.read"], "expires_at": "2001-01-01T00:00:00Z"}, 422, "expires_at"),
+        (
+            {"tenant": "acme", "scopes": ["audit.read"], "expires_at": "2001-01-01T00:00:00Z"},
+            422,
+            "expires_at",
+        ),
         ({"tenant": "acme", "scopes": ["audit.read"], "expires_at": "yesterday"}, 422, "expires_at"),
         (
-            {"tenant": "acme", "scopes": ["audit.read"], "expires_in": "1d", "expires_at": "2099-01-01T00:00:00Z"},
+            {
+                "tenant": "acme",
+                "scopes": ["audit.read"],
+                "expires_in": "1d",
+                "expires_at": "2099-01-01T00:00:00Z",
+            },
             422,
             "expires_in",
         ),
@@ -147,7 +156,10 @@ def test_expired_token_gets_the_unknown_answer_and_files_are_private(api: Api) -
     assert api.client.get("/v1/receipts", headers={"Authorization": f"Bearer {soon}"}).status_code == 200
     time.sleep(2.1)
     assert api.client.get("/v1/receipts", headers={"Authorization": f"Bearer {soon}"}).status_code == 401
-    statuses = {t["status"] for t in api.client.get("/v1/operator/tokens", headers=api.headers("operator")).json()["tokens"]}
+    statuses = {
+        t["status"]
+        for t in api.client.get("/v1/operator/tokens", headers=api.headers("operator")).json()["tokens"]
+    }
     assert "expired" in statuses
     for private in (path, path.with_name(path.name + ".lock"), usage_path(path)):
         assert stat.S_IMODE(os.stat(private).st_mode) == 0o600, private
@@ -165,5 +177,9 @@ def test_last_used_is_noted_at_most_once_a_minute(api: Api) -> None:
     reader_id = api.tokens["reader"].split("_")[1]
     used = {t["token_id"]: t["last_used_at"] for t in listed}
     assert used[reader_id] is not None
-    never = [r.token_id for r in read_token_file(api.config.token_path) if r.tenant == "globex" and "admin" in r.scopes]
+    never = [
+        r.token_id
+        for r in read_token_file(api.config.token_path)
+        if r.tenant == "globex" and "admin" in r.scopes
+    ]
     assert used[never[0]] is None
