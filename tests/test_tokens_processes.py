@@ -1,0 +1,168 @@
+"""Revocation reaches every worker within the stated bound (README: about a second), with
+real `citeledger serve` processes: on SQLite a server and the CLI in another process, on
+PostgreSQL two servers sharing the data directory and the schema, the token revoked over
+HTTP on one and refused by the other. A revoked token's console session ends too."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.auth import create_operator_token, digest
+from ledger.config import LedgerConfig
+from tests.conftest import PG_DSN, pg_connect
+from tests.server_process import ServerProcess, run_cli, server_env
+
+BOOTSTRAP = "tokens-process-bootstrap-0123456789"
+BOUND_S = 1.0  # what README and docs/security.md promise
+SLACK_S = 0.5  # one poll and a request on a shared, busy machine
+
+
+def _console_session(base: str, bearer: str) -> httpx.Client:
+    client = httpx.Client(base_url=base, follow_redirects=False, timeout=10)
+    signed = client.post(
+        "/console/sign-in", data={"token": bearer, "next": "/console/"}, headers={"Origin": base}
+    )
+    assert signed.status_code == 303, signed.text
+    assert client.get("/console/").status_code == 200
+    return client
+
+
+def _seconds_until_refused(base: str, bearer: str, console: httpx.Client) -> float:
+    """From now until both the API and the console refuse the token."""
+    start = time.monotonic()
+    headers = {"Authorization": f"Bearer {bearer}"}
+    while True:
+        api = httpx.get(f"{base}/v1/receipts", headers=headers, timeout=10).status_code
+        page = console.get("/console/")
+        if api == 401 and page.is_redirect:
+            assert page.headers["location"].startswith("/console/sign-in")
+            return time.monotonic() - start
+        assert api == 200 and page.status_code == 200, (api, page.status_code)
+        assert time.monotonic() - start < 10, "never refused"
+        time.sleep(0.05)
+
+
+def test_cli_revocation_reaches_a_running_sqlite_server(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    env = server_env(LedgerConfig(data_dir=data_dir), BOOTSTRAP)
+    with ServerProcess(data_dir, env, log_path=tmp_path / "server.log") as server:
+        made = run_cli(
+            ["tokens", "create", "--tenant", "default", "--scopes", "audit.read", "--expires-in", "1d"]
+            + ["--actor", "ops:alice", "--data-dir", str(data_dir)],
+            env,
+        )
+        assert made.returncode == 0, made.stderr
+        bearer = made.stdout.strip()
+        token_id = bearer.split("_")[1]
+        time.sleep(BOUND_S + SLACK_S)  # picked up by the running server within the bound
+        console = _console_session(server.base_url, bearer)
+
+        listed = run_cli(["tokens", "list", "--json", "--data-dir", str(data_dir)], env)
+        assert listed.returncode == 0, listed.stderr
+        assert bearer not in listed.stdout and digest(bearer) not in listed.stdout
+        assert digest(BOOTSTRAP) not in listed.stdout
+        row = next(t for t in json.loads(listed.stdout)["tokens"] if t["token_id"] == token_id)
+        assert row["status"] == "active" and row["expires_at"] and row["last_used_at"]
+        table = run_cli(["tokens", "list", "--data-dir", str(data_dir)], env)
+        assert token_id in table.stdout and "bootstrap" in table.stdout
+
+        revoked = run_cli(["tokens", "revoke", token_id, "--data-dir", str(data_dir)], env)
+        assert revoked.returncode == 0, revoked.stderr
+        took = _seconds_until_refused(server.base_url, bearer, console)
+        assert took <= BOUND_S + SLACK_S, took
+
+        again = run_cli(["tokens", "revoke", token_id, "--data-dir", str(data_dir)], env)
+        assert again.returncode == 0 and "already revoked" in again.stdout
+        unknown = run_cli(["tokens", "revoke", "nope", "--data-dir", str(data_dir)], env)
+        assert unknown.returncode == 2 and "no token 'nope'" in unknown.stderr
+        bad = run_cli(
+            ["tokens", "create", "--tenant", "default", "--scopes", "audit.read", "--expires-in", "soon"]
+            + ["--data-dir", str(data_dir)],
+            env,
+        )
+        assert bad.returncode == 2 and "--expires-in" in bad.stderr
+
+        history = httpx.get(
+            f"{server.base_url}/v1/events?type=TokenIssued&type=TokenRevoked",
+            headers={"Authorization": f"Bearer {BOOTSTRAP}"},
+        ).json()["events"]
+        assert [(e["type"], e["actor"], e["payload"]["token_id"]) for e in history] == [
+            ("TokenIssued", "ops:alice", token_id),
+            ("TokenRevoked", history[1]["actor"], token_id),
+        ]
+        assert history[1]["actor"].startswith("cli:")
+    verified = run_cli(["verify", "--deep", "--data-dir", str(data_dir)], env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    name = "t_" + uuid.uuid4().hex[:16]
+    with pg_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield name
+    finally:
+        with pg_connect() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def test_http_revocation_on_one_postgres_server_reaches_the_other(tmp_path: Path, pg_schema: str) -> None:
+    data_dir = tmp_path / "data"
+    env = server_env(LedgerConfig(data_dir=data_dir, database_url=f"{PG_DSN}?schema={pg_schema}"), BOOTSTRAP)
+    first = ServerProcess(data_dir, env, log_path=tmp_path / "a.log").start()
+    try:
+        operator = create_operator_token(data_dir / "tokens.json")
+        second = ServerProcess(data_dir, env, log_path=tmp_path / "b.log").start()
+        try:
+            op = {"Authorization": f"Bearer {operator}"}
+            created = httpx.post(
+                f"{first.base_url}/v1/operator/tokens",
+                json={"tenant": "default", "scopes": ["audit.read"]},
+                headers=op,
+                timeout=30,
+            )
+            assert created.status_code == 201, created.text
+            bearer, token_id = created.json()["bearer"], created.json()["token"]["token_id"]
+            time.sleep(BOUND_S + SLACK_S)
+            console = _console_session(second.base_url, bearer)
+            tenant = httpx.get(
+                f"{second.base_url}/v1/operator/tokens", headers={"Authorization": f"Bearer {bearer}"}
+            )
+            assert tenant.status_code == 403
+
+            gone = httpx.delete(f"{first.base_url}/v1/operator/tokens/{token_id}", headers=op, timeout=30)
+            assert gone.status_code == 200, gone.text
+            took = _seconds_until_refused(second.base_url, bearer, console)
+            assert took <= BOUND_S + SLACK_S, took
+            assert (
+                httpx.get(
+                    f"{first.base_url}/v1/receipts", headers={"Authorization": f"Bearer {bearer}"}
+                ).status_code
+                == 401
+            )
+
+            listed = httpx.get(f"{second.base_url}/v1/operator/tokens", headers=op).json()["tokens"]
+            assert next(t for t in listed if t["token_id"] == token_id)["status"] == "revoked"
+            history = httpx.get(
+                f"{second.base_url}/v1/events?type=TokenIssued&type=TokenRevoked",
+                headers={"Authorization": f"Bearer {BOOTSTRAP}"},
+            ).json()["events"]
+            operator_actor = "token:" + operator.split("_")[1]
+            assert [(e["type"], e["actor"]) for e in history] == [
+                ("TokenIssued", operator_actor),
+                ("TokenRevoked", operator_actor),
+            ]
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+    verified = run_cli(["verify", "--deep", "--data-dir", str(data_dir)], env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
