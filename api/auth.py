@@ -145,7 +145,7 @@ def read_token_file(path: Path) -> list[TokenRecord]:
 def token_file_lock(path: Path) -> Iterator[None]:
     """Serialises read-modify-write of the tokens file between processes (the CLI and every
     API worker), so two concurrent changes never lose one another."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -57,11 +57,13 @@ class UsageNotes:
                 self._written[token_id] = now
 
     def _write(self, token_id: str) -> bool:
+        """False only when another process holds the lock (retry on a later request); a
+        failure to write also waits the minute, so a read-only disk costs one try a minute."""
         path = usage_path(self.token_path)
         try:
             fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
-            return False
+            return True
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -81,6 +83,6 @@ class UsageNotes:
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(path.with_name(f"{path.name}.{os.getpid()}.tmp"))
-            return False  # a full or read-only disk costs "last used", never the request
+            return True  # a full or read-only disk costs "last used", never the request
         finally:
             os.close(fd)

@@ -105,6 +105,8 @@ def test_a_tenant_token_cannot_manage_tokens_and_bad_bodies_write_nothing(api: A
         assert made.status_code == 403
         assert api.client.delete("/v1/operator/tokens/bootstrap", headers=api.headers(who)).status_code == 403
     assert api.client.get("/v1/operator/tokens").status_code == 401
+    allowed = api.client.options("/v1/operator/tokens")
+    assert allowed.status_code == 204 and allowed.headers["allow"] == "GET, OPTIONS, POST"
     op = api.headers("operator")
     bad: list[tuple[dict[str, Any], int, str]] = [
         ({"tenant": "acme", "scopes": ["root"]}, 400, "scopes"),

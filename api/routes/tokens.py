@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from litestar import Response, Router, delete, get, post
+from litestar import Response, Router, delete, get, post, route
+from litestar.enums import HttpMethod
 from litestar.params import JSONBody, Parameter
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,4 +128,13 @@ async def delete_token(
     return ok(request, services, await services.blocking(run))
 
 
-router = Router(path="/", route_handlers=[get_tokens, post_token, delete_token], tags=["operator"])
+@route("/v1/operator/tokens", http_method=[HttpMethod.OPTIONS], include_in_schema=False, sync_to_thread=False)
+def tokens_options() -> Response[None]:
+    """Litestar (2.25) answers OPTIONS on a path of two handlers with the first one's methods
+    only; registered first, this one names both."""
+    return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
+
+
+router = Router(
+    path="/", route_handlers=[tokens_options, get_tokens, post_token, delete_token], tags=["operator"]
+)
