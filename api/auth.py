@@ -209,6 +209,21 @@ def _add(path: Path, record: TokenRecord) -> None:
         write_token_file(path, records)
 
 
+def revoke_in_file(path: Path, token_id: str) -> tuple[TokenRecord, bool] | None:
+    """Mark a token revoked: (its record now, whether this call revoked it); None when the
+    file holds no such token. The record stays, so the id is never reused."""
+    with token_file_lock(path):
+        records = read_token_file(path)
+        found = next((r for r in records if r.token_id == token_id), None)
+        if found is None:
+            return None
+        if found.revoked_at is not None:
+            return found, False
+        revoked = TokenRecord(**{**found.__dict__, "revoked_at": utc_now(timespec="seconds")})
+        write_token_file(path, [revoked if r.token_id == token_id else r for r in records])
+    return revoked, True
+
+
 def ensure_bootstrap_token(path: Path, bootstrap_secret: str | None) -> str | None:
     """On first start: an all-scopes token for tenant `default`. Returns the bearer value
     when one was created now (to print once), None when tokens already exist."""

@@ -25,14 +25,13 @@ from api.auth import (
     create_operator_token,
     create_token,
     read_token_file,
-    token_file_lock,
-    write_token_file,
+    revoke_in_file,
 )
 from api.token_usage import read_usage
 from ledger.application import Ledger
 from ledger.entries import EventDraft, prepare
 from ledger.events import SYSTEM_TENANT, TokenIssued, TokenRevoked
-from ledger.timestamps import format_timestamp, parse_timestamp, utc_now
+from ledger.timestamps import format_timestamp, parse_timestamp
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.scopes import KNOWN_SCOPES
 
@@ -147,21 +146,18 @@ def revoke_token(
     it was already revoked and nothing new was recorded). NotFound for an unknown id."""
     if not TOKEN_ID_PATTERN.match(token_id):
         raise NotFound("token")
-    with token_file_lock(path):
-        records = read_token_file(path)
-        found = next((r for r in records if r.token_id == token_id), None)
-        if found is None:
-            raise NotFound("token")
-        if found.revoked_at is not None:
-            return token_view(found, read_usage(path).get(token_id)), None
-        revoked = TokenRecord(**{**found.__dict__, "revoked_at": utc_now(timespec="seconds")})
-        write_token_file(path, [revoked if r.token_id == token_id else r for r in records])
+    changed = revoke_in_file(path, token_id)
+    if changed is None:
+        raise NotFound("token")
+    revoked, now = changed
+    if not now:
+        return token_view(revoked, read_usage(path).get(token_id)), None
     position = _record(
         ledger,
         TokenRevoked(
             token_id=token_id,
-            kind=found.kind,  # type: ignore[arg-type]
-            tenant=found.tenant or None,
+            kind=revoked.kind,  # type: ignore[arg-type]
+            tenant=revoked.tenant or None,
         ),
         actor,
     )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import stat
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from api.auth import create_token, digest, read_token_file
+from api.auth import create_token, digest, read_token_file, revoke_in_file
 from api.token_usage import usage_path
 from ledger.application import Ledger
 from ledger.audit import verify_store
@@ -185,3 +187,24 @@ def test_last_used_is_noted_at_most_once_a_minute(api: Api) -> None:
         if r.tenant == "globex" and "admin" in r.scopes
     ]
     assert used[never[0]] is None
+
+
+def test_concurrent_changes_to_the_tokens_file_lose_nothing(tmp_path: Path) -> None:
+    """Creates and revocations from several writers at once (the CLI and API workers): the
+    file's lock keeps every one of them."""
+    path = tmp_path / "tokens.json"
+    first = [create_token(path, "acme", ["audit.read"]).split("_")[1] for _ in range(8)]
+
+    def create_many(_: int) -> None:
+        for _ in range(10):
+            create_token(path, "acme", ["audit.read"])
+
+    def revoke_all(_: int) -> None:
+        for token_id in first:
+            revoke_in_file(path, token_id)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda job: job(0), [create_many, create_many, create_many, revoke_all]))
+    records = read_token_file(path)
+    assert len(records) == 8 + 30
+    assert {r.token_id for r in records if r.revoked_at is not None} == set(first)
