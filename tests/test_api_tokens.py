@@ -107,6 +107,11 @@ def test_a_tenant_token_cannot_manage_tokens_and_bad_bodies_write_nothing(api: A
         assert made.status_code == 403
         assert api.client.delete("/v1/operator/tokens/bootstrap", headers=api.headers(who)).status_code == 403
     assert api.client.get("/v1/operator/tokens").status_code == 401
+    schema = api.client.get("/schema/openapi.json").json()["paths"]
+    operations = [("/v1/operator/tokens", "get"), ("/v1/operator/tokens", "post")]
+    for path, method in [*operations, ("/v1/operator/tokens/{token_id}", "delete")]:
+        documented = schema[path][method]
+        assert {"401", "403"} <= set(documented["responses"]) and documented["security"], (path, method)
     allowed = api.client.options("/v1/operator/tokens")
     assert allowed.status_code == 204 and allowed.headers["allow"] == "GET, OPTIONS, POST"
     op = api.headers("operator")
