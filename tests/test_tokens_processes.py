@@ -20,8 +20,9 @@ from tests.conftest import PG_DSN, pg_connect
 from tests.server_process import ServerProcess, run_cli, server_env
 
 BOOTSTRAP = "tokens-process-bootstrap-0123456789"
-BOUND_S = 1.0  # what README and docs/security.md promise
-SLACK_S = 0.5  # one poll and a request on a shared, busy machine
+BOUND_S = 1.0  # what README and docs/security.md promise: no request sent later is accepted
+CLOCK_SLACK_S = 0.05  # the file's mtime against this process's clock
+SLACK_S = 0.5  # for a token just made to be picked up: the bound and a request
 
 
 def _console_session(base: str, bearer: str) -> httpx.Client:
@@ -34,21 +35,31 @@ def _console_session(base: str, bearer: str) -> httpx.Client:
     return client
 
 
-def _seconds_until_refused(base: str, bearer: str, console: httpx.Client, tokens_file: Path) -> float:
-    """From the revocation (the tokens file replaced) until both the API and the console
-    refuse the token."""
+def _latest_acceptance(base: str, bearer: str, console: httpx.Client, tokens_file: Path) -> float:
+    """How long after the revocation (the tokens file replaced) a request was still accepted
+    by the API or the console, at the latest (when it was sent, so a slow answer on a busy
+    machine does not count); polls until both refuse."""
     revoked_at = tokens_file.stat().st_mtime
-    start = time.monotonic()
     headers = {"Authorization": f"Bearer {bearer}"}
-    while True:
-        api = httpx.get(f"{base}/v1/receipts", headers=headers, timeout=10).status_code
-        page = console.get("/console/")
-        if api == 401 and page.is_redirect:
-            assert page.headers["location"].startswith("/console/sign-in")
-            return time.time() - revoked_at
-        assert api == 200 and page.status_code == 200, (api, page.status_code)
-        assert time.monotonic() - start < 10, "never refused"
-        time.sleep(0.05)
+    latest, api_refused, page_refused = 0.0, False, False
+    while not (api_refused and page_refused):
+        assert time.time() - revoked_at < 10, "never refused"
+        sent = time.time()
+        if not api_refused:
+            status = httpx.get(f"{base}/v1/receipts", headers=headers, timeout=10).status_code
+            assert status in (200, 401), status
+            api_refused = status == 401
+            latest = latest if api_refused else max(latest, sent - revoked_at)
+        sent = time.time()
+        if not page_refused:
+            page = console.get("/console/")
+            assert page.status_code == 200 or page.is_redirect, page.status_code
+            page_refused = page.is_redirect
+            if page_refused:
+                assert page.headers["location"].startswith("/console/sign-in")
+            latest = latest if page_refused else max(latest, sent - revoked_at)
+        time.sleep(0.02)
+    return latest
 
 
 def _cli_refusals(data_dir: Path, token_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,9 +110,9 @@ def test_cli_revocation_reaches_a_running_sqlite_server(
         assert row["status"] == "active" and row["expires_at"] and row["last_used_at"]
         revoked = run_cli(["tokens", "revoke", token_id, "--data-dir", str(data_dir)], env)
         assert revoked.returncode == 0, revoked.stderr
-        took = _seconds_until_refused(server.base_url, bearer, console, data_dir / "tokens.json")
-        assert took <= BOUND_S + SLACK_S, took
-        print(f"revocation refused after {took:.2f} s")
+        took = _latest_acceptance(server.base_url, bearer, console, data_dir / "tokens.json")
+        assert took <= BOUND_S + CLOCK_SLACK_S, took
+        print(f"accepted at most {took:.2f} s after the revocation")
         _cli_refusals(data_dir, token_id, monkeypatch)
 
         history = httpx.get(
@@ -155,9 +166,9 @@ def test_http_revocation_on_one_postgres_server_reaches_the_other(tmp_path: Path
 
             gone = httpx.delete(f"{first.base_url}/v1/operator/tokens/{token_id}", headers=op, timeout=30)
             assert gone.status_code == 200, gone.text
-            took = _seconds_until_refused(second.base_url, bearer, console, data_dir / "tokens.json")
-            assert took <= BOUND_S + SLACK_S, took
-            print(f"revocation refused after {took:.2f} s")
+            took = _latest_acceptance(second.base_url, bearer, console, data_dir / "tokens.json")
+            assert took <= BOUND_S + CLOCK_SLACK_S, took
+            print(f"accepted at most {took:.2f} s after the revocation")
             assert (
                 httpx.get(
                     f"{first.base_url}/v1/receipts", headers={"Authorization": f"Bearer {bearer}"}
