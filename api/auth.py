@@ -74,6 +74,9 @@ class TokenRecord:
     kind: str = TENANT_KIND
     expires_at: str | None = None
     revoked_at: str | None = None
+    # The log position of its `TokenRevoked` entry: None while the entry is not written yet
+    # (the revocation takes effect first; a repeat of `revoke` writes the missing entry).
+    revocation_position: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {
@@ -88,6 +91,8 @@ class TokenRecord:
             value["expires_at"] = self.expires_at
         if self.revoked_at is not None:
             value["revoked_at"] = self.revoked_at
+        if self.revocation_position is not None:
+            value["revocation_position"] = self.revocation_position
         return value
 
     def status(self, now: float | None = None) -> str:
@@ -127,6 +132,9 @@ class TokenRecord:
             kind=kind,
             expires_at=None if expires_at is None else str(expires_at),
             revoked_at=None if revoked_at is None else str(revoked_at),
+            revocation_position=None
+            if value.get("revocation_position") is None
+            else int(value["revocation_position"]),
         )
 
 
@@ -222,6 +230,21 @@ def revoke_in_file(path: Path, token_id: str) -> tuple[TokenRecord, bool] | None
         revoked = TokenRecord(**{**found.__dict__, "revoked_at": utc_now(timespec="seconds")})
         write_token_file(path, [revoked if r.token_id == token_id else r for r in records])
     return revoked, True
+
+
+def note_revocation_entry(path: Path, token_id: str, position: int) -> None:
+    """Remember where a revocation's signed entry is (so a repeat does not write another)."""
+    with token_file_lock(path):
+        records = read_token_file(path)
+        write_token_file(
+            path,
+            [
+                TokenRecord(**{**r.__dict__, "revocation_position": position})
+                if r.token_id == token_id
+                else r
+                for r in records
+            ],
+        )
 
 
 def ensure_bootstrap_token(path: Path, bootstrap_secret: str | None) -> str | None:

@@ -24,6 +24,7 @@ from api.auth import (
     TokenRecord,
     create_operator_token,
     create_token,
+    note_revocation_entry,
     read_token_file,
     revoke_in_file,
 )
@@ -142,16 +143,19 @@ def issue_token(
 def revoke_token(
     ledger: Ledger, path: Path, token_id: str, *, actor: str
 ) -> tuple[dict[str, Any], int | None]:
-    """Revoke a token of the file: (its view, the position of its `TokenRevoked`, None when
-    it was already revoked and nothing new was recorded). NotFound for an unknown id."""
+    """Revoke a token of the file: (its view, the position of its `TokenRevoked`; None when
+    its revocation was already recorded and nothing new was written). NotFound for an
+    unknown id. When the entry cannot be written (e.g. an integrity hold), the token stays
+    revoked and the error propagates; a repeat writes the missing entry."""
     if not TOKEN_ID_PATTERN.match(token_id):
         raise NotFound("token")
     changed = revoke_in_file(path, token_id)
     if changed is None:
         raise NotFound("token")
-    revoked, now = changed
-    if not now:
+    revoked = changed[0]
+    if revoked.revocation_position is not None:
         return token_view(revoked, read_usage(path).get(token_id)), None
+    # Revoked now, or earlier without its entry (that write failed): record it.
     position = _record(
         ledger,
         TokenRevoked(
@@ -161,4 +165,5 @@ def revoke_token(
         ),
         actor,
     )
+    note_revocation_entry(path, token_id, position)
     return token_view(revoked, read_usage(path).get(token_id)), position

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.common import EXIT_USAGE, fail
+from cli.common import EXIT_FAILED, EXIT_USAGE, fail
 from ledger.usecases.scopes import SCOPES
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ def tokens_create(
     signed TokenIssued entry."""
     from api.token_admin import issue_token, parse_expiry
     from ledger.application import Ledger
+    from ledger.integrity import IntegrityHold
     from ledger.usecases.errors import Invalid
 
     if operator and (tenant is not None or scopes is not None):
@@ -108,6 +109,8 @@ def tokens_create(
             )
         except Invalid as exc:
             fail("--" + exc.message, EXIT_USAGE)
+        except IntegrityHold as exc:
+            fail(f"no token created: {exc}", EXIT_FAILED)
     typer.echo(bearer)
 
 
@@ -149,6 +152,7 @@ def tokens_revoke(
     sessions end; records a signed TokenRevoked entry."""
     from api.token_admin import revoke_token
     from ledger.application import Ledger
+    from ledger.integrity import IntegrityHold
     from ledger.usecases.errors import NotFound
 
     who = _actor(actor)
@@ -156,13 +160,19 @@ def tokens_revoke(
     with Ledger(config.ledger.__class__(**{**config.ledger.__dict__, "run_checkpointer": False})) as ledger:
         try:
             _view, position = revoke_token(ledger, config.token_path, token_id, actor=who)
+        except IntegrityHold as exc:
+            fail(
+                f"token {token_id} is revoked (refused within a second), but its TokenRevoked entry "
+                f"is not recorded: {exc}; after `citeledger repair`, run this again to record it",
+                EXIT_FAILED,
+            )
         except NotFound:
             fail(
                 f"no token {token_id[:128]!r} in {config.token_path} (see `citeledger tokens list`)",
                 EXIT_USAGE,
             )
     if position is None:
-        typer.echo(f"token {token_id} was already revoked; nothing recorded")
+        typer.echo(f"token {token_id} was already revoked (and recorded); nothing new recorded")
     else:
         typer.echo(f"revoked token {token_id}; TokenRevoked recorded at position {position}")
 

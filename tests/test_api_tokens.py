@@ -15,6 +15,7 @@ from api.auth import create_token, digest, read_token_file, revoke_in_file
 from api.token_usage import usage_path
 from ledger.application import Ledger
 from ledger.audit import verify_store
+from ledger.integrity import Finding
 from tests.api_support import Api, api, make_api  # noqa: F401
 
 
@@ -213,3 +214,30 @@ def test_concurrent_changes_to_the_tokens_file_lose_nothing(tmp_path: Path) -> N
     records = read_token_file(path)
     assert len(records) == 8 + 30
     assert {r.token_id for r in records if r.revoked_at is not None} == set(first)
+
+
+def test_a_revocation_whose_entry_cannot_be_written_still_revokes_and_a_repeat_records_it(api: Api) -> None:
+    """Writes held (an integrity finding): no token can be created (its entry comes first),
+    a revocation takes effect anyway (503 names the hold), and revoking again after the
+    repair writes the missing entry, once."""
+    op = api.headers("operator")
+    ledger: Ledger = api.services.ledger
+    reader_id = api.tokens["reader"].split("_")[1]
+    ledger.hold(Finding("witness_refused", "test:held-for-tokens", "a witness refused the checkpoint"))
+    before = ledger.size
+    made = api.client.post(
+        "/v1/operator/tokens", json={"tenant": "acme", "scopes": ["audit.read"]}, headers=op
+    )
+    assert made.status_code == 503 and made.json()["error"]["code"] == "integrity_hold"
+    assert len(read_token_file(api.config.token_path)) == len(api.tokens)  # no token without its entry
+    held = api.client.delete(f"/v1/operator/tokens/{reader_id}", headers=op)
+    assert held.status_code == 503 and held.json()["error"]["code"] == "integrity_hold"
+    assert api.client.get("/v1/receipts", headers=api.headers("reader")).status_code == 401
+    assert ledger.size == before
+    ledger.repair(actor="operator")
+    again = api.client.delete(f"/v1/operator/tokens/{reader_id}", headers=op)
+    assert again.status_code == 200 and again.json()["already_revoked"] is False, again.text
+    third = api.client.delete(f"/v1/operator/tokens/{reader_id}", headers=op)
+    assert third.json()["already_revoked"] is True
+    revoked = [e for e in ledger.read() if e.type == "TokenRevoked"]
+    assert [e.payload["token_id"] for e in revoked] == [reader_id]

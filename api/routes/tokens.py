@@ -121,8 +121,10 @@ async def delete_token(
     actor = principal_of(request).actor
 
     def run() -> dict[str, Any]:
-        view, position = revoke_token(services.ledger, services.config.token_path, token_id, actor=actor)
-        services.tokens.refresh()
+        try:
+            view, position = revoke_token(services.ledger, services.config.token_path, token_id, actor=actor)
+        finally:
+            services.tokens.refresh()  # revoked in the file even when its entry could not be written
         return {"token": view, "already_revoked": position is None, "position": position}
 
     return ok(request, services, await services.blocking(run))
