@@ -227,7 +227,8 @@ def revoke_in_file(path: Path, token_id: str) -> tuple[TokenRecord, bool] | None
             return None
         if found.revoked_at is not None:
             return found, False
-        revoked = TokenRecord(**{**found.__dict__, "revoked_at": utc_now(timespec="seconds")})
+        # To the microsecond: when the revocation took effect, before its entry was written.
+        revoked = TokenRecord(**{**found.__dict__, "revoked_at": utc_now()})
         write_token_file(path, [revoked if r.token_id == token_id else r for r in records])
     return revoked, True
 

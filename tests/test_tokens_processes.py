@@ -10,12 +10,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from api.auth import create_operator_token, digest
+from api.auth import create_operator_token, digest, read_token_file
 from ledger.config import LedgerConfig
+from ledger.timestamps import parse_timestamp
 from tests.conftest import PG_DSN, pg_connect
 from tests.server_process import ServerProcess, run_cli, server_env
 
@@ -36,10 +38,13 @@ def _console_session(base: str, bearer: str) -> httpx.Client:
 
 
 def _latest_acceptance(base: str, bearer: str, console: httpx.Client, tokens_file: Path) -> float:
-    """How long after the revocation (the tokens file replaced) a request was still accepted
-    by the API or the console, at the latest (when it was sent, so a slow answer on a busy
-    machine does not count); polls until both refuse."""
-    revoked_at = tokens_file.stat().st_mtime
+    """How long after the revocation (its record's `revoked_at`, stamped as the tokens file is
+    replaced) a request was still accepted by the API or the console, at the latest (when it
+    was sent, so a slow answer on a busy machine does not count); polls until both refuse."""
+    token_id = bearer.split("_")[1]
+    record = next(r for r in read_token_file(tokens_file) if r.token_id == token_id)
+    assert record.revoked_at is not None
+    revoked_at = parse_timestamp(record.revoked_at).timestamp()
     headers = {"Authorization": f"Bearer {bearer}"}
     latest, api_refused, page_refused = 0.0, False, False
     while not (api_refused and page_refused):
@@ -60,6 +65,20 @@ def _latest_acceptance(base: str, bearer: str, console: httpx.Client, tokens_fil
             latest = latest if page_refused else max(latest, sent - revoked_at)
         time.sleep(0.02)
     return latest
+
+
+def _history(base: str, count: int) -> list[dict[str, Any]]:
+    """The token entries of tenant `default`'s history, once the server's read model has the
+    `count` written (another process wrote them: it follows the log within moments)."""
+    deadline = time.monotonic() + 15
+    while True:
+        events: list[dict[str, Any]] = httpx.get(
+            f"{base}/v1/events?type=TokenIssued&type=TokenRevoked",
+            headers={"Authorization": f"Bearer {BOOTSTRAP}"},
+        ).json()["events"]
+        if len(events) >= count or time.monotonic() > deadline:
+            return events
+        time.sleep(0.1)
 
 
 def _cli_refusals(data_dir: Path, token_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,10 +134,7 @@ def test_cli_revocation_reaches_a_running_sqlite_server(
         print(f"accepted at most {took:.2f} s after the revocation")
         _cli_refusals(data_dir, token_id, monkeypatch)
 
-        history = httpx.get(
-            f"{server.base_url}/v1/events?type=TokenIssued&type=TokenRevoked",
-            headers={"Authorization": f"Bearer {BOOTSTRAP}"},
-        ).json()["events"]
+        history = _history(server.base_url, 2)
         assert [(e["type"], e["actor"], e["payload"]["token_id"]) for e in history] == [
             ("TokenIssued", "ops:alice", token_id),
             ("TokenRevoked", history[1]["actor"], token_id),
@@ -178,10 +194,7 @@ def test_http_revocation_on_one_postgres_server_reaches_the_other(tmp_path: Path
 
             listed = httpx.get(f"{second.base_url}/v1/operator/tokens", headers=op).json()["tokens"]
             assert next(t for t in listed if t["token_id"] == token_id)["status"] == "revoked"
-            history = httpx.get(
-                f"{second.base_url}/v1/events?type=TokenIssued&type=TokenRevoked",
-                headers={"Authorization": f"Bearer {BOOTSTRAP}"},
-            ).json()["events"]
+            history = _history(second.base_url, 2)
             operator_actor = "token:" + operator.split("_")[1]
             assert [(e["type"], e["actor"]) for e in history] == [
                 ("TokenIssued", operator_actor),
