@@ -30,6 +30,7 @@ from api.routes import (
     search,
     sources,
     tiles,
+    tokens,
 )
 from api.routes.common import DEPENDENCIES, check_request
 from api.services import Services
@@ -53,6 +54,7 @@ ROUTES: list[ControllerRouterHandler] = [
     retention.router,
     sources.router,
     tiles.router,
+    tokens.router,
     assets_router(),
 ]
 

@@ -129,6 +129,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "retention_days": 365,
     },
     "DocumentUpload": {"file": _DOC_TEXT, "path": "handbook/retention.md", "sensitivity": "internal"},
+    "TokenIn": {"tenant": "acme", "scopes": ["audit.read"], "expires_in": "30d"},
     "RetrievalIn": {
         "query": "how long are audit logs kept?",
         "engine": "external:my-rag",

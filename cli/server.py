@@ -1,4 +1,4 @@
-"""`citeledger serve`, `citeledger tokens create` and `citeledger retention run`.
+"""`citeledger serve` and `citeledger retention run` (`tokens` commands: `cli.tokens`).
 
 Their work lives in the web package: each command imports `api` inside its
 body, so registering them costs the offline commands nothing.
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.common import EXIT_USAGE, fail, ledger_config
-from ledger.usecases.scopes import SCOPES
 
 if TYPE_CHECKING:
     from api.config import ApiConfig
@@ -91,55 +90,11 @@ def serve(
     log_repeats.flush_all()  # the counts of the last interval, before the process ends
 
 
-tokens_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manage API bearer tokens")
-
-
-@tokens_app.command("create")
-def tokens_create(
-    tenant: Annotated[str | None, typer.Option("--tenant", help="Tenant the token is bound to")] = None,
-    scopes: Annotated[
-        str | None, typer.Option("--scopes", help=f"Comma-separated, of: {', '.join(SCOPES)}")
-    ] = None,
-    operator: Annotated[
-        bool,
-        typer.Option(
-            "--operator",
-            help="An operator token: bound to no tenant, no scopes; its only power is the whole-log "
-            "export (GET /v1/operator/export)",
-        ),
-    ] = False,
-    data_dir: DataDirOption = None,
-) -> None:
-    """Create a token; prints the bearer value once (only its hash is stored)."""
-    import re
-
-    from api.auth import create_operator_token, create_token
-
-    if operator:
-        if tenant is not None or scopes is not None:
-            typer.echo("--operator takes neither --tenant nor --scopes (bound to no tenant)", err=True)
-            raise typer.Exit(2)
-        typer.echo(create_operator_token(_prepare(data_dir).token_path))
-        return
-    if tenant is None or scopes is None:
-        typer.echo("--tenant and --scopes are required (or --operator)", err=True)
-        raise typer.Exit(2)
-    if not re.match(r"^[a-z0-9][a-z0-9_-]{0,62}$", tenant):
-        typer.echo("tenant must match [a-z0-9][a-z0-9_-]{0,62}", err=True)
-        raise typer.Exit(2)
-    config = _prepare(data_dir)
-    wanted = [s.strip() for s in scopes.split(",") if s.strip()]
-    try:
-        bearer = create_token(config.token_path, tenant, wanted)
-    except ValueError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    typer.echo(bearer)
-
-
 def register(app: typer.Typer) -> None:
+    from cli.tokens import register as register_tokens
+
     app.command("serve")(serve)
-    app.add_typer(tokens_app, name="tokens")
+    register_tokens(app)
     retention_app = typer.Typer(help="Retention windows and crypto-shredding.", no_args_is_help=True)
     retention_app.command("run")(retention_run)
     app.add_typer(retention_app, name="retention")

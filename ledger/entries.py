@@ -102,7 +102,8 @@ class PreparedDraft:
     payload_json: bytes
 
 
-_SYSTEM_ONLY = frozenset({"SigningKeyRotated", "IntegrityRepaired"})
+# Token entries too: only the token commands write them (`api.token_admin`), never a use case.
+_SYSTEM_ONLY = frozenset({"SigningKeyRotated", "IntegrityRepaired", "TokenIssued", "TokenRevoked"})
 
 
 def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:

@@ -317,6 +317,25 @@ class IntegrityRepaired(Schema):
     log_size: Annotated[int, Field(ge=0)]
 
 
+class TokenIssued(Schema):
+    """A bearer token was made: who may act from now on (never its secret nor its hash).
+    A tenant token's entry is its tenant's; an operator token's is the ledger's own."""
+
+    token_id: Identifier
+    kind: Literal["tenant", "operator"]
+    tenant: TenantId | None
+    scopes: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)]
+    expires_at: Timestamp | None
+
+
+class TokenRevoked(Schema):
+    """A bearer token was revoked: from this entry on it authenticates nothing."""
+
+    token_id: Identifier
+    kind: Literal["tenant", "operator"]
+    tenant: TenantId | None
+
+
 PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "DocumentIngested": DocumentIngested,
     "DocumentRemoved": DocumentRemoved,
@@ -330,6 +349,8 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "LegalHoldReleased": LegalHoldReleased,
     "IntegrityRepaired": IntegrityRepaired,
     "ContentRead": ContentRead,
+    "TokenIssued": TokenIssued,
+    "TokenRevoked": TokenRevoked,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -344,6 +365,8 @@ EventType = Literal[
     "LegalHoldReleased",
     "IntegrityRepaired",
     "ContentRead",
+    "TokenIssued",
+    "TokenRevoked",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
