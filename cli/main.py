@@ -26,6 +26,7 @@ from cli.replay import register as register_replay
 from cli.server import register as register_server
 from cli.sources import register as register_sources
 from cli.spool import register as register_spool
+from cli.tokens import register as register_tokens
 from cli.trust import read_trusted_key, read_witnesses
 from cli.witness import register as register_witness
 
@@ -522,6 +523,7 @@ register_witness(app)
 register_receipts(app)
 register_checkpoint_check(app)
 register_migrate(app)
+register_tokens(app)
 register_operations(app)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -91,10 +91,7 @@ def serve(
 
 
 def register(app: typer.Typer) -> None:
-    from cli.tokens import register as register_tokens
-
     app.command("serve")(serve)
-    register_tokens(app)
     retention_app = typer.Typer(help="Retention windows and crypto-shredding.", no_args_is_help=True)
     retention_app.command("run")(retention_run)
     app.add_typer(retention_app, name="retention")
