@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from ledger.canonical import canonical_json
+from ledger.entry_limit import check_size, envelope_bytes
 from ledger.events import (
     MAX_ENVELOPE_BYTES,
     PAYLOAD_MODELS,
@@ -122,6 +123,17 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     payload_json = canonical_json(payload, checked=False)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
+    check_size(
+        envelope_bytes(
+            len(payload_json),
+            event_id=draft.event_id,
+            event_type=draft.type,
+            tenant_id=draft.tenant_id,
+            actor=draft.actor,
+            run_id=draft.run_id,
+            trace_id=draft.trace_id,
+        )
+    )
     return PreparedDraft(draft=draft, payload_json=payload_json)
 
 
@@ -146,7 +158,9 @@ def sign_entry(
     }
     signing_input = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
     header["signature"] = key.sign(signing_input)
-    return orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+    entry = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+    check_size(len(entry))  # the last word before any write: no entry over the bound, ever
+    return entry
 
 
 def signing_input_of(envelope: Mapping[str, Any]) -> bytes:

@@ -126,6 +126,34 @@ class DocumentIngested(Schema):
     # posted directly, and on those recorded before sources had rules).
     sensitivity_origin: RuleOrigin | None = None
     retention_origin: RuleOrigin | None = None
+    # How many log entries the version takes: this one and `parts - 1` `DocumentContinued`
+    # entries after it in the same commit (absent: the version is this entry alone).
+    parts: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)] | None = None
+
+
+class DocumentContinued(Schema):
+    """Further chunks of a document version too large for one entry (a C2SP tlog-tiles
+    entry is at most 65,535 bytes): `part` 2..`parts` of the version its `DocumentIngested`
+    head starts, in the same commit. It repeats what the read models key a chunk by (the
+    version's source, path, rules and sealed title), so every entry reads on its own."""
+
+    document_id: Identifier
+    version_id: Identifier
+    version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+    part: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)]
+    source: Identifier
+    path: SourcePath
+    title: Sealed | None = None
+    content_sha256: Hex64
+    sensitivity: Sensitivity
+    retention_days: RetentionDays | None = None
+    chunks: Annotated[list[Chunk], Field(min_length=1, max_length=MAX_CHUNKS_PER_DOCUMENT)]
+    sensitivity_origin: RuleOrigin | None = None
+    retention_origin: RuleOrigin | None = None
+
+
+# The entries that carry a document version's chunks.
+DOCUMENT_CHUNK_TYPES = frozenset({"DocumentIngested", "DocumentContinued"})
 
 
 class DocumentRemoved(Schema):
@@ -330,6 +358,7 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "LegalHoldReleased": LegalHoldReleased,
     "IntegrityRepaired": IntegrityRepaired,
     "ContentRead": ContentRead,
+    "DocumentContinued": DocumentContinued,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -344,11 +373,12 @@ EventType = Literal[
     "LegalHoldReleased",
     "IntegrityRepaired",
     "ContentRead",
+    "DocumentContinued",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
 OMIT_WHEN_NONE = frozenset(
-    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin"}
+    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
 )
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
 ENTRY_OMIT_WHEN_NONE = frozenset({"source"})

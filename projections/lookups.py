@@ -75,7 +75,7 @@ class ProjectedLookups:
                     event.position,
                 )
                 self._policies[event.tenant_id] = (time.monotonic(), state)
-            elif event_type in ("DocumentIngested", "DocumentRemoved"):
+            elif event_type in ("DocumentIngested", "DocumentContinued", "DocumentRemoved"):
                 dropped = self._chunks.pop((event.tenant_id, event.payload["document_id"]), {})
                 self._chunk_count -= len(dropped)
             elif event_type == "RetentionScrubbed":

@@ -28,7 +28,7 @@ from ledger.usecases.scopes import CONTENT_SCOPE, RESTRICTED_SCOPE
 
 Field = dict[str, Any]
 # Types whose payload holds sealed fields an auditor reads.
-CONTENT_TYPES = frozenset({"RetrievalRecorded", "DocumentIngested"})
+CONTENT_TYPES = frozenset({"RetrievalRecorded", "DocumentIngested", "DocumentContinued"})
 
 
 def require_content_scope(caller: Caller) -> None:
