@@ -35,6 +35,30 @@ _ENVELOPE_ROOM = envelope_bytes(
 PAYLOAD_BUDGET = MAX_ENTRY_BYTES - _ENVELOPE_ROOM
 
 
+class ItemTooLarge(ValueError):
+    def __init__(self, index: int) -> None:
+        super().__init__(f"item {index} does not fit one log entry; {LIMIT_TEXT}")
+        self.index = index
+
+
+def pack(sizes: Sequence[int], first_room: int, room: int) -> list[int]:
+    """How many items (of these canonical sizes, in order) go in each entry: greedily, the
+    first entry having `first_room` bytes for them, the others `room` (a comma each)."""
+    counts: list[int] = [0]
+    used = 0
+    for index, size in enumerate(sizes):
+        limit = first_room if len(counts) == 1 else room
+        cost = size + (1 if counts[-1] else 0)
+        if counts[-1] and used + cost > limit:
+            counts.append(0)
+            used, cost, limit = 0, size, room
+        if cost > limit:
+            raise ItemTooLarge(index)
+        counts[-1] += 1
+        used += cost
+    return counts
+
+
 class ChunkTooLarge(ValueError):
     """One chunk alone does not fit an entry (its limits make this unreachable today)."""
 
@@ -60,18 +84,15 @@ def split_version(version: DocumentIngested) -> list[DocumentIngested | Document
     continuation_room = PAYLOAD_BUDGET - _size(
         _continuation(version, MAX_CHUNKS_PER_DOCUMENT, [], validate=False)
     )
-    groups: list[list[Chunk]] = [[]]
-    used = 0
-    for chunk, size in zip(version.chunks, chunk_sizes, strict=True):
-        room = head_room if len(groups) == 1 else continuation_room
-        cost = size + (1 if groups[-1] else 0)  # the comma between chunks
-        if groups[-1] and used + cost > room:
-            groups.append([])
-            used, cost, room = 0, size, continuation_room
-        if cost > room:
-            raise ChunkTooLarge(chunk.ordinal)
-        groups[-1].append(chunk)
-        used += cost
+    try:
+        counts = pack(chunk_sizes, head_room, continuation_room)
+    except ItemTooLarge as exc:
+        raise ChunkTooLarge(version.chunks[exc.index].ordinal) from None
+    groups: list[list[Chunk]] = []
+    start = 0
+    for count in counts:
+        groups.append(list(version.chunks[start : start + count]))
+        start += count
     head = version.model_copy(update={"chunks": groups[0], "parts": len(groups)})
     return [head, *(_continuation(version, part, chunks) for part, chunks in enumerate(groups[1:], start=2))]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -24,6 +24,8 @@ from pydantic import ValidationError
 from ledger.canonical import canonical_json
 from ledger.entry_limit import check_size, envelope_bytes
 from ledger.events import (
+    CONTINUATION_OF,
+    CONTINUED_LISTS,
     MAX_ENVELOPE_BYTES,
     PAYLOAD_MODELS,
     SYSTEM_TENANT,
@@ -204,10 +206,12 @@ def entry_signature_ok(entry: bytes | Mapping[str, Any], public_key: bytes | Ed2
 
 @dataclass(frozen=True)
 class RecordedEvent:
-    """One committed, signed entry of the log."""
+    """One committed, signed entry of the log; with `continuations` (`with_continuations`),
+    a head whose `payload` reads as the whole document version or receipt."""
 
     position: int
     entry: bytes
+    continuations: tuple[RecordedEvent, ...] = ()
 
     @cached_property
     def envelope(self) -> dict[str, Any]:
@@ -228,8 +232,25 @@ class RecordedEvent:
 
     @property
     def payload(self) -> dict[str, Any]:
+        if self.continuations:
+            return self._merged_payload
         payload: dict[str, Any] = self.envelope["payload"]
         return payload
+
+    @cached_property
+    def _merged_payload(self) -> dict[str, Any]:
+        merged = dict(self.envelope["payload"])
+        for part in self.continuations:
+            for name in CONTINUED_LISTS:
+                if name in part.envelope["payload"]:
+                    merged[name] = [*merged.get(name, []), *part.envelope["payload"][name]]
+        return merged
+
+    @property
+    def parts(self) -> int:
+        """How many entries this head's document version or receipt takes (1: itself)."""
+        return int(self.envelope["payload"].get("parts") or 1) if self.type in HEAD_TYPES else 1
+
 
     @property
     def event_id(self) -> str:
@@ -244,6 +265,36 @@ class RecordedEvent:
         return str(self.envelope["signature"])
 
 
+HEAD_TYPES = frozenset(CONTINUATION_OF.values())
+
+
+class BrokenContinuation(ValueError):
+    """The entries after a head are not its continuations (a damaged or forged store)."""
+
+
+def with_continuations(
+    event: RecordedEvent, read: Callable[[int, int], Sequence[RecordedEvent]]
+) -> RecordedEvent:
+    """`event` with the continuation entries it names attached (`read(first, last)` reads
+    log positions); the event itself when it takes one entry."""
+    parts = event.parts
+    if parts == 1:
+        return event
+    following = list(read(event.position + 1, event.position + parts - 1))
+    key = "receipt_id" if event.type == "RetrievalRecorded" else "version_id"
+    for part, continued in enumerate(following, start=2):
+        if (
+            CONTINUATION_OF.get(continued.type) != event.type
+            or continued.tenant_id != event.tenant_id
+            or continued.envelope["payload"].get(key) != event.envelope["payload"][key]
+            or continued.envelope["payload"].get("part") != part
+        ):
+            raise BrokenContinuation(f"position {continued.position} is not part {part} of {event.position}")
+    if len(following) != parts - 1:
+        raise BrokenContinuation(f"the entry at {event.position} names {parts} parts; the log holds fewer")
+    return RecordedEvent(event.position, event.entry, tuple(following))
+
+
 __all__ = [
     "GENESIS_PREV_HASH",
     "SYSTEM_TENANT",
@@ -255,4 +306,5 @@ __all__ = [
     "sign_entry",
     "signing_input_of",
     "utc_now",
+    "with_continuations",
 ]

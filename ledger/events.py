@@ -154,6 +154,9 @@ class DocumentContinued(Schema):
 
 # The entries that carry a document version's chunks.
 DOCUMENT_CHUNK_TYPES = frozenset({"DocumentIngested", "DocumentContinued"})
+# A head's lists that its continuations extend (`part` 2.. at the positions right after it).
+CONTINUED_LISTS = ("chunks", "selected_entries", "filters_applied")
+CONTINUATION_OF = {"DocumentContinued": "DocumentIngested", "RetrievalContinued": "RetrievalRecorded"}
 
 
 class DocumentRemoved(Schema):
@@ -262,6 +265,20 @@ class RetrievalRecorded(Schema):
     # (`ledger.usecases.visibility`), never which. Absent (omitted from the signed JSON) on
     # receipts recorded before that rule, which replay without it.
     withheld: SafeInt | None = None
+    # How many log entries the receipt takes: this one and `parts - 1` `RetrievalContinued`
+    # entries right after it (absent: this entry alone). `context_hash` covers them all.
+    parts: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)] | None = None
+
+
+class RetrievalContinued(Schema):
+    """Further selected entries and filters of a receipt too large for one entry: `part`
+    2..`parts` of the `RetrievalRecorded` head at the position `part - 1` before it. Read
+    as one receipt: the head's lists, then each part's, in order."""
+
+    receipt_id: Identifier
+    part: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)]
+    selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)] = []
+    filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
 
 
 class RetentionScrubbed(Schema):
@@ -359,6 +376,7 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "IntegrityRepaired": IntegrityRepaired,
     "ContentRead": ContentRead,
     "DocumentContinued": DocumentContinued,
+    "RetrievalContinued": RetrievalContinued,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -374,6 +392,7 @@ EventType = Literal[
     "IntegrityRepaired",
     "ContentRead",
     "DocumentContinued",
+    "RetrievalContinued",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
@@ -419,7 +438,8 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
     search = dumped.get("search") if event_type == "RetrievalRecorded" else None
     if isinstance(search, dict) and search.get("root_sources", 0) is None:
         del search["root_sources"]
-    for entry in dumped.get("selected_entries", ()) if event_type == "RetrievalRecorded" else ():
+    with_entries = event_type in ("RetrievalRecorded", "RetrievalContinued")
+    for entry in dumped.get("selected_entries", ()) if with_entries else ():
         for key in ENTRY_OMIT_WHEN_NONE:
             if entry.get(key, 0) is None:
                 del entry[key]

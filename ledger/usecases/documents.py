@@ -152,6 +152,7 @@ def _version_answer(
     parts: list[DocumentIngested | DocumentContinued], event: RecordedEvent
 ) -> dict[str, object]:
     payload = parts[0]
+    assert isinstance(payload, DocumentIngested)  # the head comes first
     return {
         "document_id": payload.document_id,
         "version": payload.version,
@@ -209,7 +210,7 @@ def ingest_document(
 # Entries per transaction of a batch: under the group commit's per-request cap (500).
 WRITE_EVENTS = 400
 
-Planned = tuple[int, list[DocumentIngested | DocumentContinued | DocumentRemoved]]
+Planned = tuple[int, Sequence[DocumentIngested | DocumentContinued | DocumentRemoved]]
 
 
 def _write_groups(planned: list[Planned]) -> Iterator[list[Planned]]:
@@ -319,16 +320,16 @@ def ingest_batch(
             planned.append((offset, [DocumentRemoved(document_id=document_id, reason=reason)]))
         for group in _write_groups(planned):
             outcome = ctx.write(
-                [draft(caller, part) for _, parts in group for part in parts],
+                [draft(caller, part) for _, entries in group for part in entries],
                 tenant_id=tenant,
                 deadline=caller.deadline,
             )
             heads = iter(outcome.events)
-            for index, parts in group:
+            for index, entries in group:
                 event = next(heads)
-                for _ in parts[1:]:
+                for _ in entries[1:]:
                     next(heads)  # a version's continuations: answered by its head
-                written = parts[0]
+                written = entries[0]
                 if isinstance(written, DocumentIngested):
                     outcomes[index] = BatchOutcome(
                         written.document_id,
