@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -273,7 +273,7 @@ class BrokenContinuation(ValueError):
 
 
 def with_continuations(
-    event: RecordedEvent, read: Callable[[int, int], Sequence[RecordedEvent]]
+    event: RecordedEvent, read: Callable[[int, int], Iterable[RecordedEvent]]
 ) -> RecordedEvent:
     """`event` with the continuation entries it names attached (`read(first, last)` reads
     log positions); the event itself when it takes one entry."""
