@@ -114,7 +114,7 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     the first part that fails."""
     event = find_receipt(ctx, tenant_id, receipt_id)
     ledger = ctx.ledger
-    latest = _latest_covering(ledger, event.position)
+    latest = _latest_covering(ledger, event.position + len(event.continuations))
     bundle = build_bundle(ledger, event.position, checkpoint=latest)
     problem: str | None = None
     try:
