@@ -49,7 +49,8 @@ def pack(sizes: Sequence[int], first_room: int, room: int) -> list[int]:
     for index, size in enumerate(sizes):
         limit = first_room if len(counts) == 1 else room
         cost = size + (1 if counts[-1] else 0)
-        if counts[-1] and used + cost > limit:
+        # A full entry starts the next; so does a head with no room for even one item.
+        if used + cost > limit and (counts[-1] or len(counts) == 1):
             counts.append(0)
             used, cost, limit = 0, size, room
         if cost > limit:
