@@ -39,8 +39,14 @@ class EntryTooLarge(EventRejected):
 
 
 def envelope_bytes(
-    payload_bytes: int, *, event_id: str, event_type: str, tenant_id: str, actor: str,
-    run_id: str | None, trace_id: str | None,
+    payload_bytes: int,
+    *,
+    event_id: str,
+    event_type: str,
+    tenant_id: str,
+    actor: str,
+    run_id: str | None,
+    trace_id: str | None,
 ) -> int:
     """An upper bound of the signed entry's size for a payload of `payload_bytes`."""
     variable = orjson.dumps(
