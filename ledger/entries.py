@@ -251,7 +251,6 @@ class RecordedEvent:
         """How many entries this head's document version or receipt takes (1: itself)."""
         return int(self.envelope["payload"].get("parts") or 1) if self.type in HEAD_TYPES else 1
 
-
     @property
     def event_id(self) -> str:
         return str(self.envelope["event_id"])
