@@ -7,6 +7,7 @@ On the old code the first document below was one 600 KB entry and its bundle ans
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -236,3 +237,45 @@ def test_no_draft_over_the_bound_is_ever_written(ledger_config: LedgerConfig) ->
         with pytest.raises(EntryTooLarge, match="65,535 bytes"):
             ledger.append(EventDraft.of(payload, tenant_id="acme", actor="a"), tenant_id="acme")
         assert ledger.sync() == size
+
+
+def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them_whole(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    """30 files at the source's size limit, each a version of ~15 entries: the sync writes
+    them in transactions of whole versions under the group commit's cap; the corpus holds
+    every chunk once, a second sync records nothing, and every entry fits a bundle."""
+    from ledger.claims import DocumentClaims
+    from ledger.source_registry import SourceRegistry
+    from ledger.sources import SourceLimits
+    from ledger.usecases.context import Caller
+    from ledger.usecases.sources import add_source, sync_source
+    from projections.lookups import ledger_context
+    from projections.queries import ReadModels
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    limits = SourceLimits()
+    line = EMOJI * 7_000 + "\n\n"  # 28,002 bytes: a chunk a paragraph
+    for n in range(30):
+        (folder / f"f{n}.md").write_text(
+            f"# file {n}\n\n" + line * (limits.max_file_bytes // len(line.encode()) - 1)
+        )
+    ctx = ledger_context(ledger)
+    registry = SourceRegistry(tmp_path / "data")
+    add_source(registry, limits, "notes", str(folder.resolve()), "acme")
+    caller = Caller("acme", "sync-test", frozenset({"ingest.write"}))
+    before = ledger.sync()
+    report = sync_source(ctx, DocumentClaims(ledger.store), registry, limits, caller, "notes")
+    assert {row["status"] for row in report["files"]} == {"ingested"}, report["files"][:2]
+    written = list(ledger.read(before + 1, ledger.sync()))
+    assert len(written) > 400  # more than one transaction's worth
+    assert max(len(e.entry) for e in written) <= MAX_ENTRY_BYTES
+    heads = [e for e in written if e.type == "DocumentIngested"]
+    assert len(heads) == 30 and all(e.parts > 1 for e in heads)
+    assert sum(e.parts for e in heads) == len(written)
+    ctx.lookups.refresh()
+    chunks = ReadModels(ledger.store).corpus_now("acme")
+    assert len(chunks) == sum(len(e.payload["chunks"]) for e in written) == 30 * 17
+    again = sync_source(ctx, DocumentClaims(ledger.store), registry, limits, caller, "notes")
+    assert {row["status"] for row in again["files"]} == {"unchanged"}
