@@ -279,3 +279,27 @@ def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them
     assert len(chunks) == sum(len(e.payload["chunks"]) for e in written) == 30 * 17
     again = sync_source(ctx, DocumentClaims(ledger.store), registry, limits, caller, "notes")
     assert {row["status"] for row in again["files"]} == {"unchanged"}
+
+
+def test_verify_names_a_continuation_without_its_head(ledger: Ledger) -> None:
+    """Entries are signed, so only a faulty writer could break the split form: `verify` names
+    the position of a continuation that follows no head."""
+    from ledger.entries import EventDraft
+    from ledger.events import Chunk, DocumentContinued, Locator
+
+    sealed = ledger.sealer.seal("text", tenant_id="acme")
+    stray = DocumentContinued(
+        document_id="d1",
+        version_id="v1",
+        version=1,
+        part=2,
+        source="api",
+        path="a.md",
+        content_sha256="0" * 64,
+        sensitivity="internal",
+        chunks=[Chunk(chunk_id="c1", ordinal=1, locator=Locator(start_line=1, end_line=1), text=sealed)],
+    )
+    event = ledger.append(EventDraft.of(stray, tenant_id="acme", actor="a"), tenant_id="acme")
+    report = verify_store(ledger.store, ledger.root_public_key)
+    assert report.first_bad is not None and report.first_bad.position == event.position
+    assert "without the head" in report.first_bad.problem
