@@ -20,6 +20,7 @@ from ledger.bundle import verify_bundle
 from ledger.config import LedgerConfig
 from ledger.entry_limit import MAX_ENTRY_BYTES
 from ledger.store import LEDGER_STREAM_ID
+from ledger.tenant_export import verify_tenant_export
 from tests import independent_tlog as spec
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
@@ -66,7 +67,9 @@ def _every_bundle(client: Client, ledger: Ledger) -> int:
     return len(read)
 
 
-def test_the_largest_inputs_keep_every_entry_bundle_servable(ledger_config: LedgerConfig) -> None:
+def test_the_largest_inputs_keep_every_entry_bundle_servable(
+    ledger_config: LedgerConfig, tmp_path: Path
+) -> None:
     config = api_config(ledger_config)
     tokens = make_tokens(config)
     with LoopbackServer(config) as server:
@@ -153,6 +156,18 @@ def test_the_largest_inputs_keep_every_entry_bundle_servable(ledger_config: Ledg
         cited = {c["document"]["entry"]["position"] for c in bundle["citations"]}
         assert len(cited) > 1  # the entries holding the cited chunks, continuations among them
         assert verify_bundle(bundle, ledger.root_public_key)["payload"]["receipt_id"] == big_receipt
+        # The console shows it whole (every citation, intact), as does the tenant export.
+        with httpx.Client(base_url=server.base_url, timeout=60) as console:
+            signed_in = console.post("/console/sign-in", data={"token": tokens["admin"]})
+            assert signed_in.status_code == 303
+            page = console.get(f"/console/receipts/{big_receipt}")
+            assert page.status_code == 200 and "badge intact" in page.text
+            assert all(c["citation_id"] in page.text for c in shown.json()["citations"])
+        export = tmp_path / "acme.jsonl"
+        export.write_bytes(client.get("/v1/export").content)
+        assert verify_tenant_export(export, ledger.root_public_key).ok
+        kinds = [orjson.loads(line).get("entry", {}).get("type") for line in export.read_bytes().splitlines()]
+        assert "DocumentContinued" in kinds and "RetrievalContinued" in kinds
         replay = client.post(f"/v1/receipts/{receipt_id}/replay", {})
         assert replay.status_code in (200, 201), replay.text[:300]
         assert replay.json()["integrity"] == "ok"
