@@ -183,7 +183,7 @@ def test_the_largest_inputs_keep_every_entry_bundle_servable(
         assert client.get(f"/v1/citations/{citation}").status_code in (404, 410)
 
         assert _every_bundle(client, ledger) == ledger.sync()
-        report = verify_store(ledger.store, ledger.root_public_key)
+        report = verify_store(ledger.store, ledger.root_public_key, deep=True)
         assert report.ok, report.first_bad
 
 
