@@ -341,3 +341,23 @@ def test_the_prepared_bound_is_never_below_the_signed_size(ledger: Ledger) -> No
         )
         [event] = ledger.append_batch([draft], tenant_id="acme")
         assert len(event.entry) <= bound <= len(event.entry) + 32
+
+
+def test_a_scrub_of_many_keys_and_citations_is_recorded_in_entries_that_fit(ledger: Ledger) -> None:
+    """Keys are destroyed before the scrub is recorded: a record too large for one entry
+    must never be refused then (it would stay unrecorded). It is packed into several."""
+    from ledger.retention import shred
+
+    refs = [f"document/acme/{'d' * 100}{i:06d}" for i in range(1_500)]
+    citations = [f"{i:032x}" for i in range(4_000)]
+    before = ledger.sync()
+    first = shred(
+        ledger, tenant_id="acme", key_refs=refs, reason="governance_scrub", actor="t", citation_ids=citations
+    )
+    assert first is not None and first.position == before + 1
+    written = list(ledger.read(before + 1, ledger.sync()))
+    assert len(written) > 3 and {e.type for e in written} == {"RetentionScrubbed"}
+    assert max(len(e.entry) for e in written) <= MAX_ENTRY_BYTES
+    assert [r for e in written for r in e.payload["key_refs"]] == refs
+    assert [c for e in written for c in e.payload["citation_ids"]] == citations
+    assert ledger.data_keys.unrecorded_destructions("acme") == []
