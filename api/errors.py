@@ -5,6 +5,7 @@ from __future__ import annotations
 from api.api_error import RETRY_AFTER_S, ApiError
 from ledger.adapters import store_unavailable
 from ledger.deadline import DeadlineExceeded
+from ledger.entry_limit import EntryTooLarge
 from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
 from ledger.integrity import IntegrityHold
 from ledger.usecases import errors
@@ -54,6 +55,8 @@ def to_api_error(exc: Exception) -> ApiError | None:
         )
     if isinstance(exc, DeadlineExceeded):
         return ApiError(408, "request_timeout", str(exc), retryable=True)
+    if isinstance(exc, EntryTooLarge):  # names the tlog-tiles bound; nothing was written
+        return ApiError(413, "entry_too_large", f"{exc.field}: {exc.message}", retryable=False)
     if not isinstance(exc, errors.UseCaseError):
         return None
     status, retryable = next(((s, r) for cls, s, r in _STATUS if isinstance(exc, cls)), (422, False))

@@ -181,6 +181,11 @@ class ReceiptOut(Answer):
     kid: str
     signature: str
     event: dict[str, Any]
+    continued_events: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="A receipt too large for one log entry (65,535 bytes): its `RetrievalContinued` "
+        "entries after `event`, whose selected entries and filters follow the head's",
+    )
     content: dict[str, Any] | None = Field(
         default=None, description="With `content=plain` (audit.content): the sealed fields in plain"
     )

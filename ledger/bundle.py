@@ -17,7 +17,8 @@ from ledger.canonical import canonical_json
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.cose_receipt import ReceiptError, inclusion_receipt, verify_inclusion_receipt
 from ledger.cosignature import Witness, require_cosignatures
-from ledger.entries import RecordedEvent, entry_signature_ok
+from ledger.entries import RecordedEvent, entry_signature_ok, with_continuations
+from ledger.events import CONTINUATION_OF
 from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import ProofError, leaf_hash, verify_inclusion
 from ledger.note import NoteError
@@ -42,12 +43,14 @@ def build_bundle(
     checkpoint: CheckpointRecord | None = None,
 ) -> dict[str, Any]:
     """The bundle for the entry at `position` against `checkpoint` (by default the first that
-    covers it; one is issued if none does yet)."""
+    covers it; one is issued if none does yet); with the entries continuing it (`continued`)
+    when it was written as several."""
     event: RecordedEvent | None = ledger.get(position)
     if event is None:
         raise LookupError(f"no entry at position {position}")
+    event = with_continuations(event, ledger.read)
     if checkpoint is None:
-        checkpoint = ledger.checkpoint_covering(position)
+        checkpoint = ledger.checkpoint_covering(position + len(event.continuations))
     size = checkpoint.tree_size
 
     def proven(item: RecordedEvent) -> dict[str, Any]:
@@ -65,6 +68,8 @@ def build_bundle(
         # The same inclusion proof as a standard COSE Receipt (RFC 9942), base64.
         "cose_receipt": base64.b64encode(cose_receipt(ledger, position, checkpoint)).decode("ascii"),
     }
+    if event.continuations:
+        bundle["continued"] = [proven(item) for item in event.continuations]
     if extra:
         bundle.update(extra)
     return bundle
@@ -173,4 +178,32 @@ def verify_bundle(
     if signer_key is None or not entry_signature_ok(entry, signer_key):
         raise BundleError("entry: signature does not verify")
     _check_cose_receipt(bundle, entry, record, keys)
+    _check_continued(bundle, entry, record, keys)
     return entry
+
+
+def _check_continued(
+    bundle: dict[str, Any], entry: dict[str, Any], record: CheckpointRecord, keys: dict[str, bytes]
+) -> None:
+    """A head written as several entries (`parts`) is proven with every part: each at the
+    position after the one before, naming the head's receipt or version, signed."""
+    payload = entry.get("payload") or {}
+    parts = payload.get("parts") or 1
+    continued = bundle.get("continued") or []
+    if not isinstance(continued, list) or len(continued) != parts - 1:
+        raise BundleError(f"continued: the entry takes {parts} parts; the bundle proves {len(continued) + 1}")
+    key = "receipt_id" if entry.get("type") == "RetrievalRecorded" else "version_id"
+    for offset, item in enumerate(continued, start=1):
+        what = f"continued[{offset - 1}]"
+        part = _check_inclusion(item, record.root, record.tree_size, what)
+        signer = keys.get(str(part.get("kid")))
+        if signer is None or not entry_signature_ok(part, signer):
+            raise BundleError(f"{what}: signature does not verify")
+        body = part.get("payload") or {}
+        if (
+            CONTINUATION_OF.get(str(part.get("type"))) != entry.get("type")
+            or part.get("position") != entry["position"] + offset
+            or body.get("part") != offset + 1
+            or body.get(key) != payload.get(key)
+        ):
+            raise BundleError(f"{what}: not part {offset + 1} of the entry")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -22,7 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from ledger.canonical import canonical_json
+from ledger.entry_limit import check_size, envelope_bytes
 from ledger.events import (
+    CONTINUATION_OF,
+    CONTINUED_LISTS,
     MAX_ENVELOPE_BYTES,
     PAYLOAD_MODELS,
     SYSTEM_TENANT,
@@ -126,6 +129,17 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     payload_json = canonical_json(payload, checked=False)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
+    check_size(
+        envelope_bytes(
+            len(payload_json),
+            event_id=draft.event_id,
+            event_type=draft.type,
+            tenant_id=draft.tenant_id,
+            actor=draft.actor,
+            run_id=draft.run_id,
+            trace_id=draft.trace_id,
+        )
+    )
     return PreparedDraft(draft=draft, payload_json=payload_json)
 
 
@@ -150,7 +164,9 @@ def sign_entry(
     }
     signing_input = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
     header["signature"] = key.sign(signing_input)
-    return orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+    entry = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+    check_size(len(entry))  # the last word before any write: no entry over the bound, ever
+    return entry
 
 
 def signing_input_of(envelope: Mapping[str, Any]) -> bytes:
@@ -194,10 +210,12 @@ def entry_signature_ok(entry: bytes | Mapping[str, Any], public_key: bytes | Ed2
 
 @dataclass(frozen=True)
 class RecordedEvent:
-    """One committed, signed entry of the log."""
+    """One committed, signed entry of the log; with `continuations` (`with_continuations`),
+    a head whose `payload` reads as the whole document version or receipt."""
 
     position: int
     entry: bytes
+    continuations: tuple[RecordedEvent, ...] = ()
 
     @cached_property
     def envelope(self) -> dict[str, Any]:
@@ -218,8 +236,24 @@ class RecordedEvent:
 
     @property
     def payload(self) -> dict[str, Any]:
+        if self.continuations:
+            return self._merged_payload
         payload: dict[str, Any] = self.envelope["payload"]
         return payload
+
+    @cached_property
+    def _merged_payload(self) -> dict[str, Any]:
+        merged = dict(self.envelope["payload"])
+        for part in self.continuations:
+            for name in CONTINUED_LISTS:
+                if name in part.envelope["payload"]:
+                    merged[name] = [*merged.get(name, []), *part.envelope["payload"][name]]
+        return merged
+
+    @property
+    def parts(self) -> int:
+        """How many entries this head's document version or receipt takes (1: itself)."""
+        return int(self.envelope["payload"].get("parts") or 1) if self.type in HEAD_TYPES else 1
 
     @property
     def event_id(self) -> str:
@@ -234,6 +268,36 @@ class RecordedEvent:
         return str(self.envelope["signature"])
 
 
+HEAD_TYPES = frozenset(CONTINUATION_OF.values())
+
+
+class BrokenContinuation(ValueError):
+    """The entries after a head are not its continuations (a damaged or forged store)."""
+
+
+def with_continuations(
+    event: RecordedEvent, read: Callable[[int, int], Iterable[RecordedEvent]]
+) -> RecordedEvent:
+    """`event` with the continuation entries it names attached (`read(first, last)` reads
+    log positions); the event itself when it takes one entry."""
+    parts = event.parts
+    if parts == 1:
+        return event
+    following = list(read(event.position + 1, event.position + parts - 1))
+    key = "receipt_id" if event.type == "RetrievalRecorded" else "version_id"
+    for part, continued in enumerate(following, start=2):
+        if (
+            CONTINUATION_OF.get(continued.type) != event.type
+            or continued.tenant_id != event.tenant_id
+            or continued.envelope["payload"].get(key) != event.envelope["payload"][key]
+            or continued.envelope["payload"].get("part") != part
+        ):
+            raise BrokenContinuation(f"position {continued.position} is not part {part} of {event.position}")
+    if len(following) != parts - 1:
+        raise BrokenContinuation(f"the entry at {event.position} names {parts} parts; the log holds fewer")
+    return RecordedEvent(event.position, event.entry, tuple(following))
+
+
 __all__ = [
     "GENESIS_PREV_HASH",
     "SYSTEM_TENANT",
@@ -245,4 +309,5 @@ __all__ = [
     "sign_entry",
     "signing_input_of",
     "utc_now",
+    "with_continuations",
 ]

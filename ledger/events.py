@@ -126,6 +126,37 @@ class DocumentIngested(Schema):
     # posted directly, and on those recorded before sources had rules).
     sensitivity_origin: RuleOrigin | None = None
     retention_origin: RuleOrigin | None = None
+    # How many log entries the version takes: this one and `parts - 1` `DocumentContinued`
+    # entries after it in the same commit (absent: the version is this entry alone).
+    parts: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)] | None = None
+
+
+class DocumentContinued(Schema):
+    """Further chunks of a document version too large for one entry (a C2SP tlog-tiles
+    entry is at most 65,535 bytes): `part` 2..`parts` of the version its `DocumentIngested`
+    head starts, in the same commit. It repeats what the read models key a chunk by (the
+    version's source, path, rules and sealed title), so every entry reads on its own."""
+
+    document_id: Identifier
+    version_id: Identifier
+    version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+    part: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)]
+    source: Identifier
+    path: SourcePath
+    title: Sealed | None = None
+    content_sha256: Hex64
+    sensitivity: Sensitivity
+    retention_days: RetentionDays | None = None
+    chunks: Annotated[list[Chunk], Field(min_length=1, max_length=MAX_CHUNKS_PER_DOCUMENT)]
+    sensitivity_origin: RuleOrigin | None = None
+    retention_origin: RuleOrigin | None = None
+
+
+# The entries that carry a document version's chunks.
+DOCUMENT_CHUNK_TYPES = frozenset({"DocumentIngested", "DocumentContinued"})
+# A head's lists that its continuations extend (`part` 2.. at the positions right after it).
+CONTINUED_LISTS = ("chunks", "selected_entries", "filters_applied")
+CONTINUATION_OF = {"DocumentContinued": "DocumentIngested", "RetrievalContinued": "RetrievalRecorded"}
 
 
 class DocumentRemoved(Schema):
@@ -234,6 +265,20 @@ class RetrievalRecorded(Schema):
     # (`ledger.usecases.visibility`), never which. Absent (omitted from the signed JSON) on
     # receipts recorded before that rule, which replay without it.
     withheld: SafeInt | None = None
+    # How many log entries the receipt takes: this one and `parts - 1` `RetrievalContinued`
+    # entries right after it (absent: this entry alone). `context_hash` covers them all.
+    parts: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)] | None = None
+
+
+class RetrievalContinued(Schema):
+    """Further selected entries and filters of a receipt too large for one entry: `part`
+    2..`parts` of the `RetrievalRecorded` head at the position `part - 1` before it. Read
+    as one receipt: the head's lists, then each part's, in order."""
+
+    receipt_id: Identifier
+    part: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)]
+    selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)] = []
+    filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
 
 
 class RetentionScrubbed(Schema):
@@ -351,6 +396,8 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "ContentRead": ContentRead,
     "TokenIssued": TokenIssued,
     "TokenRevoked": TokenRevoked,
+    "DocumentContinued": DocumentContinued,
+    "RetrievalContinued": RetrievalContinued,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -367,11 +414,13 @@ EventType = Literal[
     "ContentRead",
     "TokenIssued",
     "TokenRevoked",
+    "DocumentContinued",
+    "RetrievalContinued",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
 OMIT_WHEN_NONE = frozenset(
-    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin"}
+    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
 )
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
 ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
@@ -412,7 +461,8 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
     search = dumped.get("search") if event_type == "RetrievalRecorded" else None
     if isinstance(search, dict) and search.get("root_sources", 0) is None:
         del search["root_sources"]
-    for entry in dumped.get("selected_entries", ()) if event_type == "RetrievalRecorded" else ():
+    with_entries = event_type in ("RetrievalRecorded", "RetrievalContinued")
+    for entry in dumped.get("selected_entries", ()) if with_entries else ():
         for key in ENTRY_OMIT_WHEN_NONE:
             if entry.get(key, 0) is None:
                 del entry[key]

@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from ledger import timestamps
 from ledger.application import Ledger
 from ledger.entries import EventDraft, RecordedEvent
-from ledger.events import MAX_RETENTION_DAYS, RetentionScrubbed, ScrubReason
+from ledger.events import MAX_RETENTION_DAYS, ScrubReason
+from ledger.scrub_parts import scrub_payloads
 from ledger.sealing import expiry_key_ref, parse_expiry_key_ref
 from ledger.timestamps import ONE_DAY, end_of_utc_day, utc_day
 
@@ -85,23 +86,18 @@ def shred(
     to_record = [ref for ref in refs if ref in pending]
     if not to_record:
         return None
-    event = ledger.append(
-        EventDraft.of(
-            RetentionScrubbed(
-                reason=reason,
-                key_refs=to_record,
-                document_ids=list(document_ids),
-                citation_ids=list(citation_ids),
-            ),
-            tenant_id=tenant_id,
-            actor=actor,
-            run_id=run_id,
-            trace_id=trace_id,
-        ),
+    # Several entries when the ids do not fit one (`ledger.scrub_parts`), in one transaction.
+    events = ledger.append_batch(
+        [
+            EventDraft.of(payload, tenant_id=tenant_id, actor=actor, run_id=run_id, trace_id=trace_id)
+            for payload in scrub_payloads(reason, to_record, document_ids, citation_ids)
+        ],
         tenant_id=tenant_id,
     )
-    ledger.data_keys.mark_recorded(to_record, event.position)
-    return event
+    for event in events:
+        if event.payload["key_refs"]:
+            ledger.data_keys.mark_recorded(event.payload["key_refs"], event.position)
+    return events[0]
 
 
 def record_pending(ledger: Ledger, *, actor: str) -> list[RecordedEvent]:
@@ -111,16 +107,16 @@ def record_pending(ledger: Ledger, *, actor: str) -> list[RecordedEvent]:
         groups.setdefault((tenant_id, reason), []).append(ref)
     recorded = []
     for (tenant_id, reason), refs in sorted(groups.items()):
-        event = ledger.append(
-            EventDraft.of(
-                RetentionScrubbed(reason=reason, key_refs=refs[:MAX_REFS_PER_ENTRY]),  # type: ignore[arg-type]
-                tenant_id=tenant_id,
-                actor=actor,
-            ),
+        events = ledger.append_batch(
+            [
+                EventDraft.of(payload, tenant_id=tenant_id, actor=actor)
+                for payload in scrub_payloads(reason, refs[:MAX_REFS_PER_ENTRY])  # type: ignore[arg-type]
+            ],
             tenant_id=tenant_id,
         )
-        ledger.data_keys.mark_recorded(refs[:MAX_REFS_PER_ENTRY], event.position)
-        recorded.append(event)
+        for event in events:
+            ledger.data_keys.mark_recorded(event.payload["key_refs"], event.position)
+        recorded.extend(events)
     return recorded
 
 

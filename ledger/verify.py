@@ -31,6 +31,7 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.checkpoints import CheckpointRecord, open_record, origin_for
+from ledger.continuity import PartsTracker
 from ledger.entries import EVENT_TOPIC_PREFIX, GENESIS_PREV_HASH, entry_signature_ok
 from ledger.keychain import KeyChainError, check_key_event
 from ledger.merkle import leaf_hash, node_hash
@@ -198,6 +199,7 @@ class _PassState:
         self.prev_leaf = b""
         self.keys: dict[str, bytes] = {}
         self.current_kid: str | None = None
+        self.parts = PartsTracker()  # a split version or receipt: its continuations follow it
 
     @property
     def prev_leaf_hex(self) -> str:
@@ -211,6 +213,7 @@ class _PassState:
         clone = _PassState()
         clone.position, clone.prev_leaf, clone.current_kid = self.position, self.prev_leaf, self.current_kid
         clone.keys = dict(self.keys)
+        clone.parts = self.parts.copy()
         return clone
 
 
@@ -393,6 +396,8 @@ class LogVerifier:
             checker.submit(expected, row.entry, state.keys[str(state.current_kid)])
         if row.topic is not None and row.topic != EVENT_TOPIC_PREFIX + str(envelope.get("type")):
             checker.stop(Finding(expected, "stored topic does not match the signed event type"))
+        if (broken := state.parts.see(envelope)) is not None:
+            checker.stop(Finding(expected, broken))
         state.advance(row.entry)
 
     def _parse(self, row: Row) -> dict[str, Any]:

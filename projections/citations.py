@@ -107,8 +107,10 @@ class CitationsProjection(Projection):
         pending: list[tuple[Any, ...]] = []
         for event in events:
             event_type = self.check_known(event)
-            if event_type == "RetrievalRecorded":
+            if event_type in ("RetrievalRecorded", "RetrievalContinued"):
                 receipt_id = payload_field(event, "receipt_id")
+                # A continuation's citations belong to the receipt at its head's position.
+                receipt_position = event.position - int(event.payload.get("part", 1)) + 1
                 for entry in payload_field(event, "selected_entries"):
                     locator, snapshot = entry["locator"], entry["snapshot"]
                     pending.append(
@@ -116,7 +118,7 @@ class CitationsProjection(Projection):
                             event.tenant_id,
                             entry["citation_id"],
                             receipt_id,
-                            event.position,
+                            receipt_position,
                             entry["document_id"],
                             entry.get("version_id"),
                             entry["chunk_id"],

@@ -1,5 +1,8 @@
 """corpus: chunk versions, each live over `[live_from_position, live_to_position)`.
 
+`live_from_position` is the entry holding the chunk: a version split over several entries
+(`DocumentContinued`) has chunks from each, all in one commit and closed together.
+
 A new version of a document (or its removal) closes the previous version's
 chunks at that position, so "the corpus of tenant T as of position p" is one
 indexed range query. Chunk text stays sealed; a scrub nulls the ciphertext.
@@ -13,6 +16,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ledger.entries import RecordedEvent
+from ledger.events import DOCUMENT_CHUNK_TYPES
 from ledger.store import Store
 from ledger.usecases.ports import ChunkState
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
@@ -99,10 +103,11 @@ class CorpusProjection(Projection):
         pending: list[tuple[Any, ...]] = []
         for event in events:
             event_type = self.check_known(event)
-            if event_type == "DocumentIngested":
+            if event_type in DOCUMENT_CHUNK_TYPES:
                 document_id = payload_field(event, "document_id")
-                self._close(cursor, store, event, document_id, "superseded", pending)
-                pending = []
+                if event_type == "DocumentIngested":  # a continuation adds to its own version
+                    self._close(cursor, store, event, document_id, "superseded", pending)
+                    pending = []
                 for chunk in payload_field(event, "chunks"):
                     locator, text = chunk["locator"], chunk["text"]
                     pending.append(

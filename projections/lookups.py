@@ -22,7 +22,7 @@ import orjson
 
 from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.deadline import Deadline
-from ledger.entries import EventDraft, RecordedEvent
+from ledger.entries import EventDraft, RecordedEvent, with_continuations
 from ledger.events import MAX_TARGET_ROOTS
 from ledger.idempotency import IdempotentWrite
 from ledger.store import LEDGER_STREAM_ID, Store
@@ -62,9 +62,12 @@ class ProjectedLookups:
     # -- following commits ------------------------------------------------------------
     def observe(self, committed: Sequence[tuple[int, RecordedEvent]]) -> None:
         """Commit listener: remember what this process has just written."""
-        for _, event in committed:
+        events = [event for _, event in committed]
+        for event in events:
             event_type = event.type
             if event_type == "RetrievalRecorded":
+                # Its continuations were committed with it, right after it.
+                event = with_continuations(event, lambda a, b: [e for e in events if a <= e.position <= b])
                 self._remember_entry(event.tenant_id, event.payload["receipt_id"], event)
             elif event_type == "PolicyBundlePublished":
                 payload = event.payload
@@ -75,7 +78,7 @@ class ProjectedLookups:
                     event.position,
                 )
                 self._policies[event.tenant_id] = (time.monotonic(), state)
-            elif event_type in ("DocumentIngested", "DocumentRemoved"):
+            elif event_type in ("DocumentIngested", "DocumentContinued", "DocumentRemoved"):
                 dropped = self._chunks.pop((event.tenant_id, event.payload["document_id"]), {})
                 self._chunk_count -= len(dropped)
             elif event_type == "RetentionScrubbed":
@@ -308,8 +311,19 @@ class ProjectedLookups:
         event = self.read_entry(position) if position is not None else None
         if event is None or event.tenant_id != tenant_id or event.type != "RetrievalRecorded":
             return None
+        event = self._whole(event)
         self._remember_entry(tenant_id, receipt_id, event)
         return event
+
+    def _whole(self, event: RecordedEvent) -> RecordedEvent:
+        """A receipt head with its continuation entries (`RecordedEvent.payload` then reads
+        the whole receipt)."""
+
+        def read(first: int, last: int) -> list[RecordedEvent]:
+            found = [self.read_entry(position) for position in range(first, last + 1)]
+            return [e for e in found if e is not None]
+
+        return with_continuations(event, read)
 
     def receipt_with_replays(
         self, tenant_id: str, receipt_id: str
@@ -341,6 +355,7 @@ class ProjectedLookups:
         event = RecordedEvent(position=int(found[0]["position"]), entry=bytes(found[0]["state"]))
         if event.tenant_id != tenant_id or event.type != "RetrievalRecorded":
             return None
+        event = self._whole(event)
         self._remember_entry(tenant_id, receipt_id, event)
         replays = sorted(
             (int(row["position"]), row["receipt_id"]) for row in rows if row["receipt_id"] is not None
@@ -426,7 +441,11 @@ class ProjectedLookups:
     def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
         # Keep the bytes only, not the parsed envelope: thousands of cached dicts would make
         # every full garbage collection walk them (a latency spike on every request).
-        event = RecordedEvent(position=event.position, entry=event.entry)
+        event = RecordedEvent(
+            position=event.position,
+            entry=event.entry,
+            continuations=tuple(RecordedEvent(c.position, c.entry) for c in event.continuations),
+        )
         with self._lock:
             if len(self._receipt_entries) > _ENTRY_CACHE_MAX:
                 self._receipt_entries.clear()

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.entries import RecordedEvent
+from ledger.entries import RecordedEvent, with_continuations
 from ledger.usecases.citations import document_rules
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext
 from projections.queries import Order, ReadModels, ReceiptFilter, ReceiptView
 
 
-def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
-    """A receipt as its signed entry says, with the entry itself for offline checks."""
-    payload = envelope["payload"]
+def receipt_body(event: RecordedEvent) -> dict[str, Any]:
+    """A receipt as its signed entries say, with the entries themselves for offline checks
+    (`continued_events`: the `RetrievalContinued` entries of a receipt too large for one)."""
+    envelope, payload = event.envelope, event.payload
     snapshot = payload.get("policy_snapshot")
     return {
         "receipt_id": payload["receipt_id"],
@@ -46,6 +47,7 @@ def receipt_body(envelope: dict[str, Any]) -> dict[str, Any]:
         "kid": envelope["kid"],
         "signature": envelope["signature"],
         "event": envelope,
+        **({"continued_events": [c.envelope for c in event.continuations]} if event.continuations else {}),
     }
 
 
@@ -89,7 +91,8 @@ def receipts_page(
     page = read_models.receipts(caller.tenant_id, flt, cursor=cursor, limit=limit, order=order)
     summaries = [receipt_summary(view) for view in page.items]
     if content:
-        events = [e for e in (ctx.ledger.get(view.position) for view in page.items) if e is not None]
+        found = (ctx.ledger.get(view.position) for view in page.items)
+        events = [with_continuations(e, ctx.ledger.read) for e in found if e is not None]
         plain = read_content(ctx, caller, events)
         for summary in summaries:
             summary["content"] = plain.get(summary["position"])
@@ -108,7 +111,7 @@ def receipt_detail(
     fields in plain."""
     if content:
         require_content_scope(caller)
-    body = {**receipt_body(event.envelope), "replay_chain": chain}
+    body = {**receipt_body(event), "replay_chain": chain}
     cited = [(c["document_id"], c["chunk_id"]) for c in body["citations"]]
     chunks = ctx.lookups.chunks(caller.tenant_id, cited) if cited else {}
     read: dict[int, Any] = {}

@@ -1,4 +1,5 @@
-"""receipts: one row per RetrievalRecorded, keyed by (tenant, receipt_id).
+"""receipts: one row per RetrievalRecorded, keyed by (tenant, receipt_id); a receipt's
+`RetrievalContinued` entries extend its row's body and citation count.
 
 `policy_snapshot` keeps the log's three cases apart: SQL NULL when the field
 was absent (legacy post), the JSON object with its null pair when no bundle
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
+
+import orjson
 
 from ledger.canonical import canonical_json
 from ledger.entries import RecordedEvent
@@ -77,9 +80,15 @@ class ReceiptsProjection(Projection):
         ]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for event in events:
-            if self.check_known(event) != "RetrievalRecorded":
+            event_type = self.check_known(event)
+            if event_type == "RetrievalContinued":
+                self._insert(cursor, store, rows)
+                rows = []
+                self._continue(cursor, store, event)
+                continue
+            if event_type != "RetrievalRecorded":
                 continue
             envelope, payload = event.envelope, event.payload
             snapshot = payload.get("policy_snapshot")  # absent -> None -> SQL NULL
@@ -107,6 +116,9 @@ class ReceiptsProjection(Projection):
                     envelope["signature"],
                 )
             )
+        self._insert(cursor, store, rows)
+
+    def _insert(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
         if rows:
             # First receipt wins on a duplicate id: a later one is still in history,
             # and the result must not depend on batch boundaries.
@@ -118,3 +130,28 @@ class ReceiptsProjection(Projection):
                 ),
                 rows,
             )
+
+    def _continue(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
+        """A receipt's further entries (`RetrievalContinued`, right after its head): its row
+        reads as the whole receipt. Keyed by the head's position too, so a later receipt
+        reusing the id never changes the first."""
+        table = store.table(RECEIPTS_TABLE)
+        head = event.position - int(payload_field(event, "part")) + 1
+        key = (event.tenant_id, payload_field(event, "receipt_id"), head)
+        cursor.execute(
+            store.sql(f"SELECT body FROM {table} WHERE tenant_id=? AND receipt_id=? AND position=?"), key
+        )
+        found = cursor.fetchone()
+        if found is None:
+            return
+        body = orjson.loads(found["body"])
+        added = event.payload.get("selected_entries", [])
+        for name in ("selected_entries", "filters_applied"):
+            body[name] = [*body.get(name, []), *event.payload.get(name, [])]
+        cursor.execute(
+            store.sql(
+                f"UPDATE {table} SET body=?, citation_count=citation_count+? "
+                "WHERE tenant_id=? AND receipt_id=? AND position=?"
+            ),
+            (canonical_json(body, checked=False).decode(), len(added), *key),
+        )

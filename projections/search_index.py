@@ -166,6 +166,8 @@ class SearchIndexProjection(Projection):
             if event_type == "DocumentIngested":
                 self._close(cursor, store, event, payload_field(event, "document_id"), pending)
                 pending.extend(self._rows(store, event))
+            elif event_type == "DocumentContinued":  # more chunks of the version just opened
+                pending.extend(self._rows(store, event))
             elif event_type == "DocumentRemoved":
                 self._close(cursor, store, event, payload_field(event, "document_id"), pending)
             elif event_type == "RetentionScrubbed":

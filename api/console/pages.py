@@ -193,11 +193,15 @@ async def receipt(request: AnyRequest, user: User, receipt_id: FromPath[str]) ->
     body = await receipt_answer(services, user.caller, receipt_id, content=plain)
     integrity = await services.blocking(verify_receipt, ctx, tenant, receipt_id)
     payload = body["event"]["payload"]
+    # A receipt written as several entries reads as one: the head's lists, then each part's.
+    parts = [payload, *(c["payload"] for c in body.get("continued_events", []))]
+    selected = [e for part in parts for e in part.get("selected_entries", [])]
+    filters = [f for part in parts for f in part.get("filters_applied", [])]
     content = body.get("content") or {}
     by_citation = {c["citation_id"]: c for c in content.get("citations", [])}
     entries = [
         {**cited, "entry": entry, "content": by_citation.get(cited["citation_id"])}
-        for cited, entry in zip(body["citations"], payload.get("selected_entries", []), strict=True)
+        for cited, entry in zip(body["citations"], selected, strict=True)
     ]
     return page(
         "receipt.html",
@@ -206,7 +210,7 @@ async def receipt(request: AnyRequest, user: User, receipt_id: FromPath[str]) ->
         payload=payload,
         question=content.get("query") if plain else None,
         entries=entries,
-        filters_applied=payload.get("filters_applied", []),
+        filters_applied=filters,
         snapshot=payload.get("policy_snapshot") or {},
         integrity=integrity,
         chain=body["replay_chain"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ledger.events import MAX_IDENTIFIER_CHARS
+from ledger.events import DOCUMENT_CHUNK_TYPES, MAX_IDENTIFIER_CHARS
 from ledger.events import AccessDenied as AccessDeniedEvent
 from ledger.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
@@ -42,7 +42,7 @@ def document_rules(
     if chunk.position not in read:
         read[chunk.position] = ctx.ledger.get(chunk.position)
     event = read[chunk.position]
-    if event is None or event.type != "DocumentIngested":
+    if event is None or event.type not in DOCUMENT_CHUNK_TYPES:  # either carries the rules
         return None
     payload = event.payload
     return {

@@ -28,7 +28,9 @@ from ledger.usecases.scopes import CONTENT_SCOPE, RESTRICTED_SCOPE
 
 Field = dict[str, Any]
 # Types whose payload holds sealed fields an auditor reads.
-CONTENT_TYPES = frozenset({"RetrievalRecorded", "DocumentIngested"})
+CONTENT_TYPES = frozenset(
+    {"RetrievalRecorded", "RetrievalContinued", "DocumentIngested", "DocumentContinued"}
+)
 
 
 def require_content_scope(caller: Caller) -> None:
@@ -93,6 +95,8 @@ class _FieldReader:
 
     def content_of(self, event: RecordedEvent) -> dict[str, Any]:
         payload = event.payload
+        if event.type == "RetrievalContinued":  # more citations of the receipt before it
+            return {"citations": self.entries_content(payload["selected_entries"])}
         if event.type == "RetrievalRecorded":
             return {
                 "query": self.field(payload["query"]),

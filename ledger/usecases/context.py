@@ -12,6 +12,7 @@ from ledger.deadline import Deadline
 from ledger.entries import EventDraft, RecordedEvent
 from ledger.events import Schema
 from ledger.idempotency import IdempotencyKey, IdempotentWrite, reveal
+from ledger.receipt_parts import entry_parts
 from ledger.retention import RetentionRules
 from ledger.sealing import Sealer
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
@@ -124,7 +125,8 @@ class Pending:
     idempotency: IdempotencyKey | None = None
 
     def drafts(self) -> list[EventDraft]:
-        return [draft(self.caller, payload) for payload in self.payloads]
+        # A receipt too large for one log entry is written as several (`ledger.receipt_parts`).
+        return [draft(self.caller, part) for payload in self.payloads for part in entry_parts(payload)]
 
     def idempotent(self) -> IdempotentWrite | None:
         def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:

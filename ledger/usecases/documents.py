@@ -14,10 +14,12 @@ from pydantic import ValidationError
 
 from ledger.chunking import TextChunk, chunk_markdown, stable_chunk_ids
 from ledger.claims import ClaimBusy, DocumentClaims
+from ledger.document_parts import ChunkTooLarge, all_chunks, split_version
 from ledger.entries import RecordedEvent, prepare
 from ledger.events import (
     MAX_CHUNKS_PER_DOCUMENT,
     Chunk,
+    DocumentContinued,
     DocumentIngested,
     DocumentRemoved,
     EventRejected,
@@ -91,8 +93,9 @@ def _new_version(
     pieces: list[TextChunk],
     current: DocumentState | None,
     origins: tuple[str, str] | None = None,
-) -> DocumentIngested:
-    """The next version's payload, every text sealed; chunk ids from content (a section
+) -> list[DocumentIngested | DocumentContinued]:
+    """The next version's entries (`ledger.document_parts`: a head, and continuations when
+    its chunks do not fit one entry), every text sealed; chunk ids from content (a section
     that did not change keeps its id)."""
     version_id = uuid.uuid4().hex
     key_ref = document_key_ref(tenant, document_id)
@@ -104,7 +107,7 @@ def _new_version(
         return ctx.sealer.seal(text, tenant_id=tenant, key_ref=key_ref, extra_key_refs=layers)
 
     try:
-        return DocumentIngested(
+        version = DocumentIngested(
             document_id=document_id,
             version_id=version_id,
             version=current.version + 1 if current is not None else 1,
@@ -132,6 +135,9 @@ def _new_version(
                 for piece, chunk_id in zip(pieces, stable_chunk_ids(document_id, pieces), strict=True)
             ],
         )
+        return split_version(version)
+    except ChunkTooLarge as exc:
+        raise TooLarge(str(exc), code="entry_too_large") from None
     except KeyDestroyed:
         raise Conflict(
             "this document's key was destroyed; use a new document_id", code="document_scrubbed"
@@ -143,7 +149,11 @@ def _new_version(
         ) from None
 
 
-def _version_answer(payload: DocumentIngested, event: RecordedEvent) -> dict[str, object]:
+def _version_answer(
+    parts: list[DocumentIngested | DocumentContinued], event: RecordedEvent
+) -> dict[str, object]:
+    payload = parts[0]
+    assert isinstance(payload, DocumentIngested)  # the head comes first
     return {
         "document_id": payload.document_id,
         "version": payload.version,
@@ -158,7 +168,7 @@ def _version_answer(payload: DocumentIngested, event: RecordedEvent) -> dict[str
                 "start_line": c.locator.start_line,
                 "end_line": c.locator.end_line,
             }
-            for c in payload.chunks
+            for c in all_chunks(parts)
         ],
     }
 
@@ -191,14 +201,35 @@ def ingest_document(
         current = ctx.lookups.document(tenant, document_id)
         if current is not None and _unchanged(current, content_sha256, doc):
             return Result(_dedup_answer(document_id, current), created=False)
-        payload = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
+        parts = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
         # The request holds the document's text: its record is bound to the keys sealing it.
-        texts_refs = sealed_refs(payload.title, *(chunk.text for chunk in payload.chunks))
+        texts_refs = sealed_refs(parts[0].title, *(chunk.text for chunk in all_chunks(parts)))
         idempotency = bound(idempotency, ctx.sealer, texts_refs)
-        answer = lambda events: _version_answer(payload, events[0])  # noqa: E731
-        result = record(ctx, caller, [payload], answer, idempotency)
+        answer = lambda events: _version_answer(parts, events[0])  # noqa: E731
+        result = record(ctx, caller, parts, answer, idempotency)
     warm_ingested(ctx, tenant, [doc.path], caller.deadline)  # the live bundle's verdict, judged once now
     return result
+
+
+# Entries per transaction of a batch: under the group commit's per-request cap (500).
+WRITE_EVENTS = 400
+
+Planned = tuple[int, Sequence[DocumentIngested | DocumentContinued | DocumentRemoved]]
+
+
+def _write_groups(planned: list[Planned]) -> Iterator[list[Planned]]:
+    """Whole versions, in order, at most `WRITE_EVENTS` entries a group (a version larger
+    than that goes alone, and the committer's own cap decides)."""
+    group: list[Planned] = []
+    size = 0
+    for item in planned:
+        if group and size + len(item[1]) > WRITE_EVENTS:
+            yield group
+            group, size = [], 0
+        group.append(item)
+        size += len(item[1])
+    if group:
+        yield group
 
 
 @dataclass(frozen=True)
@@ -226,11 +257,12 @@ def ingest_batch(
     origins: Sequence[tuple[str, str]] | None = None,
 ) -> list[BatchOutcome]:
     """Many documents (and removals) in one write: the same rules as `ingest_document` and
-    `remove_document`, one transaction. A document the rules refuse is answered `refused`
+    `remove_document`, one transaction (one per `WRITE_EVENTS` entries when versions are split
+    in many; a version's entries always share one). A document the rules refuse is answered `refused`
     and never fails the others. Outcomes come in the order given: docs, then removals."""
     tenant = caller.tenant_id
     outcomes: dict[int, BatchOutcome] = {}
-    planned: list[tuple[int, DocumentIngested | DocumentRemoved]] = []
+    planned: list[Planned] = []
     targets = [doc.document_id or default_document_id(tenant, doc.source, doc.path) for doc in docs]
     hashes = [hashlib.sha256(doc.text.encode("utf-8")).hexdigest() for doc in docs]
 
@@ -265,7 +297,7 @@ def ingest_batch(
             if unchanged(index, current):
                 continue
             try:
-                payload = _new_version(
+                parts = _new_version(
                     ctx,
                     tenant,
                     doc,
@@ -275,8 +307,9 @@ def ingest_batch(
                     current,
                     origins[index] if origins is not None else None,
                 )
-                prepare(draft(caller, payload))  # refused here (too large), not in the shared write
-                planned.append((index, payload))
+                for part in parts:
+                    prepare(draft(caller, part))  # refused here (too large), not in the shared write
+                planned.append((index, parts))
             except (UseCaseError, EventRejected) as exc:
                 code = exc.code if isinstance(exc, UseCaseError) else "too_large"
                 message = exc.message if isinstance(exc, UseCaseError) else str(exc)
@@ -288,12 +321,19 @@ def ingest_batch(
                     document_id, "refused", code="not_found", message="document not found"
                 )
                 continue
-            planned.append((offset, DocumentRemoved(document_id=document_id, reason=reason)))
-        if planned:
+            planned.append((offset, [DocumentRemoved(document_id=document_id, reason=reason)]))
+        for group in _write_groups(planned):
             outcome = ctx.write(
-                [draft(caller, payload) for _, payload in planned], tenant_id=tenant, deadline=caller.deadline
+                [draft(caller, part) for _, entries in group for part in entries],
+                tenant_id=tenant,
+                deadline=caller.deadline,
             )
-            for (index, written), event in zip(planned, outcome.events, strict=True):
+            heads = iter(outcome.events)
+            for index, entries in group:
+                event = next(heads)
+                for _ in entries[1:]:
+                    next(heads)  # a version's continuations: answered by its head
+                written = entries[0]
                 if isinstance(written, DocumentIngested):
                     outcomes[index] = BatchOutcome(
                         written.document_id,

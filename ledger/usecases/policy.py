@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
+from ledger.canonical import canonical_json
 from ledger.deadline import Deadline
 from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
 from ledger.idempotency import IdempotencyKey
@@ -114,6 +115,21 @@ def live_rules(state: PolicyState | None) -> PolicyRules:
         ) from None
 
 
+# Every receipt carries the live bundle verbatim in its first log entry (at most 65,535
+# bytes, `ledger.entry_limit`): this leaves room for the query, the task and the search.
+MAX_PUBLISHED_BUNDLE_BYTES = 48 * 1024
+
+
+def _fits_receipts(text: str) -> None:
+    size = len(canonical_json(text, checked=False)) - 2  # as the entry holds it: UTF-8, escaped
+    if size > MAX_PUBLISHED_BUNDLE_BYTES:
+        raise TooLarge(
+            f"bundle_yaml takes {size:,} bytes in a log entry, over the {MAX_PUBLISHED_BUNDLE_BYTES:,} "
+            "byte limit (every receipt carries it in an entry of at most 65,535 bytes)",
+            code="bundle_too_large",
+        )
+
+
 def publish_policy(
     ctx: UseCaseContext, caller: Caller, body: PolicyBundleIn, idempotency: IdempotencyKey | None = None
 ) -> Result:
@@ -126,6 +142,7 @@ def publish_policy(
             f"(*, ?, **) in all path patterns together, this bundle has {wildcards}",
             code=INVALID_BUNDLE,
         )
+    _fits_receipts(body.bundle_yaml)
     sha = hashlib.sha256(body.bundle_yaml.encode("utf-8")).hexdigest()
     declared = rules.declared_version
     version = body.policy_version or (

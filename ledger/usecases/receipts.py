@@ -49,9 +49,8 @@ def receipt_bundle(
     checks to see that the receipt is still in the log as it stands today."""
     event = find_receipt(ctx, tenant_id, receipt_id)
     ledger = ctx.ledger
-    checkpoint = (
-        _latest_covering(ledger, event.position) if latest else ledger.checkpoint_covering(event.position)
-    )
+    last = event.position + len(event.continuations)  # a checkpoint proving every part
+    checkpoint = _latest_covering(ledger, last) if latest else ledger.checkpoint_covering(last)
     size = checkpoint.tree_size
     selected = event.payload["selected_entries"]
     chunks = ctx.lookups.chunks(tenant_id, [(e["document_id"], e["chunk_id"]) for e in selected])
@@ -115,7 +114,7 @@ def verify_receipt(ctx: UseCaseContext, tenant_id: str, receipt_id: str) -> dict
     the first part that fails."""
     event = find_receipt(ctx, tenant_id, receipt_id)
     ledger = ctx.ledger
-    latest = _latest_covering(ledger, event.position)
+    latest = _latest_covering(ledger, event.position + len(event.continuations))
     bundle = build_bundle(ledger, event.position, checkpoint=latest)
     problem: str | None = None
     try:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ledger.application import Write
+from ledger.application import MAX_BATCH_EVENTS, Write
 from ledger.canonical import canonical_json
 from ledger.entries import RecordedEvent, utc_now
 from ledger.events import AccessDenied as AccessDeniedEvent
@@ -359,6 +359,7 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
     stored = lookup_many(ctx.ledger.store, caller.tenant_id, keys) if keys else {}
     outcomes: dict[int, ItemOutcome] = {}
     accepted: list[tuple[int, Pending, Write]] = []
+    entries = 0
     texts: ChunkTexts = {}  # this request's unsealed chunks, dropped when it returns
     frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
     for index, item in enumerate(items):
@@ -376,7 +377,17 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                     caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
                 )
             pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
-            accepted.append((index, pending, pending.prepared()))
+            write = pending.prepared()
+            # Receipts too large for one entry take several: the batch's one transaction holds
+            # at most MAX_BATCH_EVENTS, so an item past it is refused on its own.
+            if entries + len(write.prepared) > MAX_BATCH_EVENTS:
+                raise TooLarge(
+                    f"the batch's receipts take more than {MAX_BATCH_EVENTS} log entries; "
+                    "send this item in another batch",
+                    code="batch_too_large",
+                )
+            accepted.append((index, pending, write))
+            entries += len(write.prepared)
         except ItemRefusal as exc:
             outcomes[index] = ItemOutcome(index, error=exc)
     texts.clear()
