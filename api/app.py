@@ -34,7 +34,7 @@ from api.routes import (
 )
 from api.routes.common import DEPENDENCIES, check_request
 from api.services import Services
-from ledger import log_repeats
+from ledger.storage import log_repeats
 
 log = logging.getLogger("citeledger.api")
 

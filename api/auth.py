@@ -43,7 +43,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from api.contract import set_principal
 from api.token_usage import UsageNotes
-from ledger.timestamps import parse_timestamp, utc_now
+from ledger.domain.timestamps import parse_timestamp, utc_now
 from ledger.usecases.scopes import KNOWN_SCOPES, SCOPES
 
 BOOTSTRAP_TOKEN_ID = "bootstrap"  # noqa: S105 - an id, not a secret

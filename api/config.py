@@ -15,16 +15,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ledger import log_repeats
 from ledger.config import LedgerConfig, SettingError
-from ledger.events import (
+from ledger.domain.events import (
     MAX_BUNDLE_YAML_CHARS,
     MAX_RETENTION_DAYS,
     MAX_SEALED_TEXT_BYTES,
     MAX_SELECTED_ENTRIES,
 )
-from ledger.retention import DEFAULT_FLOOR_DAYS, RetentionRules
-from ledger.sources import SourceLimits
+from ledger.retrieval.sources import SourceLimits
+from ledger.storage import log_repeats
+from ledger.writing.retention import DEFAULT_FLOOR_DAYS, RetentionRules
 from projections.queries import MAX_PAGE
 
 

@@ -38,8 +38,8 @@ from litestar.types import Message, Receive, Scope, Send
 from api.api_error import CODES, RETRY_AFTER_S, RETRYABLE_STATUSES, ApiError
 from api.errors import to_api_error
 from ledger.deadline import Deadline
-from ledger.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
-from ledger.timestamps import utc_now
+from ledger.domain.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
+from ledger.domain.timestamps import utc_now
 from ledger.usecases.commands import RULE_ERRORS
 
 access_log = logging.getLogger("citeledger.api.access")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from api.api_error import RETRY_AFTER_S, ApiError
-from ledger.adapters import store_unavailable
 from ledger.deadline import DeadlineExceeded
-from ledger.entry_limit import EntryTooLarge
-from ledger.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
-from ledger.integrity import IntegrityHold
+from ledger.domain.entry_limit import EntryTooLarge
+from ledger.storage.adapters import store_unavailable
 from ledger.usecases import errors
+from ledger.writing.idempotency import IdempotencyKeyReused, IdempotencyRecordErased
+from ledger.writing.integrity import IntegrityHold
 
 # Most specific first: the first class the error is an instance of decides.
 _STATUS: tuple[tuple[type[errors.UseCaseError], int, bool], ...] = (

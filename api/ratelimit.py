@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from api.api_error import ApiError
-from ledger import adapters
-from ledger.store import Store
+from ledger.storage import adapters
+from ledger.storage.store import Store
 
 RATE_TABLE = adapters.RATE_TABLE
 LEASE_TTL_S = 1.0

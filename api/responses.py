@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger.events import IDENTIFIER_PATTERN
+from ledger.domain.events import IDENTIFIER_PATTERN
 
 Id = str
 

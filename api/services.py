@@ -24,14 +24,14 @@ from api.config import ApiConfig, server_version
 from api.contract import describe
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
-from ledger import idempotency
-from ledger.application import Ledger, Notification
-from ledger.claims import DocumentClaims
-from ledger.group_commit import GroupCommitter
-from ledger.log_repeats import log_failure
-from ledger.source_registry import SourceRegistry
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.storage.claims import DocumentClaims
+from ledger.storage.log_repeats import log_failure
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.retention import sweep
+from ledger.writing import idempotency
+from ledger.writing.application import Ledger, Notification
+from ledger.writing.group_commit import GroupCommitter
 from projections.lookups import ProjectedLookups, search_index_of
 from projections.queries import ReadModels
 from projections.runner import ProjectionRunner

@@ -29,12 +29,12 @@ from api.auth import (
     revoke_in_file,
 )
 from api.token_usage import read_usage
-from ledger.application import Ledger
-from ledger.entries import EventDraft, prepare
-from ledger.events import SYSTEM_TENANT, TokenIssued, TokenRevoked
-from ledger.timestamps import format_timestamp, parse_timestamp
+from ledger.domain.entries import EventDraft, prepare
+from ledger.domain.events import SYSTEM_TENANT, TokenIssued, TokenRevoked
+from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.scopes import KNOWN_SCOPES
+from ledger.writing.application import Ledger
 
 TENANT_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 TOKEN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from ledger.timestamps import utc_now
+from ledger.domain.timestamps import utc_now
 
 FLUSH_EVERY_S = 60.0
 

@@ -3,7 +3,7 @@ public key alone, that the log seen at the last audit is a prefix of today's.
 
 Fetched over HTTP (`--url`/`--token`): today's checkpoint, the key chain with inclusion
 proofs and the consistency proof from the kept size; everything is then verified here,
-offline (`ledger.checkpoint_check`). No web framework is loaded: the HTTP client is httpx.
+offline (`ledger.evidence.checkpoint_check`). No web framework is loaded: the HTTP client is httpx.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
         today's: today's checkpoint and its key chain from the root key, witnesses'
         cosignatures and the RFC 9162 consistency proof, verified here. Exit 1 names what
         failed (a rollback, a fork, a rewrite, a forged or unsigned checkpoint)."""
-        from ledger.checkpoint_check import CheckFailed, check_prefix, read_kept
+        from ledger.evidence.checkpoint_check import CheckFailed, check_prefix, read_kept
 
         trusted = read_trusted_key(root_key)
         witnesses, required = read_witnesses(witness_key, min_witnesses)

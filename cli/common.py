@@ -49,7 +49,7 @@ def ledger_config(data_dir: Path | None, *, create: bool = False, **overrides: A
     `create`, it must already hold one; with `create`, a PostgreSQL schema must be empty
     or a ledger's."""
     from ledger.config import LedgerConfig
-    from ledger.presence import check_creatable, require_ledger
+    from ledger.storage.presence import check_creatable, require_ledger
 
     config = LedgerConfig.from_env(data_dir, **overrides)
     if create:
@@ -82,12 +82,12 @@ def _one_line(exc: BaseException) -> str:
 
 def expected_failure(exc: BaseException) -> tuple[int, str] | None:
     """(exit code, one line) for a failure a user can act on; None for a bug."""
-    from ledger.adapters import store_unavailable
-    from ledger.adapters.migrations import SchemaVersionError
-    from ledger.application import LedgerIntegrityError
     from ledger.config import SettingError
-    from ledger.presence import NoLedger
-    from ledger.signing import KeyFileError
+    from ledger.storage.adapters import store_unavailable
+    from ledger.storage.adapters.migrations import SchemaVersionError
+    from ledger.storage.presence import NoLedger
+    from ledger.tlog.signing import KeyFileError
+    from ledger.writing.application import LedgerIntegrityError
 
     if isinstance(exc, (NoLedger, SchemaVersionError)):
         return EXIT_NO_LEDGER, str(exc)

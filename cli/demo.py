@@ -21,17 +21,17 @@ import orjson
 from rich.console import Console
 
 from cli import demo_steps as steps
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.bundle import build_bundle, verify_bundle
 from ledger.config import LedgerConfig, SettingError
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.evidence.bundle import build_bundle, verify_bundle
+from ledger.evidence.verify import VerifyReport
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
+from ledger.storage.audit import verify_store
 from ledger.usecases.commands import RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.usecases.context import Caller
 from ledger.usecases.errors import UseCaseError
 from ledger.usecases.retrievals import record_retrieval
-from ledger.verify import VerifyReport
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 
 DEMO_CALLER = Caller(

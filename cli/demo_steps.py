@@ -20,10 +20,9 @@ from typing import Any
 
 from rich.console import Console
 
-from ledger.application import Ledger
-from ledger.claims import DocumentClaims
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits, denied_by
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits, denied_by
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases.citations import read_citation
 from ledger.usecases.commands import ErasureIn, PolicyBundleIn, SearchIn, SearchInput
 from ledger.usecases.context import Caller, UseCaseContext
@@ -33,6 +32,7 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retention import erase
 from ledger.usecases.search import search
 from ledger.usecases.sources import add_source, remove_source, sync_source
+from ledger.writing.application import Ledger
 from projections.queries import HistoryFilter, ReadModels
 
 SOURCE_NAME = "demo-corpus"

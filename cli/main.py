@@ -32,9 +32,9 @@ from cli.witness import register as register_witness
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
-    from ledger.cosignature import Witness
-    from ledger.tenant_export import TenantExportReport
-    from ledger.verify import VerifyReport
+    from ledger.evidence.tenant_export import TenantExportReport
+    from ledger.evidence.verify import VerifyReport
+    from ledger.tlog.cosignature import Witness
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, cls=CommandGroup)
 console = Console(stderr=True)
@@ -70,7 +70,7 @@ def _config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfi
 
 
 def _trusted_key(config: LedgerConfig, public_key: Path | None) -> bytes:
-    from ledger.signing import KeyDirectory
+    from ledger.tlog.signing import KeyDirectory
 
     return read_trusted_key(public_key or KeyDirectory(config.keys_dir).root_public_key_path)
 
@@ -85,8 +85,8 @@ def _text(raw: bytes, path: Path) -> str:
 def _check_cosigned(note: str, witnesses: list[Witness], required: int) -> str | None:
     """A line naming which trusted witnesses cosigned (None when none is trusted);
     exit 1 when fewer than `required` did."""
-    from ledger.cosignature import require_cosignatures
-    from ledger.note import NoteError
+    from ledger.tlog.cosignature import require_cosignatures
+    from ledger.tlog.note import NoteError
 
     if not witnesses:
         return None
@@ -206,8 +206,8 @@ def verify(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ledger.config import LedgerConfig
-    from ledger.export_file import verify_export
-    from ledger.tenant_export import is_tenant_export, verify_tenant_export
+    from ledger.evidence.export_file import verify_export
+    from ledger.evidence.tenant_export import is_tenant_export, verify_tenant_export
 
     # Offline (--export) needs no store: only the trusted key, by default the data dir's.
     config = LedgerConfig.from_env(data_dir) if export_file is not None else _config(data_dir)
@@ -254,9 +254,9 @@ def verify(
                 raise typer.Exit(1) from None
         else:
             # The store's side only here: an auditor's offline check loads no database driver.
-            from ledger.audit import verify_store
-            from ledger.integrity_records import size_findings
-            from ledger.store import Store
+            from ledger.storage.audit import verify_store
+            from ledger.storage.store import Store
+            from ledger.writing.integrity_records import size_findings
 
             store = Store(config)
             try:
@@ -297,17 +297,17 @@ def export(
 ) -> None:
     """Write the log and its checkpoints as JSONL for offline `verify --export` (or one tenant's part)."""
     if tenant is not None:
-        from ledger.application import Ledger
-        from ledger.tenant_export import iter_tenant_export
+        from ledger.evidence.tenant_export import iter_tenant_export
+        from ledger.writing.application import Ledger
 
         with Ledger(_config(data_dir)) as ledger, open_output(out) as handle:
             for line in iter_tenant_export(ledger, tenant):
                 handle.write(line)
         console.print(f"exported tenant {tenant!r} to {out}")
         return
-    from ledger.audit import write_export
-    from ledger.signing import KeyDirectory
-    from ledger.store import Store
+    from ledger.storage.audit import write_export
+    from ledger.storage.store import Store
+    from ledger.tlog.signing import KeyDirectory
 
     config = _config(data_dir)
     store = Store(config)
@@ -324,7 +324,7 @@ def export(
 @app.command()
 def checkpoint(data_dir: DataDir = None) -> None:
     """Issue a signed checkpoint over the whole log now and print its note."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
     with Ledger(_config(data_dir)) as ledger:
         record = ledger.issue_checkpoint()
@@ -349,11 +349,11 @@ def bundle(
     log position."""
     import orjson
 
-    from ledger.application import Ledger
-    from ledger.bundle import build_bundle
-    from ledger.events import IDENTIFIER_PATTERN
+    from ledger.domain.events import IDENTIFIER_PATTERN
+    from ledger.evidence.bundle import build_bundle
     from ledger.usecases.errors import NotFound
     from ledger.usecases.receipts import receipt_bundle
+    from ledger.writing.application import Ledger
 
     if not entry.isdigit() and not re.fullmatch(IDENTIFIER_PATTERN, entry):
         fail(f"{entry[:64]!r}: give a receipt id or a log position", 2)
@@ -388,7 +388,7 @@ def verify_bundle_command(
     """Check a bundle offline with nothing but the root public key (and witnesses' keys)."""
     import orjson
 
-    from ledger.bundle import BundleError, verify_bundle
+    from ledger.evidence.bundle import BundleError, verify_bundle
 
     trusted = read_trusted_key(public_key)
     raw = read_input(bundle_file, "bundle")
@@ -419,7 +419,7 @@ def repair(
 ) -> None:
     """Answer integrity findings (a log cut back or rewritten): append a signed IntegrityRepaired
     entry naming each finding and what was done, rebuild mismatched tiles, and accept writes again."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
     with Ledger(_config(data_dir)) as ledger:
         findings = list(ledger.findings)
@@ -442,7 +442,7 @@ def vkey(
 ) -> None:
     """Print the log's verifier key (C2SP vkey of the key signing checkpoints), what
     `citeledger witness add-log` takes; with --witnesses, each configured witness's vkey."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
     with Ledger(_config(data_dir)) as ledger:
         if not witnesses:
@@ -455,7 +455,7 @@ def vkey(
 @app.command("rotate-key")
 def rotate_key(data_dir: DataDir = None) -> None:
     """Introduce a new signing key, announced in the log and signed by the current one."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
     with Ledger(_config(data_dir)) as ledger:
         event = ledger.rotate_signing_key()
@@ -473,8 +473,8 @@ def demo(
     """Sync the sample corpus, search, cite, apply a policy, erase, replay, checkpoint, bundle and
     verify: the embedded default end to end."""
     from cli.demo import run_demo
-    from ledger.adapters import adapter_class
-    from ledger.adapters.migrations import migrate_store
+    from ledger.storage.adapters import adapter_class
+    from ledger.storage.adapters.migrations import migrate_store
 
     config = ledger_config(data_dir, create=True, run_checkpointer=True)
     migrate_store(config, upgrade=not adapter_class(config).scale_out)  # as `serve` does
@@ -486,10 +486,10 @@ def demo(
 def init(data_dir: DataDir = None) -> None:
     """Create a ledger (keys, store, genesis entry) in the data directory or PostgreSQL schema;
     only `init`, `serve` and `demo` create one. A ledger already there is left as it is."""
-    from ledger.adapters import adapter_class
-    from ledger.adapters.migrations import migrate_store
-    from ledger.application import Ledger
-    from ledger.presence import NoLedger, require_ledger
+    from ledger.storage.adapters import adapter_class
+    from ledger.storage.adapters.migrations import migrate_store
+    from ledger.storage.presence import NoLedger, require_ledger
+    from ledger.writing.application import Ledger
 
     config = ledger_config(data_dir, create=True, run_checkpointer=False)
     try:

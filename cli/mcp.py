@@ -80,7 +80,7 @@ def _serve_remote(url: str, token: str, public_key: Path | None) -> None:
     from api.config import ApiConfig, SettingError
     from api.mcp.remote import RemoteSurface
     from api.mcp.server import build_server
-    from ledger.signing import KeyFileError, read_public_key_file
+    from ledger.tlog.signing import KeyFileError, read_public_key_file
 
     if not url.startswith(("http://", "https://")):
         typer.echo("error: --url must be an http:// or https:// base URL", err=True)

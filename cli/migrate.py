@@ -35,7 +35,7 @@ def where(config: LedgerConfig) -> str:
 def migrate(data_dir: DataDirOption = None) -> None:
     """Apply this version's schema migrations to the ledger's store, in order (idempotent;
     back the store up first). A store newer than this version is refused (exit 3)."""
-    from ledger.adapters.migrations import migrate_store
+    from ledger.storage.adapters.migrations import migrate_store
 
     config = ledger_config(data_dir, run_checkpointer=False)  # refuses a place with no ledger
     outcome = migrate_store(config, upgrade=True)

@@ -24,7 +24,7 @@ def backup_command(
     consistent snapshot), then the keys, tokens and sources. The copy is a data directory:
     `citeledger verify --deep --data-dir OUT` checks it. A PostgreSQL store is not copied
     (take it with pg_dump); its keys, tokens and sources are."""
-    from ledger.backup import BackupTargetError, backup
+    from ledger.storage.backup import BackupTargetError, backup
 
     config = ledger_config(data_dir)
     try:
@@ -47,7 +47,7 @@ def retire_keys_command(data_dir: DataDirOption = None) -> None:
     """Delete the private key files of signing keys the log has replaced (`rotate-key`).
     Never the key in force; the public keys stay (in the log and in `<kid>.pub`), so every
     signature they made still verifies."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
     config = ledger_config(data_dir, run_checkpointer=False)
     with Ledger(config) as ledger:

@@ -17,7 +17,7 @@ from rich.console import Console
 from cli.common import fail, ledger_config
 
 if TYPE_CHECKING:
-    from ledger.store import Store
+    from ledger.storage.store import Store
     from projections.runner import ProjectionRunner
 
 console = Console(stderr=True)
@@ -33,7 +33,7 @@ ProjectionNames = Annotated[
 
 
 def _store(data_dir: Path | None) -> Store:
-    from ledger.store import Store
+    from ledger.storage.store import Store
 
     return Store(ledger_config(data_dir, run_checkpointer=False))
 
@@ -110,8 +110,8 @@ def digest(
 def lag(data_dir: DataDir = None) -> None:
     """Per projection: applied position, head, lag and status, and the log's integrity
     findings (exit 1 if a projection has stopped or the ledger holds writes)."""
-    from ledger.integrity import report
-    from ledger.integrity_records import size_findings
+    from ledger.writing.integrity import report
+    from ledger.writing.integrity_records import size_findings
 
     store = _store(data_dir)
     try:
@@ -132,8 +132,8 @@ def project(
     ] = 0.0,
 ) -> None:
     """Follow the log and keep the read models current until SIGTERM/SIGINT."""
-    from ledger import log_repeats
-    from ledger.store import Store
+    from ledger.storage import log_repeats
+    from ledger.storage.store import Store
     from projections.worker import run_worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -153,7 +153,7 @@ def project(
         console.print(f"projecting {', '.join(retried)} from the log; stop with SIGTERM")
         after_pass = None
         if checkpoint_interval > 0:
-            from ledger.application import Ledger
+            from ledger.writing.application import Ledger
             from projections.checkpoints import ProjectionCheckpoints
 
             ledger = Ledger(config)
@@ -171,7 +171,7 @@ def project(
 def verify_projections(data_dir: DataDir = None) -> None:
     """Check the latest signed projection checkpoint: signature, log root, a scratch rebuild
     of the log prefix and the live read models; exit 1 on any difference."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
     from projections.checkpoints import ProjectionCheckpoints
     from projections.runner import ProjectionRunner
 
@@ -196,7 +196,7 @@ def verify_projections(data_dir: DataDir = None) -> None:
 
 def projection_checkpoint(data_dir: DataDir = None) -> None:
     """Sign the read models as of the latest log checkpoint now and print the record."""
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
     from projections.checkpoints import ProjectionCheckpoints
     from projections.runner import ProjectionRunner
 

@@ -57,10 +57,10 @@ class LocalSource:
     """The local data directory, through the same use cases and read models as the server."""
 
     def __init__(self, data_dir: Path | None, tenant: str) -> None:
-        from ledger.application import Ledger
         from ledger.config import LedgerConfig
         from ledger.usecases.context import Caller
         from ledger.usecases.scopes import SCOPES
+        from ledger.writing.application import Ledger
         from projections.lookups import ledger_context
         from projections.queries import ReadModels
 
@@ -106,7 +106,7 @@ class LocalSource:
         return receipt_bundle(self.ctx, self.caller.tenant_id, receipt_id, latest=latest)
 
     def root_key(self) -> tuple[bytes, str]:
-        from ledger.signing import KeyDirectory, read_public_key_file
+        from ledger.tlog.signing import KeyDirectory, read_public_key_file
 
         path = KeyDirectory(self.config.keys_dir).root_public_key_path
         return read_public_key_file(path), str(path)
@@ -134,7 +134,7 @@ class RemoteSource:
         return self.client.receipt_bundle(receipt_id, latest=latest)
 
     def root_key(self) -> tuple[bytes, str]:
-        from ledger.signing import read_public_key_file, unb64
+        from ledger.tlog.signing import read_public_key_file, unb64
 
         if self.public_key is not None:
             return read_public_key_file(self.public_key), str(self.public_key)
@@ -173,7 +173,7 @@ def _source(
 
 def _moment(value: str | None, name: str) -> str | None:
     """An RFC 3339 timestamp, or a day (YYYY-MM-DD, its UTC midnight), as the API takes it."""
-    from ledger.timestamps import format_timestamp, parse_timestamp
+    from ledger.domain.timestamps import format_timestamp, parse_timestamp
 
     if value is None:
         return None
@@ -369,7 +369,7 @@ def _sealed_content(detail: dict[str, Any]) -> dict[str, Any]:
 def _check_proof(source: ReceiptSource, receipt_id: str) -> dict[str, Any]:
     """The receipt's bundle against the latest signed checkpoint, checked with nothing but the
     root key: entry signature, inclusion proof, checkpoint signature, key chain."""
-    from ledger.bundle import BundleError, verify_bundle
+    from ledger.evidence.bundle import BundleError, verify_bundle
 
     key, where = source.root_key()
     bundle = source.bundle(receipt_id, latest=True)

@@ -35,10 +35,10 @@ def replay_command(
 ) -> None:
     """Re-run a receipt under its frozen policy: integrity, data drift, policy drift.
     Appends a signed replay receipt; exit 1 on an integrity mismatch, 2 on a refusal."""
-    from ledger.application import Ledger
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.replay import replay
+    from ledger.writing.application import Ledger
     from projections.lookups import ledger_context
 
     caller = Caller(

@@ -50,10 +50,10 @@ def serve(
     import uvicorn
 
     from api.auth import ensure_bootstrap_token
-    from ledger import log_repeats
-    from ledger.adapters import adapter_class
-    from ledger.adapters.migrations import migrate_store
-    from ledger.application import Ledger
+    from ledger.storage import log_repeats
+    from ledger.storage.adapters import adapter_class
+    from ledger.storage.adapters.migrations import migrate_store
+    from ledger.writing.application import Ledger
 
     config = _prepare(data_dir, create=True)
     if workers > 1 and not adapter_class(config.ledger).scale_out:
@@ -104,9 +104,9 @@ def retention_run(
     ] = None,
 ) -> None:
     """Destroy expired text (expiry keys whose day is over), sparing legal holds; record each scrub."""
-    from ledger.application import Ledger
-    from ledger.timestamps import parse_timestamp
+    from ledger.domain.timestamps import parse_timestamp
     from ledger.usecases.retention import sweep
+    from ledger.writing.application import Ledger
     from projections.lookups import ledger_context
 
     config = _prepare(data_dir)

@@ -12,7 +12,7 @@ from rich.console import Console
 from cli.common import fail, ledger_config
 
 if TYPE_CHECKING:
-    from ledger.sources import SourceLimits
+    from ledger.retrieval.sources import SourceLimits
 
 console = Console(stderr=True)
 sources_app = typer.Typer(no_args_is_help=True, help="Allowlisted markdown folders, and syncing them.")
@@ -31,7 +31,7 @@ def _data_dir(data_dir: Path | None) -> Path:
 
 def _limits() -> SourceLimits:
     from ledger.config import SettingError
-    from ledger.sources import SourceLimits
+    from ledger.retrieval.sources import SourceLimits
 
     try:
         return SourceLimits.from_env()
@@ -63,7 +63,7 @@ def add(
 ) -> None:
     """Allowlist a folder for a tenant (refused for system paths, with the rule named). A file's
     front matter (`sensitivity:`, `retention_days:`) may narrow the source's rules, never widen them."""
-    from ledger.source_registry import SourceRegistry
+    from ledger.retrieval.source_registry import SourceRegistry
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import add_source
 
@@ -91,7 +91,7 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array")] = False,
 ) -> None:
     """The allowlist: name, folder, tenant."""
-    from ledger.source_registry import SourceRegistry
+    from ledger.retrieval.source_registry import SourceRegistry
     from ledger.usecases.sources import list_sources
 
     listed = list_sources(SourceRegistry(_data_dir(data_dir)))
@@ -107,7 +107,7 @@ def list_command(
 @sources_app.command("remove")
 def remove(name: Annotated[str, typer.Argument()], data_dir: DataDir = None) -> None:
     """Take a folder off the allowlist (what was recorded stays in the ledger)."""
-    from ledger.source_registry import SourceRegistry
+    from ledger.retrieval.source_registry import SourceRegistry
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import remove_source
 
@@ -167,12 +167,12 @@ def sync(
     A file erased from the ledger stays out (`skipped (erased)`) until named with --readmit."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ledger.application import Ledger
-    from ledger.claims import DocumentClaims
-    from ledger.source_registry import SourceRegistry
+    from ledger.retrieval.source_registry import SourceRegistry
+    from ledger.storage.claims import DocumentClaims
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import sync_source
+    from ledger.writing.application import Ledger
     from projections.lookups import ledger_context
 
     config = ledger_config(data_dir, run_checkpointer=True)

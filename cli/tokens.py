@@ -79,9 +79,9 @@ def tokens_create(
     """Create a token; prints the bearer value once (only its hash is stored) and records a
     signed TokenIssued entry."""
     from api.token_admin import issue_token, parse_expiry
-    from ledger.application import Ledger
-    from ledger.integrity import IntegrityHold
     from ledger.usecases.errors import Invalid
+    from ledger.writing.application import Ledger
+    from ledger.writing.integrity import IntegrityHold
 
     if operator and (tenant is not None or scopes is not None):
         fail("--operator takes neither --tenant nor --scopes (bound to no tenant)", EXIT_USAGE)
@@ -151,9 +151,9 @@ def tokens_revoke(
     """Revoke a token: every API worker refuses it (401) within about a second, its console
     sessions end; records a signed TokenRevoked entry."""
     from api.token_admin import revoke_token
-    from ledger.application import Ledger
-    from ledger.integrity import IntegrityHold
     from ledger.usecases.errors import NotFound
+    from ledger.writing.application import Ledger
+    from ledger.writing.integrity import IntegrityHold
 
     who = _actor(actor)
     config = _config(data_dir)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from cli.common import InputError, fail
 
 if TYPE_CHECKING:
-    from ledger.cosignature import Witness
+    from ledger.tlog.cosignature import Witness
 
 
 def read_trusted_key(path: Path) -> bytes:
     """A trusted public key file; missing or unreadable is exit 2, not a key is exit 2 too."""
-    from ledger.signing import read_public_key_file
+    from ledger.tlog.signing import read_public_key_file
 
     try:
         return read_public_key_file(path)
@@ -26,8 +26,8 @@ def read_trusted_key(path: Path) -> bytes:
 
 def read_witnesses(paths: list[Path] | None, minimum: int | None) -> tuple[list[Witness], int]:
     """The trusted witnesses and the quorum; exit 2 on an unreadable key or a quorum above them."""
-    from ledger.cosignature import parse_cosigner_vkey
-    from ledger.note import NoteError
+    from ledger.tlog.cosignature import parse_cosigner_vkey
+    from ledger.tlog.note import NoteError
 
     witnesses = []
     for path in paths or []:

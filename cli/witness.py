@@ -50,7 +50,7 @@ def add_log(
     vkey: Annotated[str, typer.Argument(help="The log's verifier key (`citeledger vkey` prints it)")],
 ) -> None:
     """Follow a log: cosign its checkpoints from now on."""
-    from ledger.note import NoteError
+    from ledger.tlog.note import NoteError
 
     try:
         origin = _open(directory).add_log(vkey)

@@ -20,8 +20,8 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from client.errors import CheckpointMismatch, LedgerError, NotFound
-from ledger.merkle import ProofError, verify_consistency
-from ledger.note import NoteError, open_checkpoint, parse_checkpoint_body, parse_verifier_key
+from ledger.tlog.merkle import ProofError, verify_consistency
+from ledger.tlog.note import NoteError, open_checkpoint, parse_checkpoint_body, parse_verifier_key
 
 FILE_NAME = "checkpoint.json"
 

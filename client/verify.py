@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ledger.bundle import BundleError
-from ledger.bundle import verify_bundle as _verify
+from ledger.evidence.bundle import BundleError
+from ledger.evidence.bundle import verify_bundle as _verify
 
 __all__ = ["BundleError", "verify_bundle"]
 

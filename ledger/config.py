@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from ledger.cosignature import Witness, parse_cosigner_vkey
-from ledger.note import NoteError
+from ledger.tlog.cosignature import Witness, parse_cosigner_vkey
+from ledger.tlog.note import NoteError
 
 DEFAULT_CHECKPOINT_INTERVAL_S = 0.5
 MAX_WITNESSES = 16

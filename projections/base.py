@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ledger.entries import RecordedEvent
-from ledger.events import PAYLOAD_MODELS
-from ledger.store import Store
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import PAYLOAD_MODELS
+from ledger.storage.store import Store
 
 KNOWN_EVENT_TYPES = frozenset(PAYLOAD_MODELS)
 

@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ledger.canonical import canonical_json
 from ledger.config import LedgerConfig
-from ledger.entries import utc_now
-from ledger.signing import verify_signature
-from ledger.store import Store
+from ledger.domain.entries import utc_now
+from ledger.storage.store import Store
+from ledger.tlog.canonical import canonical_json
+from ledger.tlog.signing import verify_signature
 from projections.digest import digests
 from projections.runner import NotificationSource, ProjectionRunner
 
 if TYPE_CHECKING:
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
 CHECKPOINTS_TABLE = "citeledger_projection_checkpoints"
 FORMAT = "citeledger-projection-checkpoint/v1"

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ledger.entries import RecordedEvent
-from ledger.events import DOCUMENT_CHUNK_TYPES
-from ledger.store import Store
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import DOCUMENT_CHUNK_TYPES
+from ledger.storage.store import Store
 from ledger.usecases.ports import ChunkState
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
 from projections.citations import scrub_rows

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ledger.store import Store
+from ledger.storage.store import Store
 from projections.base import Projection, TableSpec
 
 _PAGE = 5_000

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ledger.entries import RecordedEvent
-from ledger.store import Store
+from ledger.domain.entries import RecordedEvent
+from ledger.storage.store import Store
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec
 
 HISTORY_TABLE = "citeledger_rm_history"

@@ -20,14 +20,14 @@ from typing import Any
 
 import orjson
 
-from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.deadline import Deadline
-from ledger.entries import EventDraft, RecordedEvent, with_continuations
-from ledger.events import MAX_TARGET_ROOTS
-from ledger.idempotency import IdempotentWrite
-from ledger.store import LEDGER_STREAM_ID, Store
+from ledger.domain.entries import EventDraft, RecordedEvent, with_continuations
+from ledger.domain.events import MAX_TARGET_ROOTS
+from ledger.storage.store import LEDGER_STREAM_ID, Store
 from ledger.usecases.context import UseCaseContext, Writer
 from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
+from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
+from ledger.writing.idempotency import IdempotentWrite
 from projections.corpus import CORPUS_TABLE, chunk_state
 from projections.history import HISTORY_TABLE
 from projections.receipts import RECEIPTS_TABLE

@@ -18,9 +18,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 import orjson
 
-from ledger.sealing import KeyDestroyed, Sealer
-from ledger.store import Store
-from ledger.timestamps import format_timestamp, parse_timestamp
+from ledger.domain.timestamps import format_timestamp, parse_timestamp
+from ledger.storage.store import Store
+from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE

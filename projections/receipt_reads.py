@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.entries import RecordedEvent, with_continuations
+from ledger.domain.entries import RecordedEvent, with_continuations
 from ledger.usecases.citations import document_rules
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext

@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ledger.canonical import canonical_json
-from ledger.entries import RecordedEvent
-from ledger.store import Store
+from ledger.domain.entries import RecordedEvent
+from ledger.storage.store import Store
+from ledger.tlog.canonical import canonical_json
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
 from projections.history import trace_id_of
 

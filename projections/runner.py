@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ledger import adapters
-from ledger.entries import RecordedEvent, utc_now
-from ledger.store import LEDGER_STREAM_ID, Store
-from ledger.timestamps import parse_timestamp
+from ledger.domain.entries import RecordedEvent, utc_now
+from ledger.domain.timestamps import parse_timestamp
+from ledger.storage import adapters
+from ledger.storage.store import LEDGER_STREAM_ID, Store
 from projections.base import Projection, UnappliableEvent
 from projections.citations import CitationsProjection
 from projections.corpus import CorpusProjection
@@ -46,7 +46,7 @@ from projections.search_index import SearchIndexProjection
 from projections.writeside import WriteSideProjection
 
 if TYPE_CHECKING:
-    from ledger.application import Ledger
+    from ledger.writing.application import Ledger
 
 log = logging.getLogger("citeledger.projections")
 

@@ -7,7 +7,7 @@ Tables (rebuildable from the log like every read model):
   `[live_from_position, live_to_position)`, with its token length and its
   postings: the chunk's distinct terms with their counts (`terms`), and the
   terms of its title, heading path and file name (`fields`). Terms are stored
-  only as keyed 64-bit hashes (`ledger.search_text.TermHasher`), packed.
+  only as keyed 64-bit hashes (`ledger.retrieval.search_text.TermHasher`), packed.
 - `citeledger_rm_search_erasures`: positions of scrubs that dropped rows, so
   an in-memory copy knows to reload.
 
@@ -36,13 +36,13 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from ledger import adapters
-from ledger.entries import RecordedEvent
-from ledger.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
-from ledger.search_text import TermHasher, filename_words, forget_words, term_counts, term_key
-from ledger.signing import KeyDirectory
-from ledger.store import Store
+from ledger.domain.entries import RecordedEvent
+from ledger.retrieval.search_text import TermHasher, filename_words, forget_words, term_counts, term_key
+from ledger.storage import adapters
+from ledger.storage.store import Store
+from ledger.tlog.signing import KeyDirectory
 from ledger.usecases.ports import ChunkState, IndexedChunk
+from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
 from projections.corpus import CORPUS_TABLE, chunk_state
 

@@ -13,9 +13,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from ledger.adapters import AppendListener
-from ledger.log_repeats import log_failure
-from ledger.store import Store
+from ledger.storage.adapters import AppendListener
+from ledger.storage.log_repeats import log_failure
+from ledger.storage.store import Store
 from projections.runner import TRANSIENT_ERRORS, ProjectionRunner
 
 log = logging.getLogger("citeledger.projections.worker")

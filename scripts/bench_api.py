@@ -511,8 +511,8 @@ def run_scale_out(
     verify = subprocess.run(
         [*cli, "verify", "--deep", "--data-dir", str(run_dir)], cwd=ROOT, env=env, capture_output=True
     )
-    from ledger.application import Ledger
     from ledger.config import LedgerConfig
+    from ledger.writing.application import Ledger
 
     config = LedgerConfig(
         data_dir=run_dir, database_url=env.get("CITELEDGER_DATABASE_URL"), run_checkpointer=False

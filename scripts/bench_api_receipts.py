@@ -36,7 +36,7 @@ TARGET_P95_MS = 10.0
 
 
 def _entries(directory: Path) -> int:
-    from ledger.store import LEDGER_STREAM_ID
+    from ledger.storage.store import LEDGER_STREAM_ID
 
     database = directory / "ledger.sqlite"
     if not database.exists():
@@ -52,8 +52,8 @@ def ensure_ledger(directory: Path, size: int) -> str:
     """A SQLite ledger of at least `size` entries in `directory`: built, or the one there."""
     from bench_replay import build  # type: ignore[import-not-found]
 
-    from ledger.application import Ledger
     from ledger.config import LedgerConfig
+    from ledger.writing.application import Ledger
     from projections.lookups import ledger_context
 
     found = _entries(directory)

@@ -31,13 +31,13 @@ from api.config import ApiConfig
 from api.metrics import Metrics
 from api.services import Services
 from client import Client
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.idempotency import IdempotencyKey
 from ledger.usecases.commands import DocumentIn, RetrievalIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.retrievals import BatchItem, record_retrievals
+from ledger.writing.application import Ledger
+from ledger.writing.idempotency import IdempotencyKey
 from tests.api_support import DOC
 from tests.conftest import PG_DSN, pg_connect
 from tests.factories import TENANT, retrieval_draft

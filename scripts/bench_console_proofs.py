@@ -20,12 +20,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.checkpoints import make_checkpoint
 from ledger.config import LedgerConfig
-from ledger.entries import utc_now
+from ledger.domain.entries import utc_now
+from ledger.storage.audit import verify_store
+from ledger.tlog.checkpoints import make_checkpoint
 from ledger.usecases.held_checkpoint import check_held_checkpoint
+from ledger.writing.application import Ledger
 from scripts.bench_ledger import build_store
 from tests.factories import retrieval_draft
 

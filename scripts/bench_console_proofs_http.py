@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 
-from ledger.checkpoints import make_checkpoint
 from ledger.config import LedgerConfig
-from ledger.entries import utc_now
+from ledger.domain.entries import utc_now
+from ledger.tlog.checkpoints import make_checkpoint
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 CHECKS = 12

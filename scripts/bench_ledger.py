@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
 from ledger.config import LedgerConfig
-from ledger.entries import EventDraft
-from ledger.merkle import MerkleTree
+from ledger.domain.entries import EventDraft
+from ledger.storage.audit import verify_store
+from ledger.tlog.merkle import MerkleTree
+from ledger.writing.application import Ledger
 from tests.factories import TENANT, retrieval_draft
 
 
@@ -236,7 +236,7 @@ def startup_section(results: dict[int, dict[str, float]], runs: int) -> list[str
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; SQLite; "
         f"median of {runs} runs of the real commands in subprocesses (`python -m cli.main`), each store "
         "served once before (read models current, as on any restart). The Merkle tree opens from its "
-        "persisted tiles (`ledger/tree_store.py`), the key chain from the key-entry index.",
+        "persisted tiles (`ledger/storage/tree_store.py`), the key chain from the key-entry index.",
         "",
         f"| command | {small:,} entries | {big:,} entries | ratio {big:,} / {small:,} | target |",
         "| --- | --- | --- | --- | --- |",

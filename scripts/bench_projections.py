@@ -32,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import orjson
 import psycopg
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.entries import EventDraft
-from ledger.events import (
+from ledger.domain.entries import EventDraft
+from ledger.domain.events import (
     Chunk,
     DocumentIngested,
     DocumentRemoved,
@@ -46,8 +45,9 @@ from ledger.events import (
     SelectedEntry,
     TaskEnvelope,
 )
-from ledger.sealing import document_key_ref
 from ledger.usecases.context import Caller, draft
+from ledger.writing.application import Ledger
+from ledger.writing.sealing import document_key_ref
 from projections.queries import ReadModels
 from projections.runner import ProjectionRunner, read_lag
 

@@ -40,10 +40,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.entries import EventDraft
-from ledger.events import (
+from ledger.domain.entries import EventDraft
+from ledger.domain.events import (
     Chunk,
     DocumentIngested,
     DocumentRemoved,
@@ -54,14 +53,15 @@ from ledger.events import (
     SelectedEntry,
     TaskEnvelope,
 )
-from ledger.policy_rules import ChunkFacts
-from ledger.search_text import query_terms, term_counts
+from ledger.policy.policy_rules import ChunkFacts
+from ledger.retrieval.search_text import query_terms, term_counts
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, draft
 from ledger.usecases.policy import bundle_rules
 from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
 from ledger.usecases.search import search
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from projections.receipts import RECEIPTS_TABLE
 

@@ -33,13 +33,12 @@ from rank_bm25 import BM25Okapi
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.application import Ledger  # noqa: E402
-from ledger.chunking import chunk_markdown  # noqa: E402
-from ledger.claims import DocumentClaims  # noqa: E402
 from ledger.config import LedgerConfig  # noqa: E402
-from ledger.events import SearchRequest  # noqa: E402
-from ledger.policy_rules import PolicyRules  # noqa: E402
-from ledger.search_text import terms  # noqa: E402
+from ledger.domain.events import SearchRequest  # noqa: E402
+from ledger.policy.policy_rules import PolicyRules  # noqa: E402
+from ledger.retrieval.chunking import chunk_markdown  # noqa: E402
+from ledger.retrieval.search_text import terms  # noqa: E402
+from ledger.storage.claims import DocumentClaims  # noqa: E402
 from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn  # noqa: E402
 from ledger.usecases.context import Caller  # noqa: E402
 from ledger.usecases.documents import ingest_batch  # noqa: E402
@@ -47,6 +46,7 @@ from ledger.usecases.errors import Invalid  # noqa: E402
 from ledger.usecases.policy import publish_policy  # noqa: E402
 from ledger.usecases.ranking import rank  # noqa: E402
 from ledger.usecases.search import search  # noqa: E402
+from ledger.writing.application import Ledger  # noqa: E402
 from projections.lookups import ledger_context  # noqa: E402
 from projections.search_index import SearchIndexProjection  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402

@@ -10,7 +10,7 @@ One corpus (scripts/make_corpus.py's `bulk_corpus`), ingested as `sources sync` 
 - `--before`: the worst bundle the limits allowed before (every pattern 16 wildcards, 30,820
   in all; such a bundle recorded earlier still loads), judged in one RE2 pass;
 - `--automata`: that bundle judged as before this change, pattern by pattern by the
-  automata of `ledger.path_glob` (slow: use a small `--size`).
+  automata of `ledger.policy.path_glob` (slow: use a small `--size`).
 Each p50/p95 is over every query (the cold ones right after the publish included).
 
     python scripts/bench_search_policy.py [--size 10000] [--queries 200] [--automata]
@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.application import Ledger  # noqa: E402
-from ledger.path_glob import SplitPath  # noqa: E402
-from ledger.policy_rules import RuleMatcher  # noqa: E402
+from ledger.policy.path_glob import SplitPath  # noqa: E402
+from ledger.policy.policy_rules import RuleMatcher  # noqa: E402
 from ledger.usecases.commands import PolicyBundleIn  # noqa: E402
 from ledger.usecases.policy import publish_policy  # noqa: E402
+from ledger.writing.application import Ledger  # noqa: E402
 from scripts.bench_search import (  # noqa: E402
     ADMIN,
     bench_queries,
@@ -57,8 +57,8 @@ def _automata(self: RuleMatcher, path: str, split: SplitPath) -> frozenset[int]:
 def _publish_recorded(ledger: Ledger, ctx: object, text: str) -> None:
     """A bundle past today's wildcard limit, as an earlier version recorded it (then loaded
     as any live bundle is); judged ahead like a published one."""
-    from ledger.entries import EventDraft
-    from ledger.events import PolicyBundlePublished
+    from ledger.domain.entries import EventDraft
+    from ledger.domain.events import PolicyBundlePublished
     from ledger.usecases.policy import bundle_rules
     from ledger.usecases.policy_warm import warm_published
 

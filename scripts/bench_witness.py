@@ -28,8 +28,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ledger.application import Ledger  # noqa: E402
 from ledger.config import LedgerConfig  # noqa: E402
+from ledger.writing.application import Ledger  # noqa: E402
 from tests.api_support import LoopbackServer, api_config, make_tokens  # noqa: E402
 from tests.factories import TENANT, retrieval_draft  # noqa: E402
 from tests.witness_support import WitnessProcess  # noqa: E402
@@ -118,7 +118,7 @@ def reads(root: Path, entries: int, seconds: float) -> tuple[float, float]:
         ledger.issue_checkpoint()
         size = ledger.size
         rng = random.Random(7)
-        from ledger.tlog_tiles import tile_path
+        from ledger.tlog.tlog_tiles import tile_path
 
         with httpx.Client(base_url=server.base_url) as http:
 

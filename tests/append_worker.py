@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from tests.factories import TENANT, retrieval_draft
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 
 PG_DSN = os.environ.get("CITELEDGER_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 

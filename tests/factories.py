@@ -11,10 +11,8 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from ledger.application import Ledger
-from ledger.claims import DocumentClaims
-from ledger.entries import EventDraft, RecordedEvent
-from ledger.events import (
+from ledger.domain.entries import EventDraft, RecordedEvent
+from ledger.domain.events import (
     Chunk,
     DocumentIngested,
     Locator,
@@ -23,11 +21,13 @@ from ledger.events import (
     SelectedEntry,
     TaskEnvelope,
 )
-from ledger.sealing import document_key_ref
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases.commands import DocumentIn, RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.usecases.context import Caller, draft
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.retrievals import record_retrieval
+from ledger.writing.application import Ledger
+from ledger.writing.sealing import document_key_ref
 from projections.lookups import ProjectedLookups, ledger_context
 from projections.runner import ProjectionRunner
 

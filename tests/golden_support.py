@@ -11,8 +11,8 @@ from typing import Any
 import bm25s
 import yaml
 
-from ledger.claims import DocumentClaims
-from ledger.search_text import STOPWORDS, split_words, stem_word
+from ledger.retrieval.search_text import STOPWORDS, split_words, stem_word
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document

@@ -5,7 +5,7 @@ search judges every candidate)."""
 
 from __future__ import annotations
 
-from ledger.policy_rules import MAX_BUNDLE_PATTERNS, MAX_BUNDLE_WILDCARDS, MAX_RULES
+from ledger.policy.policy_rules import MAX_BUNDLE_PATTERNS, MAX_BUNDLE_WILDCARDS, MAX_RULES
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ACTIONS = ["redact", "allow", "boost\n    factor: '1.1'", "downrank\n    factor: '0.9'"]

@@ -10,9 +10,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ledger.application import Ledger
-from ledger.entries import EventDraft
-from ledger.events import (
+from ledger.domain.entries import EventDraft
+from ledger.domain.events import (
     AccessDenied,
     Chunk,
     DocumentIngested,
@@ -24,8 +23,9 @@ from ledger.events import (
     SelectedEntry,
     TaskEnvelope,
 )
-from ledger.sealing import document_key_ref
 from ledger.usecases.context import Caller, draft
+from ledger.writing.application import Ledger
+from ledger.writing.sealing import document_key_ref
 
 TENANTS = ("acme", "beta")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ledger.application import Ledger
-from ledger.sealing import KeyDestroyed, document_key_ref, expiry_key_ref
+from ledger.writing.application import Ledger
+from ledger.writing.sealing import KeyDestroyed, document_key_ref, expiry_key_ref
 from tests.api_support import Api, api, make_api  # noqa: F401
 from tests.factories import TENANT
 

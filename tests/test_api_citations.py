@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ledger.audit import verify_store
-from ledger.sealing import KeyDestroyed
+from ledger.storage.audit import verify_store
 from ledger.usecases.retention import sweep
+from ledger.writing.sealing import KeyDestroyed
 from tests.api_support import DOC, Api, api, make_api  # noqa: F401 - fixtures
 
 IDS = {"X-Run-Id": "run-fixed", "X-Trace-Id": "trace-fixed"}

@@ -23,8 +23,8 @@ import pytest
 
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
-from ledger.source_registry import Source, SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.retrieval.source_registry import Source, SourceRegistry
+from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.errors import Invalid
 from ledger.usecases.sources import add_source
 from projections.receipts import RECEIPTS_TABLE

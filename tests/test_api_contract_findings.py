@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from tests.api_support import Api, api, make_api  # noqa: F401
 from tests.server_process import ROOT, ServerProcess, run_cli, server_env
 

@@ -13,8 +13,8 @@ import pytest
 
 from api.api_error import ApiError
 from api.ratelimit import DatabaseBucket, RateLimiter
-from ledger.application import Ledger
-from ledger.claims import DocumentClaims
+from ledger.storage.claims import DocumentClaims
+from ledger.writing.application import Ledger
 from tests.api_support import DOC, Api, api, make_api  # noqa: F401
 
 
@@ -160,7 +160,7 @@ def test_two_workers_ingesting_changes_get_distinct_versions(make_api: Callable[
 
 
 def test_stale_claim_is_taken_over(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ledger.claims as claims_module
+    import ledger.storage.claims as claims_module
 
     doc = api.document()
     claims: DocumentClaims = api.services.claims
@@ -172,7 +172,7 @@ def test_stale_claim_is_taken_over(api: Api, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_idempotency_records_expire(api: Api) -> None:
-    from ledger import idempotency
+    from ledger.writing import idempotency
 
     doc = api.document()
     body = api.retrieval_body(doc)

@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+from ledger.writing.application import Ledger
 from tests.api_support import DOC, Api, make_api  # noqa: F401 - fixture
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft

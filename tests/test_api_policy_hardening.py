@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.entries import EventDraft
-from ledger.events import PolicyBundlePublished
+from ledger.domain.entries import EventDraft
+from ledger.domain.events import PolicyBundlePublished
+from ledger.writing.application import Ledger
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 # The 342-byte "billion laughs" of the attack: nine levels of nine aliases.

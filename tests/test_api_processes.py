@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from ledger.config import LedgerConfig
-from ledger.store import LEDGER_STREAM_ID, Store
+from ledger.storage.store import LEDGER_STREAM_ID, Store
 from tests.api_support import DOC
 from tests.conftest import PG_DSN, pg_connect
 

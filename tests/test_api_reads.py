@@ -14,11 +14,11 @@ from typer.testing import CliRunner
 
 from api.auth import TokenStore, digest, ensure_bootstrap_token
 from cli.main import app as cli_app
-from ledger.bundle import verify_bundle
-from ledger.canonical import canonical_json
-from ledger.checkpoints import CheckpointRecord
-from ledger.export_file import verify_export
-from ledger.merkle import leaf_hash, verify_consistency, verify_inclusion
+from ledger.evidence.bundle import verify_bundle
+from ledger.evidence.export_file import verify_export
+from ledger.tlog.canonical import canonical_json
+from ledger.tlog.checkpoints import CheckpointRecord
+from ledger.tlog.merkle import leaf_hash, verify_consistency, verify_inclusion
 from tests.api_support import DOC, Api, api, make_api  # noqa: F401
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ledger.audit import verify_store
 from ledger.config import LedgerConfig
+from ledger.storage.audit import verify_store
 from projections.receipts import RECEIPTS_TABLE
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.factories import retrieval_draft
@@ -187,7 +187,7 @@ def test_unparseable_snapshot_yaml_is_refused(server: Server) -> None:
     a receipt forged before signing, or a parser change; written straight to the log."""
     ledger = server.services.ledger
     broken = "rules: [unclosed\n"
-    from ledger.events import PolicySnapshot
+    from ledger.domain.events import PolicySnapshot
 
     snapshot = PolicySnapshot(
         bundle_hash=hashlib.sha256(broken.encode()).hexdigest(),

@@ -16,10 +16,10 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from api.auth import read_token_file
-from ledger.checkpoints import make_checkpoint
-from ledger.export_file import verify_export
-from ledger.signing import SigningKey
-from ledger.tenant_export import TENANT_EXPORT_FORMAT, verify_tenant_export
+from ledger.evidence.export_file import verify_export
+from ledger.evidence.tenant_export import TENANT_EXPORT_FORMAT, verify_tenant_export
+from ledger.tlog.checkpoints import make_checkpoint
+from ledger.tlog.signing import SigningKey
 from tests.api_support import Api, api, make_api  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[1]

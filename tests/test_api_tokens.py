@@ -13,9 +13,9 @@ from typing import Any
 
 from api.auth import create_token, digest, read_token_file, revoke_in_file
 from api.token_usage import usage_path
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.integrity import Finding
+from ledger.storage.audit import verify_store
+from ledger.writing.application import Ledger
+from ledger.writing.integrity import Finding
 from tests.api_support import Api, api, make_api  # noqa: F401
 
 

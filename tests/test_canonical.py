@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.canonical import (
+from ledger.tlog.canonical import (
     MAX_SAFE_INTEGER,
     NotCanonicalisable,
     canonical_json,

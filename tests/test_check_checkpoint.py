@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ledger.checkpoints import make_checkpoint
 from ledger.config import LedgerConfig
-from ledger.store import CHECKPOINT_STREAM_ID
+from ledger.storage.store import CHECKPOINT_STREAM_ID
+from ledger.tlog.checkpoints import make_checkpoint
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.server_process import CLI_MODULE, ROOT

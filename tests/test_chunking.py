@@ -3,7 +3,7 @@ the size cap, and chunk ids derived from content (stable across versions)."""
 
 from __future__ import annotations
 
-from ledger.chunking import MAX_CHUNK_CHARS, chunk_markdown, stable_chunk_ids
+from ledger.retrieval.chunking import MAX_CHUNK_CHARS, chunk_markdown, stable_chunk_ids
 
 DOC = """Preamble before any heading.
 

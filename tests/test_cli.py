@@ -130,8 +130,8 @@ def test_private_key_never_printed(tmp_path: Path) -> None:
 def test_bundle_takes_a_receipt_id_like_every_other_path(tmp_path: Path) -> None:
     """`citeledger bundle RECEIPT_ID`: the receipt's bundle with its cited documents' proofs,
     verified offline; another tenant's receipt id is not found there."""
-    from ledger.application import Ledger
     from ledger.config import LedgerConfig
+    from ledger.writing.application import Ledger
     from tests.factories import TENANT, UseCases
 
     data = tmp_path / "data"

@@ -13,8 +13,8 @@ import httpx
 
 from api.auth import create_token
 from client import AsyncClient
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.factories import UseCases
 from tests.test_cli import citeledger

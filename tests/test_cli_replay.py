@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from tests.factories import UseCases
 from tests.test_cli import citeledger
 
@@ -59,7 +59,7 @@ def test_replay_refusals_exit_2(tmp_path: Path) -> None:
 def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> None:
     """A `citeledger-bm25` receipt whose corpus lost a document since: exit 0 (not a finding),
     the cause and the erased document named."""
-    from ledger.claims import DocumentClaims
+    from ledger.storage.claims import DocumentClaims
     from ledger.usecases.commands import DocumentIn, ErasureIn, SearchIn
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document
@@ -96,7 +96,7 @@ def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> 
 def test_piped_replay_prints_full_width_rows_and_an_edited_sections_changed_lines(tmp_path: Path) -> None:
     """Off a terminal the tables keep their full width (whole chunk ids and paths), and a
     section edited since the receipt shows as a unified diff of its text."""
-    from ledger.claims import DocumentClaims
+    from ledger.storage.claims import DocumentClaims
     from ledger.usecases.commands import DocumentIn, SearchIn
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from client import AsyncClient, CheckpointMismatch, Client
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from api.auth import create_token
-from ledger.checkpoints import make_checkpoint
 from ledger.config import LedgerConfig
 from ledger.deadline import Deadline, DeadlineExceeded
-from ledger.store import LEDGER_STREAM_ID
+from ledger.storage.store import LEDGER_STREAM_ID
+from ledger.tlog.checkpoints import make_checkpoint
 from ledger.usecases.held_checkpoint import check_held_checkpoint
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore

@@ -34,7 +34,7 @@ import orjson
 import pytest
 
 from ledger.config import LedgerConfig
-from ledger.store import LEDGER_STREAM_ID, Store
+from ledger.storage.store import LEDGER_STREAM_ID, Store
 from tests.api_support import DOC
 from tests.conftest import fresh_config
 from tests.server_process import ServerProcess, run_cli, server_env

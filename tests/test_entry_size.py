@@ -14,13 +14,13 @@ import httpx
 import orjson
 import pytest
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.bundle import verify_bundle
 from ledger.config import LedgerConfig
-from ledger.entry_limit import MAX_ENTRY_BYTES
-from ledger.store import LEDGER_STREAM_ID
-from ledger.tenant_export import verify_tenant_export
+from ledger.domain.entry_limit import MAX_ENTRY_BYTES
+from ledger.evidence.bundle import verify_bundle
+from ledger.evidence.tenant_export import verify_tenant_export
+from ledger.storage.audit import verify_store
+from ledger.storage.store import LEDGER_STREAM_ID
+from ledger.writing.application import Ledger
 from tests import independent_tlog as spec
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
@@ -238,9 +238,9 @@ def test_an_old_entry_over_the_bound_still_verifies_and_its_bundle_says_so(
 def test_no_draft_over_the_bound_is_ever_written(ledger_config: LedgerConfig) -> None:
     """The guard is the write path's, whatever the type: a hold naming the most targets the
     route allows is refused naming the limit, and the log does not move."""
-    from ledger.entries import EventDraft
-    from ledger.entry_limit import EntryTooLarge
-    from ledger.events import LegalHoldPlaced
+    from ledger.domain.entries import EventDraft
+    from ledger.domain.entry_limit import EntryTooLarge
+    from ledger.domain.events import LegalHoldPlaced
 
     with Ledger(ledger_config) as ledger:
         size = ledger.sync()
@@ -260,9 +260,9 @@ def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them
     """30 files at the source's size limit, each a version of ~15 entries: the sync writes
     them in transactions of whole versions under the group commit's cap; the corpus holds
     every chunk once, a second sync records nothing, and every entry fits a bundle."""
-    from ledger.claims import DocumentClaims
-    from ledger.source_registry import SourceRegistry
-    from ledger.sources import SourceLimits
+    from ledger.retrieval.source_registry import SourceRegistry
+    from ledger.retrieval.sources import SourceLimits
+    from ledger.storage.claims import DocumentClaims
     from ledger.usecases.context import Caller
     from ledger.usecases.sources import add_source, sync_source
     from projections.lookups import ledger_context
@@ -299,8 +299,8 @@ def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them
 def test_verify_names_a_continuation_without_its_head(ledger: Ledger) -> None:
     """Entries are signed, so only a faulty writer could break the split form: `verify` names
     the position of a continuation that follows no head."""
-    from ledger.entries import EventDraft
-    from ledger.events import Chunk, DocumentContinued, Locator
+    from ledger.domain.entries import EventDraft
+    from ledger.domain.events import Chunk, DocumentContinued, Locator
 
     sealed = ledger.sealer.seal("text", tenant_id="acme")
     stray = DocumentContinued(
@@ -324,8 +324,8 @@ def test_verify_names_a_continuation_without_its_head(ledger: Ledger) -> None:
 def test_the_prepared_bound_is_never_below_the_signed_size(ledger: Ledger) -> None:
     """`prepare` judges a draft by its envelope at its largest, so the check on the signed
     bytes (which would fail a whole group commit) is never the one that refuses."""
-    from ledger.entries import prepare
-    from ledger.entry_limit import envelope_bytes
+    from ledger.domain.entries import prepare
+    from ledger.domain.entry_limit import envelope_bytes
     from tests.factories import retrieval_draft
 
     for draft in (retrieval_draft(ledger), retrieval_draft(ledger, "q" * 5000, run_id="r" * 128)):
@@ -346,7 +346,7 @@ def test_the_prepared_bound_is_never_below_the_signed_size(ledger: Ledger) -> No
 def test_a_scrub_of_many_keys_and_citations_is_recorded_in_entries_that_fit(ledger: Ledger) -> None:
     """Keys are destroyed before the scrub is recorded: a record too large for one entry
     must never be refused then (it would stay unrecorded). It is packed into several."""
-    from ledger.retention import shred
+    from ledger.writing.retention import shred
 
     refs = [f"document/acme/{'d' * 100}{i:06d}" for i in range(1_500)]
     citations = [f"{i:032x}" for i in range(4_000)]

@@ -23,15 +23,15 @@ import pytest
 from api.routes.common import fingerprint
 from client import Client, Spooled
 from client.spool import ItemVerdict, Spool, SpoolRecord
-from ledger import search_text
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.search_text import stem_word
+from ledger.retrieval import search_text
+from ledger.retrieval.search_text import stem_word
 from ledger.usecases.commands import DocumentIn, ErasureIn, RetrievalIn, SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.retention import erase
 from ledger.usecases.scopes import SCOPES
 from ledger.usecases.search import search
+from ledger.writing.application import Ledger
 from tests.conftest import pg_connect
 from tests.factories import UseCases
 from tests.server_process import ServerProcess, free_port, server_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.front_matter import FrontMatterRefused, file_rules
+from ledger.policy.front_matter import FrontMatterRefused, file_rules
 
 
 def _bomb(levels: int) -> str:

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from ledger.config import LedgerConfig
-from ledger.front_matter import FrontMatterRefused, file_rules
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.policy.front_matter import FrontMatterRefused, file_rules
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.server_process import run_cli, server_env

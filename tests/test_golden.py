@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
-from ledger.application import Ledger
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.search import search
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from tests.golden_support import (
     BASELINE,

@@ -21,11 +21,11 @@ import httpx
 import pytest
 
 from client import AsyncClient, CheckpointMismatch, Client
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.integrity import IntegrityHold
-from ledger.integrity_records import RECHECK_S
-from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+from ledger.writing.application import Ledger
+from ledger.writing.integrity import IntegrityHold
+from ledger.writing.integrity_records import RECHECK_S
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.server_process import ServerProcess, run_cli, server_env

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from ledger.application import Ledger
-from ledger.bundle import BundleError, build_bundle, verify_bundle
-from ledger.keychain import KeyChainError, check_key_event, possession_message
-from ledger.signing import b64, kid_for
+from ledger.domain.keychain import KeyChainError, check_key_event, possession_message
+from ledger.evidence.bundle import BundleError, build_bundle, verify_bundle
+from ledger.tlog.signing import b64, kid_for
+from ledger.writing.application import Ledger
 from tests.factories import TENANT, retrieval_draft
 
 

@@ -13,16 +13,16 @@ from typing import Any
 import orjson
 import pytest
 
-from ledger.application import Ledger
-from ledger.audit import verify_store, write_export
-from ledger.bundle import BundleError, build_bundle, verify_bundle
-from ledger.entries import EventDraft, entry_signature_ok, signing_input_of
-from ledger.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot, SigningKeyRotated
-from ledger.export_file import verify_export
-from ledger.merkle import verify_consistency, verify_inclusion
-from ledger.sealing import KeyDestroyed, SealBroken
-from ledger.signing import verify_signature
+from ledger.domain.entries import EventDraft, entry_signature_ok, signing_input_of
+from ledger.domain.events import MAX_ENVELOPE_BYTES, EventRejected, PolicySnapshot, SigningKeyRotated
+from ledger.evidence.bundle import BundleError, build_bundle, verify_bundle
+from ledger.evidence.export_file import verify_export
+from ledger.storage.audit import verify_store, write_export
+from ledger.tlog.merkle import verify_consistency, verify_inclusion
+from ledger.tlog.signing import verify_signature
 from ledger.usecases.context import Caller, draft
+from ledger.writing.application import Ledger
+from ledger.writing.sealing import KeyDestroyed, SealBroken
 from tests.factories import TENANT, document_draft, retrieval_draft
 
 
@@ -310,7 +310,7 @@ def test_bundle_verifies_offline_and_rejects_tampering(ledger: Ledger) -> None:
 def test_group_commit_batches_concurrent_writers(ledger: Ledger) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from ledger.group_commit import GroupCommitter
+    from ledger.writing.group_commit import GroupCommitter
 
     committer = GroupCommitter(ledger)
     drafts = [[retrieval_draft(ledger), retrieval_draft(ledger)] for _ in range(60)]
@@ -332,7 +332,7 @@ def test_group_commit_batches_concurrent_writers(ledger: Ledger) -> None:
 
 
 def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
-    from ledger.sealing import document_key_ref, expiry_key_ref
+    from ledger.writing.sealing import document_key_ref, expiry_key_ref
 
     document = document_key_ref(TENANT, "doc-1")
     expiry = expiry_key_ref(TENANT, "2026-12-01", "doc-1")
@@ -352,7 +352,7 @@ def test_layered_sealing_is_shredded_by_any_one_key(ledger: Ledger) -> None:
 def test_search_index_opens_chunks_through_the_ledgers_key_cache(ledger: Ledger) -> None:
     """One key cache per store: a key destroyed through the ledger is gone for the search
     index projection at once, not once its own copy would have expired."""
-    from ledger.sealing import document_key_ref
+    from ledger.writing.sealing import document_key_ref
     from projections.search_index import SearchIndexProjection
 
     projection = SearchIndexProjection()
@@ -383,7 +383,7 @@ def test_a_closed_ledgers_store_is_not_kept_alive_by_the_shared_key_cache(tmp_pa
 
 
 def test_ensure_creates_missing_keys_and_never_revives_a_destroyed_one(ledger: Ledger) -> None:
-    from ledger.sealing import document_key_ref
+    from ledger.writing.sealing import document_key_ref
 
     gone, fresh = document_key_ref(TENANT, "doc-gone"), document_key_ref(TENANT, "doc-fresh")
     ledger.data_keys.ensure([gone], TENANT)

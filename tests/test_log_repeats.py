@@ -8,7 +8,7 @@ import logging
 import re
 import time
 
-from ledger.log_repeats import RepeatFilter
+from ledger.storage.log_repeats import RepeatFilter
 
 
 def _handler(interval_s: float) -> tuple[logging.Logger, io.StringIO, RepeatFilter]:

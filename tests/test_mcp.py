@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from api.mcp.tools import TOOLS
 from api.responses import CitationOut, ReceiptOut, ReceiptVerificationOut, SearchOut
 from ledger.config import LedgerConfig
-from ledger.store import LEDGER_STREAM_ID
+from ledger.storage.store import LEDGER_STREAM_ID
 from ledger.usecases.commands import DocumentIn, RetrievalIn, SearchIn
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore

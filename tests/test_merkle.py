@@ -1,4 +1,4 @@
-"""ledger.merkle against a reference written straight from RFC 9162 section 2.1.
+"""ledger.tlog.merkle against a reference written straight from RFC 9162 section 2.1.
 
 The reference below is the RFC's recursive definitions, MTH, PATH and
 PROOF/SUBPROOF, over slices D[lo:hi] of a fixed leaf list; it shares no code
@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import (
+from ledger.storage.store import Store
+from ledger.storage.tree_store import TiledMerkleTree, TileStore
+from ledger.tlog.merkle import (
     EMPTY_ROOT,
     MerkleTree,
     ProofError,
@@ -28,8 +30,6 @@ from ledger.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from ledger.store import Store
-from ledger.tree_store import TiledMerkleTree, TileStore
 
 MAX_LEAVES = 340
 LEAVES: tuple[bytes, ...] = tuple(f"leaf {i}".encode() for i in range(MAX_LEAVES))

@@ -1,4 +1,4 @@
-"""The store's schema version (ledger/adapters/migrations.py), on both stores: a new store is
+"""The store's schema version (ledger/storage/adapters/migrations.py), on both stores: a new store is
 created at the code's version and says so; a v1 store (no version recorded, main at 53a1742)
 is recognised from its tables and migrated by `citeledger migrate` (on SQLite also by `init`
 and `serve`, which report it; on PostgreSQL `serve` refuses until it is run); a store newer
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from ledger.adapters import migrations, open_adapter
-from ledger.adapters.migrations import MIGRATIONS, VERSION_TABLE, Migration, StoreTooNew
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.storage.adapters import migrations, open_adapter
+from ledger.storage.adapters.migrations import MIGRATIONS, VERSION_TABLE, Migration, StoreTooNew
+from ledger.writing.application import Ledger
 from tests.fixture_ledgers import restore
 from tests.server_process import ServerProcess, run_cli, server_env
 

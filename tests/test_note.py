@@ -1,4 +1,4 @@
-"""ledger.note: C2SP signed notes and tlog checkpoints.
+"""ledger.tlog.note: C2SP signed notes and tlog checkpoints.
 
 Besides round trips, the format is checked against notes produced by other
 implementations: golang.org/x/mod/sumdb/note's own test vectors (the
@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.note import (
+from ledger.tlog.note import (
     MAX_NOTE_BYTES,
     MAX_SIGNATURES,
     Checkpoint,

@@ -2,7 +2,7 @@
 2,000 patterns, 4,000 wildcards in all (`max_bundle_wildcards`, checked at publish), heavy
 patterns with no literal segment to rule them out cheaply, deny rules first so a search
 judges every candidate (`tests/policy_support.py`). All of a bundle's patterns are matched
-in one RE2 pass per path (`ledger.glob_set`), with the same verdicts as pattern by pattern,
+in one RE2 pass per path (`ledger.policy.glob_set`), with the same verdicts as pattern by pattern,
 and the tenant's paths are judged when the bundle is published, not by its searches.
 
 On the old code a path cost ~30 ms to judge under this bundle (each pattern's automaton in
@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 
 from ledger.config import LedgerConfig
-from ledger.path_glob import split_path
-from ledger.policy_rules import ChunkFacts, PolicyRules
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.policy.path_glob import split_path
+from ledger.policy.policy_rules import ChunkFacts, PolicyRules
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.policy import bundle_rules
 from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens

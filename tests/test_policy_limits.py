@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from wcmatch import glob
 
 from ledger.deadline import Deadline, DeadlineExceeded
-from ledger.glob_set import GlobSet, encode
-from ledger.path_glob import GlobError, compile_glob, split_path
-from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
+from ledger.policy.glob_set import GlobSet, encode
+from ledger.policy.path_glob import GlobError, compile_glob, split_path
+from ledger.policy.policy_yaml import BundleLimitError, load_bundle_yaml
 
 _WCMATCH = glob.GLOBSTAR | glob.DOTGLOB
 _SEGMENT = st.one_of(st.just("**"), st.text(alphabet="ab.*?!{},-", min_size=1, max_size=5))

@@ -8,7 +8,7 @@ import decimal
 import pytest
 import yaml
 
-from ledger.policy_rules import NO_POLICY, ChunkFacts, PolicyRuleError, rules_from_bundle
+from ledger.policy.policy_rules import NO_POLICY, ChunkFacts, PolicyRuleError, rules_from_bundle
 from ledger.usecases.errors import Invalid
 from ledger.usecases.policy import bundle_rules
 

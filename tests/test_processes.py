@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
 from ledger.config import LedgerConfig
+from ledger.storage.audit import verify_store
+from ledger.writing.application import Ledger
 from tests.factories import TENANT, retrieval_draft
 
 ROOT = Path(__file__).resolve().parents[1]

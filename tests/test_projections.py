@@ -16,12 +16,12 @@ from eventsourcing.persistence import StoredEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.entries import RecordedEvent
-from ledger.events import PolicySnapshot
-from ledger.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import PolicySnapshot
+from ledger.storage.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
 from ledger.usecases.context import Caller, draft
+from ledger.writing.application import Ledger
 from projections.base import Projection
 from projections.digest import digests
 from projections.queries import HistoryFilter, InvalidCursor, ReadModels, ReceiptFilter, TextUnavailable

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from projections.checkpoints import ProjectionCheckpoints, rebuild_in_scratch
 from projections.digest import digests
 from projections.queries import ReadModels

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.replay_diff import Outcome, diff, summary
+from ledger.retrieval.replay_diff import Outcome, diff, summary
 
 
 def _entry(chunk: str, score: str) -> dict[str, Any]:

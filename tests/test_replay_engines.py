@@ -8,9 +8,8 @@ import uuid
 
 import pytest
 
-from ledger.application import Ledger
-from ledger.events import RetrievalRecorded, SearchRequest, TaskEnvelope
-from ledger.policy_rules import NO_POLICY
+from ledger.domain.events import RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
@@ -19,6 +18,7 @@ from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, ran
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from tests.test_search import _ingest, _search
 

@@ -20,9 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.application import Ledger
-from ledger.claims import DocumentClaims
-from ledger.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.domain.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.documents import ingest_document, remove_document
@@ -31,6 +30,7 @@ from ledger.usecases.ranking import ENGINE, ENGINE_V1, rank
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits, search
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from tests.conftest import fresh_config
 

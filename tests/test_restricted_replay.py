@@ -8,15 +8,21 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ledger.application import Ledger
-from ledger.canonical import canonical_json
-from ledger.events import PAYLOAD_MODELS, RetrievalRecorded, SearchRequest, TaskEnvelope, payload_to_json
-from ledger.policy_rules import NO_POLICY
+from ledger.domain.events import (
+    PAYLOAD_MODELS,
+    RetrievalRecorded,
+    SearchRequest,
+    TaskEnvelope,
+    payload_to_json,
+)
+from ledger.policy.policy_rules import NO_POLICY
+from ledger.tlog.canonical import canonical_json
 from ledger.usecases.context import Caller, record
 from ledger.usecases.ranking import ENGINE, rank
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from tests.test_search import _ingest
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.bundle import build_bundle, verify_bundle
-from ledger.retention import RetentionRules, expiry_key_for, record_pending, shred
-from ledger.sealing import KeyDestroyed, document_key_ref
+from ledger.evidence.bundle import build_bundle, verify_bundle
+from ledger.storage.audit import verify_store
+from ledger.writing.application import Ledger
+from ledger.writing.retention import RetentionRules, expiry_key_for, record_pending, shred
+from ledger.writing.sealing import KeyDestroyed, document_key_ref
 from tests.conftest import RawStore
 from tests.factories import TENANT, UseCases
 
@@ -110,8 +110,8 @@ def test_a_never_used_key_ref_gets_a_tombstone(ledger: Ledger) -> None:
 
 
 def test_retention_run_destroys_past_buckets_except_held_scopes(ledger: Ledger) -> None:
-    from ledger.retention import run_retention
-    from ledger.sealing import expiry_key_ref
+    from ledger.writing.retention import run_retention
+    from ledger.writing.sealing import expiry_key_ref
 
     def sealed(day: str, scope: str) -> object:
         return ledger.sealer.seal(

@@ -11,11 +11,10 @@ import httpx
 import numpy as np
 import pytest
 
-from ledger.application import Ledger
-from ledger.claims import DocumentClaims
-from ledger.events import SearchRequest
-from ledger.policy_rules import PolicyRules
-from ledger.search_text import terms as text_terms
+from ledger.domain.events import SearchRequest
+from ledger.policy.policy_rules import PolicyRules
+from ledger.retrieval.search_text import terms as text_terms
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases import ranking
 from ledger.usecases import search as search_module
 from ledger.usecases.commands import DocumentIn, ErasureIn, PolicyBundleIn, SearchIn
@@ -25,6 +24,7 @@ from ledger.usecases.policy import bundle_rules, live_rules, publish_policy
 from ledger.usecases.ranking import K1, B, SearchRun, rank
 from ledger.usecases.retention import erase
 from ledger.usecases.search import search
+from ledger.writing.application import Ledger
 from projections.digest import projection_digest
 from projections.lookups import ledger_context
 from projections.search_index import SEARCH_CHUNKS_TABLE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from ledger.application import Ledger
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from tests.test_search import ACME, _ingest, _search
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.entries import RecordedEvent
+from ledger.domain.entries import RecordedEvent
+from ledger.storage.audit import verify_store
+from ledger.writing.application import Ledger
 from tests.factories import TENANT, retrieval_draft
 
 

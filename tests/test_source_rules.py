@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 
 from ledger.config import LedgerConfig
-from ledger.front_matter import MAX_FRONT_MATTER_BYTES
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.policy.front_matter import MAX_FRONT_MATTER_BYTES
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source, remove_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ledger.config import SettingError
-from ledger.source_registry import Source, SourceRegistry
-from ledger.sources import (
+from ledger.retrieval.source_registry import Source, SourceRegistry
+from ledger.retrieval.sources import (
     DENYLISTED,
     OUTSIDE_ALLOWLIST,
     SYMLINK_ESCAPE,
@@ -240,7 +240,7 @@ def test_each_bad_file_is_skipped_with_its_reason_and_the_rest_are_read(tree: tu
 UNREADABLE_PROBE = """
 import json, os, sys
 from pathlib import Path
-from ledger.sources import SourceLimits, scan  # imported first: the interpreter may live under /root
+from ledger.retrieval.sources import SourceLimits, scan  # first: the interpreter may be under /root
 os.setgid(65534); os.setuid(65534)
 result = scan(Path(sys.argv[1]), SourceLimits())
 print(json.dumps({f.path: f.skip for f in result.files}))

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 
 from ledger.config import LedgerConfig
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
 

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ledger.application import Ledger
-from ledger.claims import DocumentClaims
-from ledger.source_registry import SourceRegistry
-from ledger.sources import SourceLimits
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import default_document_id
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.sources import add_source, sync_source
+from ledger.writing.application import Ledger
 from projections.lookups import ledger_context
 from tests.test_sources import EXPECTED_SKIPS, write_bad_files
 
@@ -228,7 +228,7 @@ def test_the_cli_syncs_with_a_report_per_file(tmp_path: Path, root: Path) -> Non
 
 
 def test_batch_claims_are_all_or_nothing_across_writers(ledger: Ledger) -> None:
-    from ledger.claims import ClaimBusy
+    from ledger.storage.claims import ClaimBusy
 
     mine, theirs = DocumentClaims(ledger.store), DocumentClaims(ledger.store)  # two processes' worth
     with theirs.hold(TENANT, "doc-b"):
@@ -244,7 +244,7 @@ def test_batch_claims_are_all_or_nothing_across_writers(ledger: Ledger) -> None:
 def test_a_new_documents_key_is_created_and_a_shredded_one_stays_shredded(
     syncer: Syncer, root: Path
 ) -> None:
-    from ledger.sealing import KeyDestroyed, document_key_ref
+    from ledger.writing.sealing import KeyDestroyed, document_key_ref
 
     keys = syncer.ledger.sealer.keys
     index_id = default_document_id(TENANT, "notes", "index.md")

@@ -16,7 +16,7 @@ from typing import ClassVar
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from ledger.adapters import (
+from ledger.storage.adapters import (
     CLAIMS_TABLE,
     DUPLICATE_KEY_ERRORS,
     IDEMPOTENCY_TABLE,
@@ -29,7 +29,7 @@ from ledger.adapters import (
     SQLiteAdapter,
     StoreAdapter,
 )
-from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID, Store
+from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID, Store
 from tests.conftest import fresh_config
 
 T0 = 1_700_000_000.0  # an explicit clock: the bucket and claim primitives take `now`

@@ -13,12 +13,12 @@ import orjson
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ledger.application import Ledger
-from ledger.audit import verify_store
-from ledger.checkpoints import CheckpointRecord, make_checkpoint
-from ledger.signing import SigningKey, kid_for, public_raw_of
-from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
-from ledger.verify import Finding
+from ledger.evidence.verify import Finding
+from ledger.storage.audit import verify_store
+from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+from ledger.tlog.checkpoints import CheckpointRecord, make_checkpoint
+from ledger.tlog.signing import SigningKey, kid_for, public_raw_of
+from ledger.writing.application import Ledger
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft
 

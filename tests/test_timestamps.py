@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from ledger.timestamps import end_of_utc_day, format_timestamp, parse_timestamp, utc_day, utc_now
+from ledger.domain.timestamps import end_of_utc_day, format_timestamp, parse_timestamp, utc_day, utc_now
 
 LOG_FORM = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 

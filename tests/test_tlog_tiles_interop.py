@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
+from ledger.writing.application import Ledger
 from tests import independent_tlog as spec
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.factories import TENANT, retrieval_draft

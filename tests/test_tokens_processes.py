@@ -17,7 +17,7 @@ import pytest
 
 from api.auth import create_operator_token, digest, read_token_file
 from ledger.config import LedgerConfig
-from ledger.timestamps import parse_timestamp
+from ledger.domain.timestamps import parse_timestamp
 from tests.conftest import PG_DSN, pg_connect
 from tests.server_process import ServerProcess, run_cli, server_env
 

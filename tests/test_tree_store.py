@@ -1,4 +1,4 @@
-"""The Merkle tree persisted as tiles beside the log (ledger/tree_store.py), on
+"""The Merkle tree persisted as tiles beside the log (ledger/storage/tree_store.py), on
 real SQLite files and the real PostgreSQL server: equal to the in-memory tree,
 identical after restart, correct from any crash state, built once for an
 older store, consistent when several processes append."""
@@ -17,12 +17,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ledger.application import Ledger, LedgerIntegrityError
 from ledger.config import LedgerConfig
-from ledger.integrity import IntegrityHold
-from ledger.merkle import MerkleTree
-from ledger.store import LEDGER_STREAM_ID, Store
-from ledger.tree_store import TiledMerkleTree, TileStore
+from ledger.storage.store import LEDGER_STREAM_ID, Store
+from ledger.storage.tree_store import TiledMerkleTree, TileStore
+from ledger.tlog.merkle import MerkleTree
+from ledger.writing.application import Ledger, LedgerIntegrityError
+from ledger.writing.integrity import IntegrityHold
 from tests.conftest import RawStore, fresh_config
 from tests.factories import TENANT, retrieval_draft
 from tests.test_processes import _acks, _spawn

@@ -12,13 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ledger.application import Ledger
 from ledger.config import LedgerConfig
-from ledger.cosignature import open_cosignatures, parse_cosigner_vkey
-from ledger.integrity import IntegrityHold
-from ledger.note import parse_verifier_key, verifier_key
-from ledger.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
-from ledger.witness_protocol import format_add_checkpoint
+from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
+from ledger.tlog.cosignature import open_cosignatures, parse_cosigner_vkey
+from ledger.tlog.note import parse_verifier_key, verifier_key
+from ledger.tlog.witness_protocol import format_add_checkpoint
+from ledger.writing.application import Ledger
+from ledger.writing.integrity import IntegrityHold
 from tests.api_support import Api, make_api  # noqa: F401 - fixture
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft

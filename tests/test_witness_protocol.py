@@ -8,16 +8,16 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ledger.cosignature import (
+from ledger.tlog.cosignature import (
     Witness,
     cosign,
     cosigner_vkey,
     open_cosignatures,
     parse_cosigner_vkey,
 )
-from ledger.merkle import EMPTY_ROOT, MerkleTree
-from ledger.note import NoteError, checkpoint_body, sign_note
-from ledger.witness_protocol import (
+from ledger.tlog.merkle import EMPTY_ROOT, MerkleTree
+from ledger.tlog.note import NoteError, checkpoint_body, sign_note
+from ledger.tlog.witness_protocol import (
     AddCheckpoint,
     LogKey,
     WitnessRefusal,

@@ -8,7 +8,12 @@ from typing import Any
 import anyio.to_thread
 from litestar import Litestar, MediaType, Request, Response, get, post
 
-from ledger.witness_protocol import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE, WitnessRefusal, parse_add_checkpoint
+from ledger.tlog.witness_protocol import (
+    MAX_REQUEST_BYTES,
+    SIZE_CONTENT_TYPE,
+    WitnessRefusal,
+    parse_add_checkpoint,
+)
 from witness.state import WitnessState
 
 _TEXT = "text/plain; charset=utf-8"

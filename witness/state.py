@@ -18,9 +18,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
-from ledger.cosignature import Witness, cosign
-from ledger.note import _check_key_name, checkpoint_body, parse_verifier_key
-from ledger.witness_protocol import AddCheckpoint, LogKey, WitnessRefusal, check_add_checkpoint
+from ledger.tlog.cosignature import Witness, cosign
+from ledger.tlog.note import _check_key_name, checkpoint_body, parse_verifier_key
+from ledger.tlog.witness_protocol import AddCheckpoint, LogKey, WitnessRefusal, check_add_checkpoint
 
 log = logging.getLogger("citeledger.witness")
 

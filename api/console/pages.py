@@ -19,8 +19,8 @@ from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
 from api.routes.events import ID_PATTERN, history_page, time_bound
 from api.routes.receipts import receipt_answer, receipt_page
-from ledger.events import EventType
-from ledger.timestamps import format_timestamp
+from ledger.domain.events import EventType
+from ledger.domain.timestamps import format_timestamp
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
 from ledger.usecases.receipts import receipt_bundle, verify_receipt

@@ -17,7 +17,7 @@ from api.mcp.arguments import (
     ReplayArgs,
 )
 from api.mcp.calls import Forward
-from ledger.timestamps import format_timestamp
+from ledger.domain.timestamps import format_timestamp
 from ledger.usecases.commands import SearchIn
 
 HISTORY_LIMIT = 500

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from api.api_error import ApiError
 from api.contract import Correlation, describe, error_body
-from ledger.timestamps import utc_now
+from ledger.domain.timestamps import utc_now
 
 audit_log = logging.getLogger("citeledger.mcp")
 error_log = logging.getLogger("citeledger.mcp.error")

@@ -15,8 +15,8 @@ from mcp.server.context import ServerRequestContext
 from api.api_error import ApiError
 from api.contract import Correlation, correlation_of
 from api.mcp.calls import Call, Forward, Operation, parse
-from ledger.bundle import BundleError, verify_bundle
-from ledger.signing import unb64
+from ledger.evidence.bundle import BundleError, verify_bundle
+from ledger.tlog.signing import unb64
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 

@@ -19,7 +19,7 @@ from api.routes.checkpoints import keys_body, latest_checkpoint_body
 from api.routes.events import history_page
 from api.routes.receipts import receipt_answer
 from api.services import Services
-from ledger.timestamps import format_timestamp
+from ledger.domain.timestamps import format_timestamp
 from ledger.usecases.context import Caller
 from projections.queries import HistoryFilter
 

@@ -16,9 +16,9 @@ from api.openapi import contract
 from api.responses import Answer, CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
-from ledger.bundle import proof_json
-from ledger.note import verifier_key
-from ledger.signing import b64, unb64
+from ledger.evidence.bundle import proof_json
+from ledger.tlog.note import verifier_key
+from ledger.tlog.signing import b64, unb64
 from ledger.usecases.export import tenant_export, whole_log_export
 
 Size = Annotated[int, Parameter(ge=1, le=2**53 - 1)]

@@ -18,9 +18,9 @@ from api.api_error import ApiError
 from api.auth import principal_of
 from api.contract import correlation, deadline_of
 from api.services import Services
-from ledger.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from ledger.usecases.context import Caller, Result, UseCaseContext
 from ledger.usecases.visibility import sees_restricted
+from ledger.writing.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]

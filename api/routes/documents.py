@@ -18,7 +18,7 @@ from api.openapi import contract
 from api.responses import DocumentOut, DocumentRemovedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from api.services import Services
-from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.usecases.commands import MAX_DOCUMENT_CHARS, DocumentIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document, remove_document

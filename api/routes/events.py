@@ -17,10 +17,10 @@ from api.openapi import contract
 from api.responses import EventOut, EventPage, InclusionProofOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
-from ledger.bundle import proof_json
-from ledger.entries import SYSTEM_TENANT, RecordedEvent
-from ledger.events import IDENTIFIER_PATTERN, EventType
-from ledger.timestamps import format_timestamp, parse_timestamp
+from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
+from ledger.domain.events import IDENTIFIER_PATTERN, EventType
+from ledger.domain.timestamps import format_timestamp, parse_timestamp
+from ledger.evidence.bundle import proof_json
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller
 from projections.queries import HistoryFilter, InvalidCursor

@@ -13,7 +13,7 @@ from api.openapi import contract
 from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
-from ledger.integrity import report
+from ledger.writing.integrity import report
 
 
 def _health(services: Services) -> dict[str, Any]:

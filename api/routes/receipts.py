@@ -15,7 +15,7 @@ from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
 from api.routes.events import ID_PATTERN, ContentMode, Cursor, Since, Until, invalid_cursor, time_bound
 from api.services import Services
-from ledger.entries import RecordedEvent
+from ledger.domain.entries import RecordedEvent
 from ledger.usecases.content import require_content_scope
 from ledger.usecases.context import Caller
 from ledger.usecases.errors import NotFound

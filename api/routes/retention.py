@@ -11,7 +11,7 @@ from api.auth import requires
 from api.openapi import contract
 from api.responses import ErasureOut, HoldOut, HoldReleasedOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from ledger.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.usecases.commands import ErasureIn, LegalHoldIn
 from ledger.usecases.retention import erase, place_hold, release_hold
 

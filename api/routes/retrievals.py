@@ -14,11 +14,11 @@ from api.contract import describe
 from api.openapi import contract
 from api.responses import ReceiptRecordedOut, RetrievalBatchOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, fingerprint, ok, write
-from ledger.adapters import store_unavailable
-from ledger.idempotency import IdempotencyKey
+from ledger.storage.adapters import store_unavailable
 from ledger.usecases.commands import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
 from ledger.usecases.context import Caller
 from ledger.usecases.retrievals import BatchItem, ItemOutcome, record_retrieval, record_retrievals
+from ledger.writing.idempotency import IdempotencyKey
 
 # A batch item is "the same request" as a single POST of its retrieval with its key: a write
 # first tried alone and then delivered in a batch (a client's spool) is answered, not refused.

@@ -13,7 +13,7 @@ from api.auth import requires_operator
 from api.openapi import contract
 from api.routes.common import ServicesDep
 from api.services import Services
-from ledger.tlog_tiles import TILE_WIDTH, TilePath, entry_bundle, parse_tile_path
+from ledger.tlog.tlog_tiles import TILE_WIDTH, TilePath, entry_bundle, parse_tile_path
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 PRIVATE_IMMUTABLE = "private, max-age=31536000, immutable"

@@ -19,7 +19,7 @@ from api.openapi import contract
 from api.responses import Answer
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.token_admin import issue_token, list_tokens, parse_expiry, revoke_token
-from ledger.events import IDENTIFIER_PATTERN, MAX_AUTH_SCOPES, MAX_IDENTIFIER_CHARS
+from ledger.domain.events import IDENTIFIER_PATTERN, MAX_AUTH_SCOPES, MAX_IDENTIFIER_CHARS
 from ledger.usecases.scopes import SCOPES
 
 TokenId = Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ledger.events import DOCUMENT_CHUNK_TYPES, MAX_IDENTIFIER_CHARS
-from ledger.events import AccessDenied as AccessDeniedEvent
-from ledger.timestamps import parse_timestamp
+from ledger.domain.events import DOCUMENT_CHUNK_TYPES, MAX_IDENTIFIER_CHARS
+from ledger.domain.events import AccessDenied as AccessDeniedEvent
+from ledger.domain.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, CitationUnavailable
 from ledger.usecases.ports import ChunkState, CitationReader

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ledger.events import (
+from ledger.domain.events import (
     MAX_AUTH_SCOPES,
     MAX_FILTERS_APPLIED,
     MAX_SCORE_COMPONENTS,
@@ -47,7 +47,7 @@ from ledger.events import (
     SourcePath,
     Timestamp,
 )
-from ledger.idempotency import KEY_PATTERN
+from ledger.writing.idempotency import KEY_PATTERN
 
 MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
 MAX_QUERY_CHARS = 16 * 1024

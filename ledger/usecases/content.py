@@ -18,13 +18,13 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from ledger.entries import RecordedEvent
-from ledger.events import MAX_CONTENT_READ, ContentRead
-from ledger.sealing import KeyDestroyed, SealBroken, parse_expiry_key_ref
-from ledger.timestamps import ONE_DAY, format_timestamp, parse_timestamp
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import MAX_CONTENT_READ, ContentRead
+from ledger.domain.timestamps import ONE_DAY, format_timestamp, parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, NotFound
 from ledger.usecases.scopes import CONTENT_SCOPE, RESTRICTED_SCOPE
+from ledger.writing.sealing import KeyDestroyed, SealBroken, parse_expiry_key_ref
 
 Field = dict[str, Any]
 # Types whose payload holds sealed fields an auditor reads.

@@ -7,15 +7,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ledger.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.deadline import Deadline
-from ledger.entries import EventDraft, RecordedEvent
-from ledger.events import Schema
-from ledger.idempotency import IdempotencyKey, IdempotentWrite, reveal
-from ledger.receipt_parts import entry_parts
-from ledger.retention import RetentionRules
-from ledger.sealing import Sealer
+from ledger.domain.entries import EventDraft, RecordedEvent
+from ledger.domain.events import Schema
+from ledger.domain.receipt_parts import entry_parts
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
+from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
+from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite, reveal
+from ledger.writing.retention import RetentionRules
+from ledger.writing.sealing import Sealer
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Pending:
     idempotency: IdempotencyKey | None = None
 
     def drafts(self) -> list[EventDraft]:
-        # A receipt too large for one log entry is written as several (`ledger.receipt_parts`).
+        # A receipt too large for one log entry is written as several (`ledger.domain.receipt_parts`).
         return [draft(self.caller, part) for payload in self.payloads for part in entry_parts(payload)]
 
     def idempotent(self) -> IdempotentWrite | None:
@@ -143,7 +143,7 @@ class Pending:
         )
 
     def result(self, outcome: WriteOutcome) -> Result:
-        """The answer in plain (`ledger.idempotency.Protected` parts revealed): only its
+        """The answer in plain (`ledger.writing.idempotency.Protected` parts revealed): only its
         stored copy is sealed."""
         if outcome.error is not None:
             raise outcome.error

@@ -12,11 +12,9 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from ledger.chunking import TextChunk, chunk_markdown, stable_chunk_ids
-from ledger.claims import ClaimBusy, DocumentClaims
-from ledger.document_parts import ChunkTooLarge, all_chunks, split_version
-from ledger.entries import RecordedEvent, prepare
-from ledger.events import (
+from ledger.domain.document_parts import ChunkTooLarge, all_chunks, split_version
+from ledger.domain.entries import RecordedEvent, prepare
+from ledger.domain.events import (
     MAX_CHUNKS_PER_DOCUMENT,
     Chunk,
     DocumentContinued,
@@ -27,13 +25,15 @@ from ledger.events import (
     RemovalReason,
     Sealed,
 )
-from ledger.idempotency import IdempotencyKey, bound, sealed_refs
-from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref
+from ledger.retrieval.chunking import TextChunk, chunk_markdown, stable_chunk_ids
+from ledger.storage.claims import ClaimBusy, DocumentClaims
 from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
 from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge, UseCaseError
 from ledger.usecases.policy import warm_ingested
 from ledger.usecases.ports import DocumentState
+from ledger.writing.idempotency import IdempotencyKey, bound, sealed_refs
+from ledger.writing.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 
 
 def default_document_id(tenant_id: str, source: str, path: str) -> str:
@@ -94,7 +94,7 @@ def _new_version(
     current: DocumentState | None,
     origins: tuple[str, str] | None = None,
 ) -> list[DocumentIngested | DocumentContinued]:
-    """The next version's entries (`ledger.document_parts`: a head, and continuations when
+    """The next version's entries (`ledger.domain.document_parts`: a head, and continuations when
     its chunks do not fit one entry), every text sealed; chunk ids from content (a section
     that did not change keeps its id)."""
     version_id = uuid.uuid4().hex

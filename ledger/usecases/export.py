@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ledger.audit import iter_export
-from ledger.tenant_export import iter_tenant_export
+from ledger.evidence.tenant_export import iter_tenant_export
+from ledger.storage.audit import iter_export
 from ledger.usecases.context import Caller, UseCaseContext
 
 _CHUNK_BYTES = 256 * 1024
@@ -27,7 +27,7 @@ def _chunked(lines: Iterator[bytes]) -> Iterator[bytes]:
 
 def tenant_export(ctx: UseCaseContext, caller: Caller) -> Iterator[bytes]:
     """The caller's tenant's entries, each with its inclusion proof against one signed
-    checkpoint, plus the key chain: nothing of any other tenant (`ledger.tenant_export`)."""
+    checkpoint, plus the key chain: nothing of any other tenant (`ledger.evidence.tenant_export`)."""
     return _chunked(iter_tenant_export(ctx.ledger, caller.tenant_id))
 
 

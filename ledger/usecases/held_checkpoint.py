@@ -22,12 +22,12 @@ import threading
 import time
 from typing import Any
 
-from ledger.checkpoint_check import CheckFailed, open_kept, read_kept
-from ledger.checkpoints import open_record
 from ledger.deadline import Deadline, DeadlineExceeded
-from ledger.merkle import ProofError, leaf_hash, node_hash, verify_consistency
-from ledger.note import NoteError
-from ledger.store import LEDGER_STREAM_ID
+from ledger.evidence.checkpoint_check import CheckFailed, open_kept, read_kept
+from ledger.storage.store import LEDGER_STREAM_ID
+from ledger.tlog.checkpoints import open_record
+from ledger.tlog.merkle import ProofError, leaf_hash, node_hash, verify_consistency
+from ledger.tlog.note import NoteError
 from ledger.usecases.context import UseCaseContext
 
 MAX_ENTRIES = 10_000  # re-read per request at most (docs/security.md has the figures)

@@ -18,11 +18,9 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
-from ledger.canonical import canonical_json
 from ledger.deadline import Deadline
-from ledger.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
-from ledger.idempotency import IdempotencyKey
-from ledger.policy_rules import (
+from ledger.domain.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
+from ledger.policy.policy_rules import (
     MAX_BUNDLE_WILDCARDS,
     NO_POLICY,
     PolicyRuleError,
@@ -30,13 +28,15 @@ from ledger.policy_rules import (
     bundle_wildcards,
     rules_from_bundle,
 )
-from ledger.policy_yaml import BundleLimitError, load_bundle_yaml
+from ledger.policy.policy_yaml import BundleLimitError, load_bundle_yaml
+from ledger.tlog.canonical import canonical_json
 from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge, Unavailable
 from ledger.usecases.policy_warm import log as warm_log
 from ledger.usecases.policy_warm import warm_budget, warm_paths, warm_published
 from ledger.usecases.ports import PolicyState
+from ledger.writing.idempotency import IdempotencyKey
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 INVALID_BUNDLE = "invalid_policy_bundle"
@@ -45,7 +45,7 @@ _CACHE_SIZE = 32  # bundle texts (live policies of busy tenants, recent snapshot
 
 
 def parse_bundle(text: str, deadline: Deadline | None = None) -> dict[str, Any]:
-    """The bundle as a mapping, loaded within the limits of `ledger.policy_yaml`
+    """The bundle as a mapping, loaded within the limits of `ledger.policy.policy_yaml`
     (anchors and aliases refused, nodes, depth, keys and scalar length bounded)."""
     if len(text) > MAX_BUNDLE_YAML_CHARS:
         raise TooLarge(
@@ -116,7 +116,7 @@ def live_rules(state: PolicyState | None) -> PolicyRules:
 
 
 # Every receipt carries the live bundle verbatim in its first log entry (at most 65,535
-# bytes, `ledger.entry_limit`): this leaves room for the query, the task and the search.
+# bytes, `ledger.domain.entry_limit`): this leaves room for the query, the task and the search.
 MAX_PUBLISHED_BUNDLE_BYTES = 48 * 1024
 
 

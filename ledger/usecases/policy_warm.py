@@ -14,8 +14,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from ledger.deadline import Deadline
-from ledger.path_glob import split_path
-from ledger.policy_rules import PolicyRules
+from ledger.policy.path_glob import split_path
+from ledger.policy.policy_rules import PolicyRules
 from ledger.usecases.context import UseCaseContext
 
 log = logging.getLogger("citeledger.policy")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from ledger.entries import RecordedEvent
-from ledger.sealing import Sealer
+from ledger.domain.entries import RecordedEvent
+from ledger.writing.sealing import Sealer
 
 
 @dataclass(frozen=True)

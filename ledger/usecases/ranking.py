@@ -42,18 +42,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ledger.canonical import canonical_json
-from ledger.events import (
+from ledger.domain.events import (
     MAX_FILTERS_APPLIED,
     SearchRequest,
 )
-from ledger.policy_rules import ChunkFacts, PolicyRules, Verdict
-from ledger.sealing import KeyDestroyed, SealBroken
-from ledger.search_text import Term, query_terms, stem_word, terms
+from ledger.policy.policy_rules import ChunkFacts, PolicyRules, Verdict
+from ledger.retrieval.search_text import Term, query_terms, stem_word, terms
+from ledger.tlog.canonical import canonical_json
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, SearchIndexReader
 from ledger.usecases.visibility import visible_corpus
+from ledger.writing.sealing import KeyDestroyed, SealBroken
 
 log = logging.getLogger("citeledger.search")
 

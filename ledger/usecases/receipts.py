@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.bundle import BundleError, build_bundle, cose_receipt, proof_json, verify_bundle
-from ledger.entries import RecordedEvent
+from ledger.domain.entries import RecordedEvent
+from ledger.evidence.bundle import BundleError, build_bundle, cose_receipt, proof_json, verify_bundle
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import NotFound
 
@@ -96,8 +96,8 @@ def _cosigners(ledger: Any, note: str) -> dict[str, Any]:
     """Which of the configured witnesses cosigned the checkpoint (each cosignature checked
     against the witness's own key, not the ledger's)."""
     from ledger.config import parse_witnesses
-    from ledger.cosignature import open_cosignatures
-    from ledger.note import NoteError
+    from ledger.tlog.cosignature import open_cosignatures
+    from ledger.tlog.note import NoteError
 
     witnesses = [endpoint.witness for endpoint in parse_witnesses(ledger.config.witnesses)]
     try:

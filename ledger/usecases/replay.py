@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.entries import RecordedEvent
-from ledger.events import (
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import (
     FilterApplied,
     PolicySnapshot,
     ReplayRecorded,
@@ -41,11 +41,16 @@ from ledger.events import (
     SelectedEntry,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused
-from ledger.policy_rules import NO_POLICY, PolicyRules
-from ledger.replay_diff import Outcome, diff, filter_keys, outcome_of_receipt, summary, without_chunks
-from ledger.sealing import KeyDestroyed
-from ledger.timestamps import parse_timestamp
+from ledger.domain.timestamps import parse_timestamp
+from ledger.policy.policy_rules import NO_POLICY, PolicyRules
+from ledger.retrieval.replay_diff import (
+    Outcome,
+    diff,
+    filter_keys,
+    outcome_of_receipt,
+    summary,
+    without_chunks,
+)
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, NotFound, Unreplayable, UseCaseError
 from ledger.usecases.policy import bundle_rules, live_rules
@@ -56,6 +61,8 @@ from ledger.usecases.replay_entries import STATUSES, entry_reports
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import seal_hits
 from ledger.usecases.visibility import may_see, restricted_chunk_ids, sees_restricted
+from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused
+from ledger.writing.sealing import KeyDestroyed
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"

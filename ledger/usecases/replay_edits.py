@@ -14,10 +14,10 @@ import difflib
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ledger.sealing import KeyDestroyed, SealBroken
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.ports import ChunkVersion
 from ledger.usecases.visibility import may_see
+from ledger.writing.sealing import KeyDestroyed, SealBroken
 
 MAX_EDITS = 20
 MAX_DIFF_LINES = 40

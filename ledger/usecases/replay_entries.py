@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ledger.policy_rules import ChunkFacts, PolicyRules
-from ledger.sealing import KeyDestroyed, Sealer
-from ledger.timestamps import parse_timestamp
+from ledger.domain.timestamps import parse_timestamp
+from ledger.policy.policy_rules import ChunkFacts, PolicyRules
 from ledger.usecases.ports import ChunkVersion, WriteLookups
+from ledger.writing.sealing import KeyDestroyed, Sealer
 
 EntryStatus = Literal[
     "unchanged", "changed", "superseded", "removed", "scrubbed", "expired", "filtered_by_snapshot_policy"

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger.deadline import claim_or_raise
-from ledger.entries import RecordedEvent
-from ledger.events import LegalHoldPlaced, LegalHoldReleased
-from ledger.retention import record_pending, run_retention, shred
-from ledger.sealing import document_key_ref, parse_expiry_key_ref, subject_key_ref
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import LegalHoldPlaced, LegalHoldReleased
 from ledger.usecases.commands import ErasureIn, LegalHoldIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import NotFound, UnderLegalHold
+from ledger.writing.retention import record_pending, run_retention, shred
+from ledger.writing.sealing import document_key_ref, parse_expiry_key_ref, subject_key_ref
 
 
 def _bucket_refs(ctx: UseCaseContext, tenant: str, scope: str) -> list[str]:

@@ -14,11 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ledger.application import MAX_BATCH_EVENTS, Write
-from ledger.canonical import canonical_json
-from ledger.entries import RecordedEvent, utc_now
-from ledger.events import AccessDenied as AccessDeniedEvent
-from ledger.events import (
+from ledger.domain.entries import RecordedEvent, utc_now
+from ledger.domain.events import AccessDenied as AccessDeniedEvent
+from ledger.domain.events import (
     EventRejected,
     FilterApplied,
     Locator,
@@ -30,10 +28,8 @@ from ledger.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey, IdempotencyKeyReused, bound, lookup_many, sealed_refs
-from ledger.retention import RetentionRules, expiry_key_for, format_timestamp
-from ledger.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
-from ledger.timestamps import parse_timestamp
+from ledger.domain.timestamps import parse_timestamp
+from ledger.tlog.canonical import canonical_json
 from ledger.usecases.commands import MAX_BATCH_ITEMS, RetrievalIn
 from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts, record
 from ledger.usecases.errors import (
@@ -47,6 +43,10 @@ from ledger.usecases.errors import (
 from ledger.usecases.ports import ChunkState, PolicyState
 from ledger.usecases.scopes import RESTRICTED_SCOPE
 from ledger.usecases.visibility import may_see, narrowed
+from ledger.writing.application import MAX_BATCH_EVENTS, Write
+from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused, bound, lookup_many, sealed_refs
+from ledger.writing.retention import RetentionRules, expiry_key_for, format_timestamp
+from ledger.writing.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
 
 # Chunk texts a batch request has unsealed, by (tenant, chunk id, nonce of the sealed text).
 ChunkTexts = dict[tuple[str, str, str], str]

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ledger.entries import RecordedEvent
-from ledger.events import (
+from ledger.domain.entries import RecordedEvent
+from ledger.domain.events import (
     FilterApplied,
     Locator,
     RetrievalRecorded,
@@ -23,9 +23,6 @@ from ledger.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.idempotency import IdempotencyKey, Protected, bound, protect_json, sealed_refs
-from ledger.retention import expiry_key_for
-from ledger.sealing import KeyDestroyed, Sealer, document_key_ref, tenant_key_ref
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import ChunkScrubbed, Invalid
@@ -34,6 +31,9 @@ from ledger.usecases.ports import PolicyState
 from ledger.usecases.ranking import ENGINE, SearchHit, SearchRun, empty_run, rank
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
 from ledger.usecases.visibility import narrowed
+from ledger.writing.idempotency import IdempotencyKey, Protected, bound, protect_json, sealed_refs
+from ledger.writing.retention import expiry_key_for
+from ledger.writing.sealing import KeyDestroyed, Sealer, document_key_ref, tenant_key_ref
 
 log = logging.getLogger("citeledger.search")
 

@@ -1,6 +1,6 @@
 """Use cases on sources: add, list and remove allowlisted markdown folders, and sync one
 into the ledger (`DocumentIngested` for new and changed files, `DocumentRemoved` for
-files gone since the last sync). The file rules live in `ledger.sources`; the ledger
+files gone since the last sync). The file rules live in `ledger.retrieval.sources`; the ledger
 rules (dedupe by content hash, versions, claims) in `ledger.usecases.documents`.
 
 Log lines name paths, hashes and sizes, never document text.
@@ -20,11 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ledger.claims import DocumentClaims
-from ledger.events import MAX_RETENTION_DAYS
-from ledger.front_matter import SENSITIVITY_RANK, FileRules, FrontMatterRefused, file_rules
-from ledger.source_registry import RegistryError, Source, SourceRegistry, valid_name
-from ledger.sources import (
+from ledger.domain.events import MAX_RETENTION_DAYS
+from ledger.policy.front_matter import SENSITIVITY_RANK, FileRules, FrontMatterRefused, file_rules
+from ledger.retrieval.source_registry import RegistryError, Source, SourceRegistry, valid_name
+from ledger.retrieval.sources import (
     BAD_PATH,
     BUILTIN_DENYLIST,
     DENYLISTED,
@@ -36,6 +35,7 @@ from ledger.sources import (
     denied_by,
     scan,
 )
+from ledger.storage.claims import DocumentClaims
 from ledger.usecases.commands import UNSAFE_PATH, DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch

@@ -1,0 +1,469 @@
+"""Domain events: the payload schema of every event type, and the envelope.
+
+Every field that can hold document text or personal data is a `Sealed`
+value (see `ledger.writing.sealing`): the log, its signatures and its Merkle tree
+only ever see ciphertext and a salted commitment, so crypto-shredding a data
+key erases the text without breaking any signature.
+
+Schemas admit only values that `ledger.tlog.canonical` encodes exactly: no floats
+(scores are decimal strings), ASCII keys, bounded integers and sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from ledger.tlog.canonical import MAX_SAFE_INTEGER
+
+# --- limits ---------------------------------------------------------------
+MAX_ENVELOPE_BYTES = 1024 * 1024
+MAX_CHUNKS_PER_DOCUMENT = 5_000
+MAX_SELECTED_ENTRIES = 200
+MAX_FILTERS_APPLIED = 1_000
+MAX_SEALED_TEXT_BYTES = 64 * 1024  # plaintext per sealed field
+MAX_SEALED_CIPHERTEXT_B64 = MAX_SEALED_TEXT_BYTES * 3 // 2  # its base64 with the GCM tag, and room to spare
+MAX_BUNDLE_YAML_CHARS = 256 * 1024
+MAX_RETENTION_DAYS = 36_500
+MAX_DEADLINE_MS = 600_000
+MAX_AUTH_SCOPES = 32
+MAX_SCORE_COMPONENTS = 16
+MAX_TOP_K = 50
+MAX_TARGET_ROOTS = 32
+MAX_CONTENT_READ = 500  # entries read in plain per ContentRead (a page of the lists)
+
+MAX_IDENTIFIER_CHARS = 128
+
+SYSTEM_TENANT = "_ledger"
+
+# --- scalar types -----------------------------------------------------------
+TenantId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+EnvelopeTenantId = Annotated[str, StringConstraints(pattern=r"^(_ledger|[a-z0-9][a-z0-9_-]{0,62})$")]
+# Ids of documents, chunks, receipts, holds, actors, runs, traces: also what the API
+# accepts in paths and correlation headers (one pattern, used everywhere).
+IDENTIFIER_CHARS = "A-Za-z0-9._:@-"
+IDENTIFIER_PATTERN = rf"^[A-Za-z0-9][{IDENTIFIER_CHARS}]{{0,{MAX_IDENTIFIER_CHARS - 1}}}$"
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN)]
+Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Base64 = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
+KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
+Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")]
+Decimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,9})?$")]
+# Paths are metadata, not document text, but still bounded and free of control characters.
+SourcePath = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f\x7f]+$")]
+SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
+KeyRef = Annotated[
+    str,
+    StringConstraints(
+        pattern=rf"^(tenant|document|subject|expiry)/[{IDENTIFIER_CHARS}]{{1,{MAX_IDENTIFIER_CHARS}}}"
+        rf"(/[{IDENTIFIER_CHARS}]{{1,160}})?$"
+    ),
+]
+
+RetentionDays = Annotated[int, Field(ge=1, le=MAX_RETENTION_DAYS)]
+DeadlineMs = Annotated[int, Field(ge=1, le=MAX_DEADLINE_MS)]
+
+Sensitivity = Literal["public", "internal", "restricted"]
+RemovalReason = Literal["source_deleted", "withdrawn"]
+RuleOrigin = Literal["source", "front_matter", "default"]
+ScoreComponentName = Literal[
+    "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external", "file_bm25"
+]
+FilterAction = Literal["deny", "redact", "allow", "downrank", "boost"]
+RetrievalStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
+ScrubReason = Literal["retention_expired", "governance_scrub", "erasure_request"]
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Sealed(Schema):
+    """AES-256-GCM ciphertext under data keys kept outside the log.
+
+    With `extra_key_refs` the AES key is derived (HKDF) from every listed data
+    key, so destroying any one of them shreds the text: a citation snapshot is
+    sealed under its document's key *and* its retention-expiry key.
+    """
+
+    alg: Literal["A256GCM"]
+    key_ref: KeyRef
+    extra_key_refs: Annotated[list[KeyRef], Field(max_length=3)] = []
+    nonce: Annotated[Base64, StringConstraints(min_length=16, max_length=16)]
+    ciphertext: Annotated[Base64, StringConstraints(min_length=24, max_length=MAX_SEALED_CIPHERTEXT_B64)]
+    commitment: Hex64
+
+
+# --- payloads ----------------------------------------------------------------
+class Locator(Schema):
+    start_line: Annotated[int, Field(ge=1, le=10_000_000)]
+    end_line: Annotated[int, Field(ge=1, le=10_000_000)]
+    heading_path: Sealed | None = None
+
+
+class Chunk(Schema):
+    chunk_id: Identifier
+    ordinal: Annotated[int, Field(ge=0, le=MAX_CHUNKS_PER_DOCUMENT)]
+    locator: Locator
+    text: Sealed
+
+
+class DocumentIngested(Schema):
+    document_id: Identifier
+    version_id: Identifier
+    version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+    supersedes_version_id: Identifier | None = None
+    source: Identifier
+    path: SourcePath
+    title: Sealed | None = None
+    content_sha256: Hex64
+    sensitivity: Sensitivity
+    retention_days: RetentionDays | None = None
+    subject_id: Identifier | None = None
+    chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
+    # Which rule set the sensitivity and the retention of a synced file (absent on documents
+    # posted directly, and on those recorded before sources had rules).
+    sensitivity_origin: RuleOrigin | None = None
+    retention_origin: RuleOrigin | None = None
+    # How many log entries the version takes: this one and `parts - 1` `DocumentContinued`
+    # entries after it in the same commit (absent: the version is this entry alone).
+    parts: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)] | None = None
+
+
+class DocumentContinued(Schema):
+    """Further chunks of a document version too large for one entry (a C2SP tlog-tiles
+    entry is at most 65,535 bytes): `part` 2..`parts` of the version its `DocumentIngested`
+    head starts, in the same commit. It repeats what the read models key a chunk by (the
+    version's source, path, rules and sealed title), so every entry reads on its own."""
+
+    document_id: Identifier
+    version_id: Identifier
+    version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+    part: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)]
+    source: Identifier
+    path: SourcePath
+    title: Sealed | None = None
+    content_sha256: Hex64
+    sensitivity: Sensitivity
+    retention_days: RetentionDays | None = None
+    chunks: Annotated[list[Chunk], Field(min_length=1, max_length=MAX_CHUNKS_PER_DOCUMENT)]
+    sensitivity_origin: RuleOrigin | None = None
+    retention_origin: RuleOrigin | None = None
+
+
+# The entries that carry a document version's chunks.
+DOCUMENT_CHUNK_TYPES = frozenset({"DocumentIngested", "DocumentContinued"})
+# A head's lists that its continuations extend (`part` 2.. at the positions right after it).
+CONTINUED_LISTS = ("chunks", "selected_entries", "filters_applied")
+CONTINUATION_OF = {"DocumentContinued": "DocumentIngested", "RetrievalContinued": "RetrievalRecorded"}
+
+
+class DocumentRemoved(Schema):
+    document_id: Identifier
+    reason: RemovalReason
+
+
+class PolicyBundlePublished(Schema):
+    policy_version: Identifier
+    bundle_sha256: Hex64
+    bundle_yaml: Annotated[str, StringConstraints(max_length=MAX_BUNDLE_YAML_CHARS)]
+
+
+class TaskEnvelope(Schema):
+    trace_id: Identifier | None = None
+    task_id: Identifier | None = None
+    deadline_ms: DeadlineMs | None = None
+    auth_scope: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)] = []
+
+
+class PolicySnapshot(Schema):
+    """The policy in force when a retrieval ran; the null pair means 'no bundle active'."""
+
+    bundle_hash: Hex64 | None
+    bundle_yaml: Annotated[str, StringConstraints(max_length=MAX_BUNDLE_YAML_CHARS)] | None
+    captured_at: Timestamp
+
+
+class ScoreComponent(Schema):
+    component: ScoreComponentName
+    value: Decimal
+
+
+class Span(Schema):
+    """Character offsets [start, end) of a cited snippet within its chunk's text."""
+
+    start: SafeInt
+    end: SafeInt
+
+
+class SelectedEntry(Schema):
+    citation_id: Identifier
+    document_id: Identifier
+    version_id: Identifier | None = None
+    chunk_id: Identifier
+    # The cited document's source (absent from the signed JSON on entries recorded before
+    # sources were named): the same path in two sources is two documents.
+    source: Identifier | None = None
+    path: SourcePath
+    locator: Locator
+    score: Decimal
+    score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
+    explanation: Sealed | None = None
+    snapshot: Sealed
+    # Where the snippet occurs in the chunk the ledger holds (absent on entries recorded
+    # before snippets were checked).
+    snippet_span: Span | None = None
+    sensitivity: Sensitivity
+    expires_at: Timestamp | None = None
+
+
+class FilterApplied(Schema):
+    rule_id: Identifier
+    chunk_id: Identifier
+    action: FilterAction
+
+
+class SearchFilters(Schema):
+    sensitivity: Annotated[list[Sensitivity], Field(max_length=3)] = []
+    path_prefixes: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+
+
+class SearchRequest(Schema):
+    """What a search the ledger ran itself was asked (the query is the receipt's sealed
+    `query`), and the log position whose corpus it ranked: enough to run it again on replay."""
+
+    target_roots: Annotated[list[SourcePath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    # The target roots whose first segment named a source of the tenant when the search ran
+    # (`source` or `source/folder`); absent on searches recorded before roots named sources.
+    root_sources: Annotated[list[Identifier], Field(max_length=MAX_TARGET_ROOTS)] | None = None
+    top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K)]
+    filters: SearchFilters = SearchFilters()
+    corpus_position: SafeInt
+
+
+class RetrievalRecorded(Schema):
+    receipt_id: Identifier
+    query: Sealed
+    subject_id: Identifier | None = None
+    task: TaskEnvelope
+    engine: Annotated[
+        str, StringConstraints(pattern=r"^(citeledger-bm25@\d{1,6}|external:[a-z0-9._-]{1,64})$")
+    ]
+    mode: Literal["live", "as_of_replay"]
+    parent_receipt_id: Identifier | None = None
+    # Absent (None here, omitted from the signed JSON) for legacy posts;
+    # present with a null pair when no bundle was active.
+    policy_snapshot: PolicySnapshot | None = None
+    # Only on receipts of searches the ledger ran (`citeledger-bm25@N`); absent otherwise.
+    search: SearchRequest | None = None
+    selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)]
+    filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
+    context_hash: Hex64
+    status: RetrievalStatus
+    # Searches the ledger ran: how many live chunk versions the task's scopes could not see
+    # (`ledger.usecases.visibility`), never which. Absent (omitted from the signed JSON) on
+    # receipts recorded before that rule, which replay without it.
+    withheld: SafeInt | None = None
+    # How many log entries the receipt takes: this one and `parts - 1` `RetrievalContinued`
+    # entries right after it (absent: this entry alone). `context_hash` covers them all.
+    parts: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)] | None = None
+
+
+class RetrievalContinued(Schema):
+    """Further selected entries and filters of a receipt too large for one entry: `part`
+    2..`parts` of the `RetrievalRecorded` head at the position `part - 1` before it. Read
+    as one receipt: the head's lists, then each part's, in order."""
+
+    receipt_id: Identifier
+    part: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)]
+    selected_entries: Annotated[list[SelectedEntry], Field(max_length=MAX_SELECTED_ENTRIES)] = []
+    filters_applied: Annotated[list[FilterApplied], Field(max_length=MAX_FILTERS_APPLIED)] = []
+
+
+class RetentionScrubbed(Schema):
+    reason: ScrubReason
+    key_refs: Annotated[list[KeyRef], Field(max_length=10_000)]
+    document_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
+    citation_ids: Annotated[list[Identifier], Field(max_length=100_000)] = []
+
+
+class LegalHoldPlaced(Schema):
+    """Documents and data subjects that neither retention nor erasure may scrub."""
+
+    hold_id: Identifier
+    document_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
+    subject_ids: Annotated[list[Identifier], Field(max_length=10_000)] = []
+    legal_basis: Sealed  # free text that may name people: sealed like any other
+
+
+class LegalHoldReleased(Schema):
+    hold_id: Identifier
+    reason: Sealed | None = None
+
+
+class AccessDenied(Schema):
+    resource_type: Literal["citation", "document", "receipt", "chunk"]
+    resource_id: Identifier
+    required_scope: Identifier
+    reason: Identifier
+
+
+class ContentRead(Schema):
+    """Sealed fields (queries, snippets, heading paths) read in plain by a holder of
+    `audit.content`: which entries, by id only; one entry per page read. A receipt's
+    citations are named by its receipt id; `citation_ids` lists citations read alone."""
+
+    positions: Annotated[list[SafeInt], Field(min_length=1, max_length=MAX_CONTENT_READ)]
+    receipt_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
+    citation_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
+
+
+class ReplaySummary(Schema):
+    context_hash_changed: bool
+    entries_added: SafeInt
+    entries_removed: SafeInt
+    entries_common: SafeInt
+    filters_added: SafeInt
+    filters_removed: SafeInt
+
+
+class ReplayRecorded(Schema):
+    original_receipt_id: Identifier
+    replay_receipt_id: Identifier | None
+    summary: ReplaySummary
+    integrity_finding: Identifier | None = None
+
+
+class SigningKeyRotated(Schema):
+    """Introduces a signing key. The envelope is signed by the previous key
+    (by the new key itself for the genesis event); `possession_signature` is
+    the new key's signature over its own introduction."""
+
+    new_kid: KeyId
+    public_key: Annotated[Base64, StringConstraints(min_length=44, max_length=44)]
+    previous_kid: KeyId | None
+    possession_signature: Annotated[Base64, StringConstraints(min_length=88, max_length=88)]
+
+
+class IntegrityFindingRecord(Schema):
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]
+    evidence: Annotated[str, StringConstraints(min_length=1, max_length=400)]
+    message: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+class IntegrityRepaired(Schema):
+    """An operator's answer to evidence that the log was cut back or rewritten
+    (`ledger.writing.integrity`): what was found and what was done. Written only by
+    `citeledger repair`."""
+
+    findings: Annotated[list[IntegrityFindingRecord], Field(min_length=1, max_length=64)]
+    actions: Annotated[list[Annotated[str, StringConstraints(max_length=1000)]], Field(max_length=8)]
+    log_size: Annotated[int, Field(ge=0)]
+
+
+class TokenIssued(Schema):
+    """A bearer token was made: who may act from now on (never its secret nor its hash).
+    A tenant token's entry is its tenant's; an operator token's is the ledger's own."""
+
+    token_id: Identifier
+    kind: Literal["tenant", "operator"]
+    tenant: TenantId | None
+    scopes: Annotated[list[Identifier], Field(max_length=MAX_AUTH_SCOPES)]
+    expires_at: Timestamp | None
+
+
+class TokenRevoked(Schema):
+    """A bearer token was revoked: from this entry on it authenticates nothing."""
+
+    token_id: Identifier
+    kind: Literal["tenant", "operator"]
+    tenant: TenantId | None
+
+
+PAYLOAD_MODELS: dict[str, type[Schema]] = {
+    "DocumentIngested": DocumentIngested,
+    "DocumentRemoved": DocumentRemoved,
+    "PolicyBundlePublished": PolicyBundlePublished,
+    "RetrievalRecorded": RetrievalRecorded,
+    "RetentionScrubbed": RetentionScrubbed,
+    "AccessDenied": AccessDenied,
+    "ReplayRecorded": ReplayRecorded,
+    "SigningKeyRotated": SigningKeyRotated,
+    "LegalHoldPlaced": LegalHoldPlaced,
+    "LegalHoldReleased": LegalHoldReleased,
+    "IntegrityRepaired": IntegrityRepaired,
+    "ContentRead": ContentRead,
+    "TokenIssued": TokenIssued,
+    "TokenRevoked": TokenRevoked,
+    "DocumentContinued": DocumentContinued,
+    "RetrievalContinued": RetrievalContinued,
+}
+EventType = Literal[
+    "DocumentIngested",
+    "DocumentRemoved",
+    "PolicyBundlePublished",
+    "RetrievalRecorded",
+    "RetentionScrubbed",
+    "AccessDenied",
+    "ReplayRecorded",
+    "SigningKeyRotated",
+    "LegalHoldPlaced",
+    "LegalHoldReleased",
+    "IntegrityRepaired",
+    "ContentRead",
+    "TokenIssued",
+    "TokenRevoked",
+    "DocumentContinued",
+    "RetrievalContinued",
+]
+# Fields that are left out of the signed JSON when unset, so "absent" and
+# "explicitly null" stay distinguishable forever.
+OMIT_WHEN_NONE = frozenset(
+    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
+)
+# The same inside each selected entry: fields added later, so older entries keep their bytes.
+ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
+
+
+class EventRejected(ValueError):
+    """An event refused before anything was written; `field` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[str, Any]:
+    """Validate a payload for `event_type` and return its JSON form.
+
+    Raises EventRejected naming the first offending field.
+    """
+    model = PAYLOAD_MODELS.get(event_type)
+    if model is None:
+        raise EventRejected("type", f"unknown event type {event_type!r}")
+    try:
+        if isinstance(payload, Schema):
+            if not isinstance(payload, model):
+                raise EventRejected("payload", f"expected {model.__name__}, got {type(payload).__name__}")
+            parsed = payload
+        else:
+            parsed = model.model_validate(payload, strict=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        location = ".".join(str(part) for part in first["loc"])
+        raise EventRejected(f"payload.{location}" if location else "payload", first["msg"]) from None
+    dumped = parsed.model_dump(mode="json")
+    for key in OMIT_WHEN_NONE:
+        if key in dumped and dumped[key] is None:
+            del dumped[key]
+    search = dumped.get("search") if event_type == "RetrievalRecorded" else None
+    if isinstance(search, dict) and search.get("root_sources", 0) is None:
+        del search["root_sources"]
+    with_entries = event_type in ("RetrievalRecorded", "RetrievalContinued")
+    for entry in dumped.get("selected_entries", ()) if with_entries else ():
+        for key in ENTRY_OMIT_WHEN_NONE:
+            if entry.get(key, 0) is None:
+                del entry[key]
+    return dumped

@@ -1,0 +1,212 @@
+"""The scale-out backend: PostgreSQL, one schema per ledger, many writer processes."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+import psycopg
+import psycopg.errors
+from eventsourcing import persistence
+from eventsourcing.persistence import IntegrityError, StoredEvent
+from psycopg.errors import UniqueViolation
+
+from ledger.config import LedgerConfig
+from ledger.storage.adapters.base import (
+    KEYS_TABLE,
+    RATE_TABLE,
+    EventStoreApp,
+    LogRow,
+    StoreAdapter,
+    driver_error,
+)
+
+
+def pg_connect(config: LedgerConfig) -> psycopg.Connection[Any]:
+    """A plain autocommit psycopg connection to the configured PostgreSQL (for
+    what eventsourcing's pool does not do: advisory locks, LISTEN)."""
+    env = config.eventsourcing_env()
+    return psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=int(env["POSTGRES_PORT"]),
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"],
+        autocommit=True,
+        connect_timeout=10,
+    )
+
+
+@contextmanager
+def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
+    """Serialise table creation across processes: eventsourcing's CREATE TYPE
+    is not safe when two processes start on an empty schema at once."""
+    with pg_connect(config) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('citeledger-ddl'))")
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('citeledger-ddl'))")
+
+
+class PgAppendListener:
+    """LISTEN on the channel eventsourcing NOTIFYs on every insert: a follower's lag
+    is one round trip, not a poll interval."""
+
+    def __init__(self, config: LedgerConfig, channel: str) -> None:
+        self._conn = pg_connect(config)
+        self._conn.execute(f'LISTEN "{channel}"')
+
+    def wait(self, timeout: float) -> None:
+        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            pass
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresAdapter(StoreAdapter):
+    name: ClassVar[Literal["sqlite", "postgres"]] = "postgres"
+    blob: ClassVar[str] = "BYTEA"
+    real: ClassVar[str] = "DOUBLE PRECISION"
+    # psycopg raises its own UniqueViolation through eventsourcing's pipeline.
+    duplicate_errors: ClassVar[tuple[type[Exception], ...]] = (IntegrityError, UniqueViolation)
+    # eventsourcing wraps driver errors raised inside its transactions in its own classes.
+    # A server restarting or a dropped connection is an OperationalError; a read-only server
+    # (a standby after a failover, default_transaction_read_only) refuses each write.
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = (
+        psycopg.OperationalError,
+        psycopg.errors.ReadOnlySqlTransaction,
+        persistence.OperationalError,
+        persistence.InterfaceError,
+    )
+    scale_out: ClassVar[bool] = True
+
+    @classmethod
+    def transient(cls, exc: BaseException) -> bool | None:
+        driver = driver_error(exc, psycopg.Error)
+        if driver is None:
+            return None
+        # Connection lost or refused, server shutting down or out of resources, lock or
+        # statement timeouts (OperationalError), and a read-only server's refusal.
+        return isinstance(driver, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction))
+
+    def _open_app(self) -> EventStoreApp:
+        with _ddl_lock(self.config):
+            return EventStoreApp(env=self.env)
+
+    def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
+        return self.recorder.datastore.get_connection()  # type: ignore[no-any-return]
+
+    @contextmanager
+    def _transaction_on(self, connection: Any, *, commit: bool) -> Iterator[Any]:
+        with connection.transaction(force_rollback=not commit):
+            yield connection.cursor()
+
+    def table(self, name: str) -> str:
+        return f'"{self.schema}"."{name}"'
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
+
+    def rowcount(self, cursor: Any) -> int:
+        return int(cursor.rowcount)
+
+    @contextmanager
+    def ddl_guard(self) -> Iterator[None]:
+        with _ddl_lock(self.config):
+            yield
+
+    def maintenance(self, statement: str) -> None:
+        # psycopg connections from eventsourcing's pool are in autocommit mode.
+        with self.recorder.datastore.get_connection() as conn:
+            conn.execute(statement)
+
+    def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
+        # eventsourcing's insert takes the table lock that keeps notification ids in
+        # commit order, and notifies listeners; it returns the ids through the cursor.
+        self.recorder._insert_stored_events(cursor, stored)
+        return [int(row["notification_id"]) for row in cursor.fetchall()]
+
+    def stream_key(self, stream_id: UUID) -> str:
+        return str(stream_id)
+
+    def stream_param(self, stream_id: UUID) -> object:
+        return stream_id
+
+    serialises_appends: ClassVar[bool] = True
+
+    @property
+    def sequencer_lock_id(self) -> int:
+        """Advisory locks are database-wide: one key per schema's log."""
+        name = f"citeledger-sequencer:{self.schema}.{self.events_table}"
+        return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+    @property
+    def lock_timeout_s(self) -> int:
+        return int(self.env.get("POSTGRES_LOCK_TIMEOUT", "0"))
+
+    @contextmanager
+    def append_transaction(self) -> Iterator[Any]:
+        """Takes the log's sequencer lock first: a transaction-scoped advisory lock (released
+        by the commit or rollback, or by the server when the holder's connection dies).
+        Everything the holder reads afterwards in this transaction includes every entry the
+        previous holder committed, so the positions it signs are free and its chain is
+        current: writers in several processes never sign a batch twice (they used to race
+        for positions and the loser re-signed after waiting on the winner's rows)."""
+        with self.transaction(commit=True) as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout_s}s'")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", (self.sequencer_lock_id,))
+            yield cursor
+
+    @contextmanager
+    def relaxed_transaction(self) -> Iterator[Any]:
+        with self.transaction(commit=True) as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+            yield cursor
+
+    def index_exists(self, name: str) -> bool:
+        # Checked in the catalog so a normal start takes no lock on the events table.
+        with self.transaction(commit=False) as cursor:
+            cursor.execute("SELECT to_regclass(%s) AS found", (f'"{self.schema}"."{name}"',))
+            row = cursor.fetchone()
+        return row is not None and row["found"] is not None
+
+    def table_exists(self, cursor: Any, name: str) -> bool:
+        cursor.execute("SELECT to_regclass(%s) AS found", (f'"{self.schema}"."{name}"',))
+        row = cursor.fetchone()
+        return row is not None and row["found"] is not None
+
+    def log_page(self, cursor: Any, after: int, limit: int) -> list[LogRow]:
+        cursor.execute(
+            "SELECT notification_id AS id, originator_id::text AS stream, originator_version AS version, "
+            f"topic, state FROM {self.table(self.events_table)} WHERE notification_id > %s "
+            f"ORDER BY notification_id LIMIT {int(limit)}",
+            (after,),
+        )
+        return [
+            LogRow(row["id"], row["stream"], row["version"], row["topic"], bytes(row["state"]))
+            for row in cursor.fetchall()
+        ]
+
+    def listen_appends(self) -> PgAppendListener:
+        return PgAppendListener(self.config, self.recorder.channel_name)
+
+    def purge_data_key_residue(self) -> None:
+        # Dead tuples keep destroyed key bytes until the table is rewritten.
+        self.maintenance(f"VACUUM FULL {self.table(KEYS_TABLE)}")
+
+    def _rate_bucket_statement(self) -> str:
+        avail = "LEAST(%(burst)s, rl.tokens + GREATEST(0, %(now)s - rl.updated) * %(rate)s + %(returned)s)"
+        return (
+            f"INSERT INTO {self.table(RATE_TABLE)} AS rl (bucket, tokens, updated, ok) "
+            "VALUES (%(bucket)s, %(initial)s, %(now)s, %(want)s) "
+            "ON CONFLICT (bucket) DO UPDATE SET "
+            f"tokens = CASE WHEN {avail} >= %(want)s THEN {avail} - %(want)s "
+            f"WHEN {avail} >= 1 THEN {avail} - 1 ELSE {avail} END, "
+            f"ok = CASE WHEN {avail} >= %(want)s THEN %(want)s WHEN {avail} >= 1 THEN 1 ELSE 0 END, "
+            "updated = %(now)s RETURNING tokens, ok"
+        )

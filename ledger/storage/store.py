@@ -1,0 +1,139 @@
+"""The store: `eventsourcing`'s recorder plus our side tables, on one database.
+
+The log itself is written through `eventsourcing`'s ApplicationRecorder (one
+stream for the ledger, one for checkpoints). Side tables that must NOT be in
+the log — data keys, which crypto-shredding destroys — live in the same
+database, reached through the same `eventsourcing` datastore, so SQLite and
+PostgreSQL share one connection configuration.
+
+Everything that differs between the two backends lives in `ledger.storage.adapters`
+(one module per backend); `Store(config)` picks the adapter and exposes it as
+`store.adapter`. The methods below delegate to it, so callers written against
+`Store` did not change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+
+from ledger.config import LedgerConfig
+from ledger.domain.entries import EVENT_TOPIC_PREFIX
+from ledger.storage.adapters import EventStoreApp, StoreAdapter, open_adapter
+from ledger.storage.adapters.migrations import Outcome, check
+from ledger.storage.adapters.postgres import pg_connect
+
+# Stream ids are fixed: the whole ledger is one totally ordered stream, so the
+# stream version *is* the gap-free log position (notification ids are not:
+# PostgreSQL's bigserial skips numbers after a rolled-back insert).
+LEDGER_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720001")
+CHECKPOINT_STREAM_ID = UUID("6c6f672d-6369-7465-6c65-646765720002")
+CHECKPOINT_TOPIC = "citeledger:checkpoint"
+KEY_TOPIC = EVENT_TOPIC_PREFIX + "SigningKeyRotated"
+# A partial index over the few key entries: opening a ledger finds the key chain
+# without scanning the log. The topic is a constant, so it is inlined into the
+# SQL (both SQLite and PostgreSQL use a partial index only for a literal match).
+KEY_INDEX = "citeledger_key_entries"
+
+__all__ = [
+    "CHECKPOINT_STREAM_ID",
+    "CHECKPOINT_TOPIC",
+    "EVENT_TOPIC_PREFIX",
+    "LEDGER_STREAM_ID",
+    "EventStoreApp",
+    "Store",
+    "pg_connect",
+]
+
+
+class Store:
+    """One open database: the eventsourcing recorder and side-table access."""
+
+    def __init__(self, config: LedgerConfig) -> None:
+        self.config = config
+        self.adapter: StoreAdapter = open_adapter(config)
+        try:
+            # A new store is created at the code's schema version; an older or newer one is
+            # refused here (`citeledger migrate`, or `serve`/`init` on SQLite, upgrade it first).
+            self.schema_outcome: Outcome = check(self.adapter, upgrade=False)
+        except BaseException:
+            self.adapter.close()
+            raise
+        self.app = self.adapter.app
+        self.recorder: Any = self.adapter.recorder
+        self.schema = self.adapter.schema
+        self.events_table: str = self.adapter.events_table
+
+    @property
+    def dialect(self) -> Literal["sqlite", "postgres"]:
+        """The backend's name, for messages and metrics. Behaviour that differs
+        belongs in an adapter method, not in a branch on this."""
+        return self.adapter.name
+
+    def table(self, name: str) -> str:
+        """Qualified table name (PostgreSQL tables live in the configured schema)."""
+        return self.adapter.table(name)
+
+    def sql(self, statement: str) -> str:
+        """Write statements with `?` placeholders; adapted here per backend."""
+        return self.adapter.sql(statement)
+
+    @contextmanager
+    def transaction(self, *, commit: bool) -> Iterator[Any]:
+        with self.adapter.transaction(commit=commit) as cursor:
+            yield cursor
+
+    def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One read-only query (`?` placeholders) in its own read transaction."""
+        with self.transaction(commit=False) as cursor:
+            cursor.execute(self.sql(statement), tuple(params))
+            return list(cursor.fetchall())
+
+    def create_tables(self, *statements: str) -> None:
+        """Idempotent DDL, serialised across processes on PostgreSQL."""
+        self.adapter.create_tables(*statements)
+
+    def maintenance(self, statement: str) -> None:
+        """A statement that must run outside a transaction (VACUUM, wal_checkpoint)."""
+        self.adapter.maintenance(statement)
+
+    def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
+        """Insert log rows through the caller's transaction (so whatever must be atomic
+        with them shares it); returns their notification ids."""
+        return self.adapter.insert_log(cursor, stored)
+
+    def rowcount(self, cursor: Any) -> int:
+        """Rows touched by the last statement."""
+        return self.adapter.rowcount(cursor)
+
+    def ensure_key_index(self) -> None:
+        """Create the partial index on key entries once (built on first open of an
+        older store; checked in the catalog first so a normal start takes no lock
+        on the events table)."""
+        if self.adapter.index_exists(KEY_INDEX):
+            return
+        self.create_tables(
+            f"CREATE INDEX IF NOT EXISTS {KEY_INDEX} ON {self.table(self.events_table)} "
+            f"(originator_id, originator_version) WHERE topic = '{KEY_TOPIC}'"
+        )
+
+    def key_entries(self, up_to: int) -> list[tuple[int, bytes]]:
+        """(position, entry bytes) of every SigningKeyRotated entry at or before `up_to`."""
+        stream = self.adapter.stream_param(LEDGER_STREAM_ID)
+        with self.transaction(commit=False) as cursor:
+            cursor.execute(
+                self.sql(
+                    f"SELECT originator_version, state FROM {self.table(self.events_table)} "
+                    f"WHERE originator_id = ? AND topic = '{KEY_TOPIC}' AND originator_version <= ? "
+                    "ORDER BY originator_version"
+                ),
+                (stream, up_to),
+            )
+            return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
+
+    def close(self) -> None:
+        self.adapter.close()
