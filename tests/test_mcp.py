@@ -488,7 +488,8 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
     assert set(by_id) == {1, 2, 3, 4, 5, 6}
     assert by_id[3]["result"]["structuredContent"]["status"] in ("ok", "no_hit")
     assert by_id[4]["result"]["isError"] is True
-    assert by_id[4]["result"]["structuredContent"]["error"]["code"] == "bad_request"
+    assert "structuredContent" not in by_id[4]["result"]  # the envelope is the text, as JSON
+    assert json.loads(by_id[4]["result"]["content"][0]["text"])["error"]["code"] == "bad_request"
     assert "error" in by_id[5]  # protocol misuse is a JSON-RPC error, not a tool result
     assert by_id[6]["error"]["message"] == "Unknown tool: nope"
 
