@@ -3,7 +3,8 @@
 #   - a virtual environment in .venv with the project and its dev extras;
 #   - PostgreSQL answering at 127.0.0.1:5432 and Redis at 127.0.0.1:6379 (started when they
 #     do not answer: the suite uses both, and fails rather than skips without them);
-#   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time).
+#   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time);
+#   - the MCP Inspector CLI from npm in .cache/mcp-inspector (tests/inspector_support.py pins it).
 # Arguments are passed to pytest (e.g. `bash scripts/test.sh tests/test_search.py -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,9 +48,27 @@ ensure_chromium() {
     >/dev/null 2>&1 || say "could not install chromium; the browser tests will fail"
 }
 
+ensure_inspector() {
+  local version
+  version=$(sed -n 's/^INSPECTOR_VERSION = "\([^"]*\)".*/\1/p' tests/inspector_support.py)
+  [ -x .cache/mcp-inspector/node_modules/.bin/inspector ] \
+    && grep -q "\"version\": \"$version\"" .cache/mcp-inspector/node_modules/@modelcontextprotocol/inspector/package.json \
+    && return 0
+  command -v npm >/dev/null 2>&1 || {
+    say "npm is missing: installing Debian's npm for the MCP Inspector test"
+    (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q npm) \
+      >/dev/null 2>&1 || { say "could not install npm; the MCP Inspector test will fail"; return 0; }
+  }
+  mkdir -p .cache/mcp-inspector
+  npm install --prefix .cache/mcp-inspector --no-audit --no-fund --silent \
+    "@modelcontextprotocol/inspector@$version" >/dev/null 2>&1 \
+    || say "could not install the MCP Inspector; its test will fail"
+}
+
 ensure_postgres
 ensure_redis
 ensure_chromium
+ensure_inspector
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
