@@ -7,9 +7,10 @@ text content is the envelope as JSON (`error {code, message, retryable}`, `http_
 against the tool's `outputSchema` (the TypeScript SDK, the MCP Inspector) would find the
 envelope is no answer of that schema and throw the refusal away; a resource, having no such
 channel, as a JSON-RPC error carrying the same envelope in `data`. Where HTTP tells a
-read-back's sub-state only in `x-replay-reason`, the MCP `code` is that reason (`chunk_not_found`, `chunk_retention_expired`,
-`restricted_scope_required`); the message stays the one of every not-found. Nothing of an
-unexpected failure but "internal error" leaves the server.
+read-back's sub-state only in `x-replay-reason`, the MCP `code` is that reason
+(`chunk_not_found`, `chunk_retention_expired`, `restricted_scope_required`); the message
+stays the one of every not-found. Nothing of an unexpected failure but "internal error"
+leaves the server.
 """
 
 from __future__ import annotations
