@@ -73,3 +73,5 @@ def test_inspector_cli_reads_answers_and_refusals(served: Ledger, tmp_path: Path
     assert bad["error"]["code"] == "bad_request" and "input.query" in bad["error"]["message"]
     unknown = _envelope(run("reader", "get_receipt", receipt_id="nope"))
     assert unknown["error"]["code"] == "not_found"
+    lookalike = _envelope(run("admin", "ingest_document", path="a\uff0fb.md", text="# A\n\nB.\n"))
+    assert lookalike["error"]["code"] == "lookalike_separator" and lookalike["http_status"] == 422
