@@ -4,7 +4,7 @@
 #   - PostgreSQL answering at 127.0.0.1:5432 and Redis at 127.0.0.1:6379 (started when they
 #     do not answer: the suite uses both, and fails rather than skips without them);
 #   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time);
-#   - the MCP Inspector CLI from npm in .cache/mcp-inspector (tests/inspector_support.py pins it).
+#   - the MCP Inspector CLI from npm in .cache/mcp-inspector/<version> (tests/inspector_support.py pins them).
 # Arguments are passed to pytest (e.g. `bash scripts/test.sh tests/test_search.py -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,20 +49,22 @@ ensure_chromium() {
 }
 
 ensure_inspector() {
-  local version
-  version=$(sed -n 's/^INSPECTOR_VERSION = "\([^"]*\)".*/\1/p' tests/inspector_support.py)
-  [ -x .cache/mcp-inspector/node_modules/.bin/inspector ] \
-    && grep -q "\"version\": \"$version\"" .cache/mcp-inspector/node_modules/@modelcontextprotocol/inspector/package.json \
-    && return 0
-  command -v npm >/dev/null 2>&1 || {
-    say "npm is missing: installing Debian's npm for the MCP Inspector test"
-    (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q npm) \
-      >/dev/null 2>&1 || { say "could not install npm; the MCP Inspector test will fail"; return 0; }
-  }
-  mkdir -p .cache/mcp-inspector
-  npm install --prefix .cache/mcp-inspector --no-audit --no-fund --silent \
-    "@modelcontextprotocol/inspector@$version" >/dev/null 2>&1 \
-    || say "could not install the MCP Inspector; its test will fail"
+  # Every version tests/inspector_support.py pins, each in .cache/mcp-inspector/<version>.
+  local versions version
+  versions=$(sed -n 's/^[A-Z_]* = "\([0-9][0-9.]*\)".*/\1/p' tests/inspector_support.py)
+  for version in $versions; do
+    grep -qs "\"version\": \"$version\"" \
+      ".cache/mcp-inspector/$version/node_modules/@modelcontextprotocol/inspector/package.json" && continue
+    command -v npm >/dev/null 2>&1 || {
+      say "npm is missing: installing Debian's npm for the MCP Inspector tests"
+      (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q npm) \
+        >/dev/null 2>&1 || { say "could not install npm; the MCP Inspector tests will fail"; return 0; }
+    }
+    mkdir -p ".cache/mcp-inspector/$version"
+    npm install --prefix ".cache/mcp-inspector/$version" --no-audit --no-fund --silent \
+      "@modelcontextprotocol/inspector@$version" >/dev/null 2>&1 \
+      || say "could not install the MCP Inspector $version; its test will fail"
+  done
 }
 
 ensure_postgres

@@ -1,7 +1,8 @@
 """The official MCP Inspector CLI (npm, run as a subprocess) against the real server's `/mcp`:
 a refusal is a tool error it reports as such (exit 5, `tool_is_error`) with the error code
 readable in the result it prints, never a result that breaks the tool's `outputSchema`
-(exit 1, "Structured content does not match..." / "data must have required property")."""
+(exit 1, "Structured content does not match..." / "data must have required property").
+Inspector 0.15 (stdio: it cannot send a bearer header) must show the refusal, not that error."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from ledger.config import LedgerConfig
 from tests.api_support import LoopbackServer, api_config, make_tokens
-from tests.inspector_support import InspectorRun, call_tool
+from tests.inspector_support import InspectorRun, call_tool, call_tool_stdio
 from tests.mcp_support import Ledger
 
 TEXT = "# Retention\n\nAudit logs are kept for 180 days.\n"
@@ -75,3 +76,20 @@ def test_inspector_cli_reads_answers_and_refusals(served: Ledger, tmp_path: Path
     assert unknown["error"]["code"] == "not_found"
     lookalike = _envelope(run("admin", "ingest_document", path="a\uff0fb.md", text="# A\n\nB.\n"))
     assert lookalike["error"]["code"] == "lookalike_separator" and lookalike["http_status"] == 422
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_inspector_0_15_over_stdio_shows_the_refusal(served: Ledger, tmp_path: Path) -> None:
+    params = served.stdio_params("admin")
+    env = {k: v for k, v in (params.env or {}).items() if k.startswith("CITELEDGER_") or k == "PYTHONPATH"}
+    server = [params.command, *params.args]
+    refused = call_tool_stdio(server, env, "get_document_chunk", {"citation_id": "never-was"}, tmp_path)
+    assert refused.returncode == 0, refused.stdout + refused.stderr  # 0.15 exits 0 on isError
+    assert "does not match" not in refused.stdout + refused.stderr
+    assert refused.result is not None and refused.result["isError"] is True
+    assert "structuredContent" not in refused.result
+    envelope = json.loads(refused.result["content"][0]["text"])
+    assert envelope["error"]["code"] == "chunk_not_found" and envelope["http_status"] == 404
+    listed = call_tool_stdio(server, env, "list_receipts", {}, tmp_path)
+    assert listed.returncode == 0 and listed.result is not None, listed.stdout + listed.stderr
+    assert listed.result["structuredContent"]["receipts"] == []  # an answer passes its schema check
