@@ -46,7 +46,7 @@ _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 # Characters that read as `/`, `\` or `.` with no compatibility mapping to them (so NFKC does
 # not reveal them): the symbols among Unicode's confusables (confusables.txt) of the three.
 _LOOKALIKES = frozenset(
-    "\u2041\u2044\u2215\u2571\u27cb\u29f8\u1735"  # /
+    "\u2041\u2044\u2215\u2571\u27cb\u29f8\u1735\u0337\u0338"  # / (and the overlays that draw one)
     "\u2216\u2572\u27cd\u29f5\u29f9"  # \
     "\u0701\u0702\ua60e\U00010a50\U0001d16d"  # .
 )

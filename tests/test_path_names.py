@@ -30,6 +30,7 @@ DECEPTIVE = {
     "a\uff0fb.md": "lookalike_separator",  # fullwidth solidus
     "a\u2215b.md": "lookalike_separator",  # division slash
     "a\u2044b.md": "lookalike_separator",  # fraction slash
+    "a\u0338b.md": "lookalike_separator",  # combining long solidus overlay
     "a\uff3cb.md": "lookalike_separator",  # fullwidth reverse solidus
     "a\u2024md": "lookalike_separator",  # one dot leader
     "a\u2025md": "lookalike_separator",  # two dot leader
