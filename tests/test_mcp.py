@@ -523,7 +523,9 @@ def test_rate_limit_applies_to_both_transports_and_history_is_an_opt_in_resource
             limited = {"CITELEDGER_RATE_LIMIT_RPS": "0.001", "CITELEDGER_RATE_LIMIT_BURST": "4"}
             async with ledger.client("stdio", "other", **limited) as client:
                 results = [await client.call_tool("list_receipts", {}) for _ in range(5)]
-            return listed, json.loads(today.contents[0].text), [r.structured_content or {} for r in results]  # type: ignore[union-attr]
+            # A refusal is the envelope as text (no structuredContent); an answer has no `error`.
+            bodies = [refusal(r) if r.is_error else answer(r) for r in results]
+            return listed, json.loads(today.contents[0].text), bodies  # type: ignore[union-attr]
 
         listed, today, results = anyio.run(scenario)
     assert "citeledger://history/today" in listed
