@@ -9,11 +9,14 @@ globs) calls `normalise` and `path_problem`.
   `bidi_control` (U+202E and the other Bidi_Control characters reorder what a reader sees:
   `txt.md` can display as `dm.txt`); `invisible_character` (format characters such as
   U+200B zero-width space and U+200D joiner, the other default-ignorable code points, line and
-  paragraph separators, private-use, unassigned and surrogate code points, U+2800 blank);
+  paragraph separators, lone surrogates, U+2800 blank);
   `unusual_space` (a space other than U+0020: U+00A0, U+3000, ...);
   `lookalike_separator` (a character that reads as `/`, `\\` or `.` but is not one: U+FF0F, U+2215,
   U+2044, the dot leaders U+2024-U+2026, ...); `segment_whitespace` (a name that begins or
   ends with a space: `a.md ` beside `a.md`).
+- Unassigned and private-use code points stay allowed (they show, as a box at worst, and this
+  Python's Unicode tables are older than the newest emoji), except the ones Unicode reserves
+  as default-ignorable.
 - Letters of other scripts stay allowed (`а` Cyrillic beside `a` Latin): telling them apart is
   a script question, not a path-structure one, and documents are named in every script.
 """
@@ -33,16 +36,16 @@ PATH_RULES = frozenset(
 
 # Unicode's Bidi_Control property (PropList.txt): ALM, LRM, RLM, LRE..RLO, LRI..PDI.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-# Default_Ignorable_Code_Point (DerivedCoreProperties.txt) outside the categories refused
-# below (Cf, Cn), plus U+2800, which renders as blank.
+# Default_Ignorable_Code_Point (DerivedCoreProperties.txt) outside category Cf, its reserved
+# (unassigned) parts included, plus U+2800, which renders as blank.
 _IGNORABLE = (
-    frozenset(
-        [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2800, 0x3164, 0xFFA0]
-    )
+    frozenset([0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x2065])
+    | frozenset([0x2800, 0x3164, 0xFFA0])
     | frozenset(range(0xFE00, 0xFE10))
-    | frozenset(range(0xE0100, 0xE01F0))
+    | frozenset(range(0xFFF0, 0xFFF9))
+    | frozenset(range(0xE0000, 0xE1000))
 )
-_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # Characters that read as `/`, `\` or `.` with no compatibility mapping to them (so NFKC does
 # not reveal them): the symbols among Unicode's confusables (confusables.txt) of the three.
 _LOOKALIKES = frozenset(
@@ -66,7 +69,7 @@ def _character_problem(char: str) -> tuple[str, str] | None:
     if category == "Zs" and char != " ":
         return UNUSUAL_SPACE, f"must not contain spaces other than U+0020 ({point})"
     if category in _INVISIBLE_CATEGORIES or ord(char) in _IGNORABLE:
-        return INVISIBLE_CHARACTER, f"must not contain invisible or unassigned characters ({point})"
+        return INVISIBLE_CHARACTER, f"must not contain invisible characters ({point})"
     if char in _LOOKALIKES or (
         ord(char) > 0x7F and _STRUCTURE.intersection(unicodedata.normalize("NFKC", char))
     ):

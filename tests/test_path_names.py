@@ -47,7 +47,9 @@ DECEPTIVE = {
     "docs/x\u00ad.md": "invisible_character",  # soft hyphen
     "docs/x\ufe0f.md": "invisible_character",  # variation selector
     "docs/x\u3164.md": "invisible_character",  # hangul filler
-    "docs/x\ue000.md": "invisible_character",  # private use
+    "docs/x\U000e0041.md": "invisible_character",  # tag letter A
+    "docs/x\U000e0100.md": "invisible_character",  # variation selector 17
+    "docs/x\ufff0.md": "invisible_character",  # reserved default-ignorable
     "docs/x\u2028.md": "invisible_character",  # line separator
     "docs/x\u00a0y.md": "unusual_space",  # no-break space
     "docs/x\u3000y.md": "unusual_space",  # ideographic space
@@ -55,7 +57,18 @@ DECEPTIVE = {
     " docs/x.md": "segment_whitespace",
     "docs /x.md": "segment_whitespace",
 }
-FINE = ["docs/x.md", "日本語/文書.md", "Привет/мир.md", "a·b.md", "a b.md", "ﬁle.md", "v1.2/notes.md", NFC]
+FINE = [
+    "docs/x\ue000.md",
+    "docs/x\U0001faf8.md",
+    "docs/x.md",
+    "日本語/文書.md",
+    "Привет/мир.md",
+    "a·b.md",
+    "a b.md",
+    "ﬁle.md",
+    "v1.2/notes.md",
+    NFC,
+]
 
 
 def test_the_rule_alone() -> None:
