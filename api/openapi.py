@@ -276,6 +276,20 @@ def _models_of(routes: list[Any]) -> dict[str, type[BaseModel]]:
     return found
 
 
+def _optional_bodies(routes: list[Any]) -> set[tuple[str, str]]:
+    """(path, method) of the operations whose body may be left out (`data: Model | None`):
+    Litestar marks every request body required."""
+    found: set[tuple[str, str]] = set()
+    for route in routes:
+        if not isinstance(route, HTTPRoute):
+            continue
+        for handler in route.route_handlers:
+            data = handler.parsed_fn_signature.parameters.get("data")
+            if data is not None and data.is_optional:
+                found.update((route.path_format, method.lower()) for method in handler.http_methods)
+    return found
+
+
 def _walk_operations(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for item in document.get("paths", {}).values():
         for method, operation in item.items():
@@ -296,6 +310,10 @@ def finish_document(document: dict[str, Any], routes: list[Any]) -> dict[str, An
             schemas[name]["examples"] = [example]
     _form_fields_like(schemas, form="DocumentUpload", model="DocumentIn")
     _add_links(document)
+    for path, method in _optional_bodies(routes):
+        body = document.get("paths", {}).get(path, {}).get(method, {}).get("requestBody")
+        if body is not None:
+            body["required"] = False
     for operation in _walk_operations(document):
         operation.setdefault("security", [])
         for parameter in operation.get("parameters", []):

@@ -3,7 +3,8 @@
 #   - a virtual environment in .venv with the project and its dev extras;
 #   - PostgreSQL answering at 127.0.0.1:5432 and Redis at 127.0.0.1:6379 (started when they
 #     do not answer: the suite uses both, and fails rather than skips without them);
-#   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time).
+#   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time);
+#   - the MCP Inspector CLI from npm in .cache/mcp-inspector/<version> (tests/inspector_support.py pins them).
 # Arguments are passed to pytest (e.g. `bash scripts/test.sh tests/test_search.py -x`).
 # The suite writes only into temporary folders (the console pictures: scripts/console_screenshots.sh).
 set -euo pipefail
@@ -48,9 +49,29 @@ ensure_chromium() {
     >/dev/null 2>&1 || say "could not install chromium; the browser tests will fail"
 }
 
+ensure_inspector() {
+  # Every version tests/inspector_support.py pins, each in .cache/mcp-inspector/<version>.
+  local versions version
+  versions=$(sed -n 's/^[A-Z_]* = "\([0-9][0-9.]*\)".*/\1/p' tests/inspector_support.py)
+  for version in $versions; do
+    grep -qs "\"version\": \"$version\"" \
+      ".cache/mcp-inspector/$version/node_modules/@modelcontextprotocol/inspector/package.json" && continue
+    command -v npm >/dev/null 2>&1 || {
+      say "npm is missing: installing Debian's npm for the MCP Inspector tests"
+      (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q npm) \
+        >/dev/null 2>&1 || { say "could not install npm; the MCP Inspector tests will fail"; return 0; }
+    }
+    mkdir -p ".cache/mcp-inspector/$version"
+    npm install --prefix ".cache/mcp-inspector/$version" --no-audit --no-fund --silent \
+      "@modelcontextprotocol/inspector@$version" >/dev/null 2>&1 \
+      || say "could not install the MCP Inspector $version; its test will fail"
+  done
+}
+
 ensure_postgres
 ensure_redis
 ensure_chromium
+ensure_inspector
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

@@ -4,6 +4,7 @@ the same store for stdio — all driven by the SDK's own client."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ import httpx2
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, TextContent
 
 from api.config import ApiConfig
 from tests.api_support import LoopbackServer
@@ -93,10 +94,15 @@ def answer(result: CallToolResult) -> dict[str, Any]:
 
 
 def refusal(result: CallToolResult) -> dict[str, Any]:
-    """A refused call's error envelope (a result with isError, never a protocol error)."""
-    assert result.is_error, result.structured_content
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
+    """A refused call's error envelope (a result with isError, never a protocol error): the
+    JSON of its one text content, and no `structuredContent` a schema-checking client would
+    compare with the tool's output schema."""
+    assert result.is_error, result.content
+    assert result.structured_content is None, result.structured_content
+    assert len(result.content) == 1 and isinstance(result.content[0], TextContent)
+    envelope = json.loads(result.content[0].text)
+    assert isinstance(envelope, dict)
+    return envelope
 
 
 def comparable(value: Any) -> Any:

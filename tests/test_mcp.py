@@ -488,7 +488,8 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
     assert set(by_id) == {1, 2, 3, 4, 5, 6}
     assert by_id[3]["result"]["structuredContent"]["status"] in ("ok", "no_hit")
     assert by_id[4]["result"]["isError"] is True
-    assert by_id[4]["result"]["structuredContent"]["error"]["code"] == "bad_request"
+    assert "structuredContent" not in by_id[4]["result"]  # the envelope is the text, as JSON
+    assert json.loads(by_id[4]["result"]["content"][0]["text"])["error"]["code"] == "bad_request"
     assert "error" in by_id[5]  # protocol misuse is a JSON-RPC error, not a tool result
     assert by_id[6]["error"]["message"] == "Unknown tool: nope"
 
@@ -522,7 +523,9 @@ def test_rate_limit_applies_to_both_transports_and_history_is_an_opt_in_resource
             limited = {"CITELEDGER_RATE_LIMIT_RPS": "0.001", "CITELEDGER_RATE_LIMIT_BURST": "4"}
             async with ledger.client("stdio", "other", **limited) as client:
                 results = [await client.call_tool("list_receipts", {}) for _ in range(5)]
-            return listed, json.loads(today.contents[0].text), [r.structured_content or {} for r in results]  # type: ignore[union-attr]
+            # A refusal is the envelope as text (no structuredContent); an answer has no `error`.
+            bodies = [refusal(r) if r.is_error else answer(r) for r in results]
+            return listed, json.loads(today.contents[0].text), bodies  # type: ignore[union-attr]
 
         listed, today, results = anyio.run(scenario)
     assert "citeledger://history/today" in listed

@@ -16,7 +16,7 @@ from ledger.tlog.witness_protocol import (
 )
 from witness.state import WitnessState
 
-_TEXT = "text/plain; charset=utf-8"
+_TEXT = "text/plain"  # Litestar adds `; charset=utf-8` to a text/* type itself
 
 
 def create_witness_app(state: WitnessState) -> Litestar:
@@ -28,8 +28,11 @@ def create_witness_app(state: WitnessState) -> Litestar:
             line = await anyio.to_thread.run_sync(state.add_checkpoint, parsed)
         except WitnessRefusal as refusal:
             if refusal.latest_size is not None:
+                # The spec's type exactly: as a media type Litestar would append a charset.
                 return Response(
-                    f"{refusal.latest_size}\n".encode(), status_code=409, media_type=SIZE_CONTENT_TYPE
+                    f"{refusal.latest_size}\n".encode(),
+                    status_code=409,
+                    headers={"Content-Type": SIZE_CONTENT_TYPE},
                 )
             return Response((refusal.message + "\n").encode(), status_code=refusal.status, media_type=_TEXT)
         return Response(line.encode("utf-8"), status_code=200, media_type=_TEXT)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.api_error import ApiError
 from api.auth import Principal, check_scopes, principal_for
-from api.contract import Correlation, correlation, correlation_of
+from api.contract import Correlation, correlation, correlation_of, rule_refusal
 from api.mcp.outcomes import invalid_arguments
 from api.routes.common import answered
 from api.services import Services
@@ -122,7 +122,8 @@ def parse(model: type[BaseModel] | None, arguments: Mapping[str, Any] | None) ->
     try:
         return model.model_validate(arguments or {}) if model is not None else None
     except ValidationError as exc:
-        raise invalid_arguments(exc) from None
+        # A ledger text rule (a control character, a deceptive path) is the 422 `/v1` answers.
+        raise rule_refusal(exc.errors()) or invalid_arguments(exc) from None
 
 
 class LocalSurface:

@@ -1,13 +1,16 @@
 """What a tool call or a resource read answers, and the one log line it leaves.
 
 A refusal is the HTTP contract's error, mapped by the same table (`api.contract.describe`,
-which applies `api.errors`): a tool answers it as a result with `isError: true` and the
-envelope in `structuredContent` (`error {code, message, retryable}`, `http_status`,
-`run_id`, `trace_id`); a resource, having no such channel, as a JSON-RPC error carrying the
-same envelope in `data`. Where HTTP tells a read-back's sub-state only in `x-replay-reason`,
-the MCP `code` is that reason (`chunk_not_found`, `chunk_retention_expired`,
-`restricted_scope_required`); the message stays the one of every not-found. Nothing of an
-unexpected failure but "internal error" leaves the server.
+which applies `api.errors`): a tool answers it as a result with `isError: true` whose one
+text content is the envelope as JSON (`error {code, message, retryable}`, `http_status`,
+`run_id`, `trace_id`), and no `structuredContent`: a client that checks `structuredContent`
+against the tool's `outputSchema` (the TypeScript SDK, the MCP Inspector) would find the
+envelope is no answer of that schema and throw the refusal away; a resource, having no such
+channel, as a JSON-RPC error carrying the same envelope in `data`. Where HTTP tells a
+read-back's sub-state only in `x-replay-reason`, the MCP `code` is that reason
+(`chunk_not_found`, `chunk_retention_expired`, `restricted_scope_required`); the message
+stays the one of every not-found. Nothing of an unexpected failure but "internal error"
+leaves the server.
 """
 
 from __future__ import annotations
@@ -62,10 +65,9 @@ def success(body: dict[str, Any]) -> CallToolResult:
 
 
 def tool_error(body: dict[str, Any]) -> CallToolResult:
+    # The envelope only as text: `structuredContent` is reserved for the output schema's shape.
     text = orjson.dumps(body).decode()
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=body, is_error=True
-    )
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def resource_error(body: dict[str, Any]) -> MCPError:

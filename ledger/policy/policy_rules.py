@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ledger.domain.events import IDENTIFIER_PATTERN, MAX_TOP_K
+from ledger.domain.path_names import normalise, path_problem
 from ledger.policy.glob_set import GlobSet
 from ledger.policy.path_glob import GlobError, PathGlob, SplitPath, compile_glob, split_path
 
@@ -270,9 +271,12 @@ def _rule(index: int, raw: Any) -> Rule:
     match = raw.get("match") or {}
     if not isinstance(match, dict) or set(match) - {"paths", "sensitivity"}:
         raise PolicyRuleError(f"{where}.match: a mapping of paths and/or sensitivity")
-    paths = _strings(match.get("paths", []), f"{where}.match.paths")
+    # Stored paths are NFC (`ledger.domain.path_names`): a glob typed in NFD would silently match nothing.
+    paths = [normalise(p) for p in _strings(match.get("paths", []), f"{where}.match.paths")]
     globs = []
     for number, pattern in enumerate(paths):
+        if (problem := path_problem(pattern, whole_names=False)) is not None:
+            raise PolicyRuleError(f"{where}.match.paths[{number}]: {problem[0]}: a glob {problem[1]}")
         try:
             globs.append(compile_glob(pattern))
         except GlobError as exc:

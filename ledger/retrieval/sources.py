@@ -21,10 +21,11 @@ import os
 import stat
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from ledger.config import SettingError
+from ledger.domain.path_names import normalise, path_problem
 
 OUTSIDE_ALLOWLIST = "outside_allowlist"
 DENYLISTED = "denylisted"
@@ -40,6 +41,7 @@ UNREADABLE = "unreadable"
 NOT_REGULAR_FILE = "not_regular_file"
 TOO_DEEP = "too_deep"
 BAD_PATH = "bad_path"
+DUPLICATE_NAME = "duplicate_name"  # another spelling (NFC/NFD) of a file already synced under that name
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 
@@ -190,6 +192,7 @@ class ScannedFile:
     skip: str | None = None
     size: int = 0
     sha256: str | None = None
+    spelled: str | None = None  # the name on disk, when it is not `path`'s NFC spelling
 
 
 @dataclass
@@ -293,7 +296,12 @@ def scan(
                 continue
             real = _real(Path(entry.path)) if is_link else Path(entry.path)
             if not _valid_relative(shown):
-                result.files.append(ScannedFile(shown[:200].encode("unicode_escape").decode(), skip=BAD_PATH))
+                result.files.append(ScannedFile(_escaped(shown), skip=BAD_PATH))
+                continue
+            named = normalise(shown)  # the document path: NFC, whatever the file system kept
+            problem = path_problem(named)
+            if problem is not None:  # a name that hides or imitates structure: skipped, named by rule
+                result.files.append(ScannedFile(_escaped(shown), skip=problem[0]))
                 continue
             if is_link and not _under(real, root):
                 result.files.append(ScannedFile(shown, skip=SYMLINK_ESCAPE))
@@ -311,11 +319,29 @@ def scan(
             if found > limits.max_files:
                 result.truncated = "max_files"
                 return _finish(result)
-            result.files.append(read_markdown(real, shown, limits))
+            scanned = read_markdown(real, named, limits)
+            result.files.append(scanned if named == shown else replace(scanned, spelled=shown))
         pending.extend(reversed(subdirectories))
     return _finish(result)
 
 
+def _escaped(name: str) -> str:
+    # A refused name is shown with its code points spelled out, never as it would display.
+    return name[:200].encode("unicode_escape").decode()
+
+
 def _finish(result: ScanResult) -> ScanResult:
-    result.files.sort(key=lambda f: f.path)
+    # Two spellings of one name (NFC and NFD `café.md`) are one document path: the file
+    # spelled in NFC keeps it, another is skipped under its escaped name.
+    result.files.sort(key=lambda f: (f.path, f.spelled is not None))
+    kept: list[ScannedFile] = []
+    taken: set[str] = set()
+    for file in result.files:
+        if file.path in taken and file.spelled is not None:
+            kept.append(ScannedFile(_escaped(file.spelled), skip=DUPLICATE_NAME))
+        else:
+            kept.append(file)
+            taken.add(file.path)
+    kept.sort(key=lambda f: f.path)
+    result.files = kept
     return result

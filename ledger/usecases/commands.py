@@ -47,6 +47,7 @@ from ledger.domain.events import (
     SourcePath,
     Timestamp,
 )
+from ledger.domain.path_names import PATH_RULES, normalise, path_problem
 from ledger.writing.idempotency import KEY_PATTERN
 
 MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
@@ -75,7 +76,7 @@ Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$
 # -- text rules ---------------------------------------------------------------------------
 CONTROL_CHARACTER = "control_character"
 UNSAFE_PATH = "unsafe_path"
-RULE_ERRORS = frozenset({CONTROL_CHARACTER, UNSAFE_PATH})
+RULE_ERRORS = frozenset({CONTROL_CHARACTER, UNSAFE_PATH, *PATH_RULES})
 
 _CONTROLS = r"\x00-\x1f\x7f"
 _PROSE_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"  # all but tab, line feed, carriage return
@@ -116,8 +117,23 @@ def unsafe_path_rule(path: str) -> str | None:
 
 def _document_path(value: object) -> object:
     value = _no_controls(value)
-    if isinstance(value, str) and value and (rule := unsafe_path_rule(value)) is not None:
-        raise PydanticCustomError(UNSAFE_PATH, f"a document path {rule}")
+    if isinstance(value, str) and value:
+        value = normalise(value)  # NFC: one spelling per name (`ledger.domain.path_names`)
+        if (rule := unsafe_path_rule(value)) is not None:
+            raise PydanticCustomError(UNSAFE_PATH, f"a document path {rule}")
+        if (problem := path_problem(value)) is not None:
+            raise PydanticCustomError(problem[0], f"a document path {problem[1]}")
+    return value
+
+
+def _folder_path(value: object) -> object:
+    # A folder or prefix is compared with stored (NFC) paths: the same spelling and rules,
+    # except that a prefix may end inside a name.
+    value = _no_controls(value)
+    if isinstance(value, str) and value:
+        value = normalise(value)
+        if (problem := path_problem(value, whole_names=False)) is not None:
+            raise PydanticCustomError(problem[0], f"a path {problem[1]}")
     return value
 
 
@@ -128,10 +144,14 @@ _PROSE_SCHEMA = {"pattern": f"^[^{_PROSE_CONTROLS}]*$"}
 
 Id = Annotated[Identifier, _NO_CONTROLS]
 Label = Annotated[str, Field(max_length=256, json_schema_extra=_NO_CONTROLS_SCHEMA), _NO_CONTROLS]
-FolderPath = Annotated[SourcePath, _NO_CONTROLS]  # a folder or prefix; the use case judges where it leads
+FolderPath = Annotated[SourcePath, BeforeValidator(_folder_path)]  # the use case judges where it leads
 DocumentPath = Annotated[
     SourcePath,
-    Field(description="A relative path of /-separated names: no leading /, no \\, no empty, . or .. segment"),
+    Field(
+        description="A relative path of /-separated names: no leading /, no \\, no empty, . or .. segment; "
+        "stored in NFC; no invisible, bidirectional-control or look-alike /, \\ or . character, "
+        "no name that begins or ends with a space"
+    ),
     BeforeValidator(_document_path),
 ]
 

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ledger.domain.events import MAX_RETENTION_DAYS
+from ledger.domain.path_names import PATH_RULES
 from ledger.policy.front_matter import SENSITIVITY_RANK, FileRules, FrontMatterRefused, file_rules
 from ledger.retrieval.source_registry import RegistryError, Source, SourceRegistry, valid_name
 from ledger.retrieval.sources import (
@@ -220,8 +221,10 @@ def sync_source(
             )
         except ValidationError as exc:
             # A file name no document path may be (`a\\b.md`): the scanner's own reason for it.
-            unsafe = any(error["type"] == UNSAFE_PATH for error in exc.errors())
-            rows[file.path] = _row(file, "skipped", BAD_PATH if unsafe else "invalid_document")
+            types = [str(error["type"]) for error in exc.errors()]
+            named = next((t for t in types if t in PATH_RULES), None)  # the scanner's rules, as a backstop
+            reason = BAD_PATH if UNSAFE_PATH in types else named or "invalid_document"
+            rows[file.path] = _row(file, "skipped", reason)
             continue
         readable.append((file, doc, rules))
     total = len(scanned.files)
