@@ -14,6 +14,7 @@ from api.app import create_app
 from api.auth import SCOPES, create_operator_token, create_token
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
+from tests.server_process import free_port
 
 DOC = "# Retention\n\nAudit logs are kept for 180 days.\n\n## Access\n\nRestricted documents need a scope.\n"
 
@@ -113,14 +114,11 @@ class LoopbackServer:
     """The real app under a real uvicorn on 127.0.0.1, in a thread of this process."""
 
     def __init__(self, config: ApiConfig) -> None:
-        import socket
         import threading
 
         import uvicorn
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.app = create_app(config)
         self.server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)

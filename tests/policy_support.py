@@ -5,7 +5,10 @@ search judges every candidate)."""
 
 from __future__ import annotations
 
+import json
+
 from ledger.policy.policy_rules import MAX_BUNDLE_PATTERNS, MAX_BUNDLE_WILDCARDS, MAX_RULES
+from ledger.usecases.policy import MAX_PUBLISHED_BUNDLE_BYTES
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ACTIONS = ["redact", "allow", "boost\n    factor: '1.1'", "downrank\n    factor: '0.9'"]
@@ -29,7 +32,9 @@ def _deny(i: int) -> list[tuple[str, int]]:
 
 def worst_bundle(tag: str, wildcard_budget: int | None = MAX_BUNDLE_WILDCARDS) -> str:
     """`wildcard_budget` None: every pattern wildcard-heavy (what the limits allowed before
-    `max_bundle_wildcards`); else heavy patterns until the budget is spent, then literal ones."""
+    `max_bundle_wildcards` and the published-bundle byte limit); else heavy patterns until the
+    budget is spent, then literal ones, and rules only while the bundle fits the byte limit a
+    receipt's entry leaves it (`MAX_PUBLISHED_BUNDLE_BYTES`): the worst bundle publishing admits."""
     left = wildcard_budget
     lines = [f"version: worst-{tag}", "rules:"]
     per_rule = MAX_BUNDLE_PATTERNS // MAX_RULES
@@ -45,6 +50,14 @@ def worst_bundle(tag: str, wildcard_budget: int | None = MAX_BUNDLE_WILDCARDS) -
                 left -= count
             patterns.append(pattern)
         action = "deny" if i < 5 else _ACTIONS[i % 4]
-        lines += [f"  - id: r{i}-{tag}", f"    action: {action}"]  # new ids: nothing cached
-        lines.append(f"    match: {{paths: [{', '.join(repr(p) for p in patterns)}]}}")
+        rule = [f"  - id: r{i}-{tag}", f"    action: {action}"]  # new ids: nothing cached
+        rule.append(f"    match: {{paths: [{', '.join(repr(p) for p in patterns)}]}}")
+        if wildcard_budget is not None and _entry_bytes([*lines, *rule]) > MAX_PUBLISHED_BUNDLE_BYTES:
+            break
+        lines += rule
     return "\n".join(lines) + "\n"
+
+
+def _entry_bytes(lines: list[str]) -> int:
+    # As a log entry holds the YAML: a JSON string, escaped (the publish check measures the same).
+    return len(json.dumps("\n".join(lines) + "\n", ensure_ascii=False).encode("utf-8")) - 2

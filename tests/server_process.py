@@ -6,6 +6,7 @@ group (`serve --workers N` forks uvicorn workers into the same group)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -32,10 +33,23 @@ UNPRIVILEGED: tuple[str, ...] = (
 )
 
 
+# Ports below the kernel's ephemeral range (32768 and up here), a block of its own per
+# pytest-xdist worker: a port one worker probed free cannot be handed by the kernel to another
+# worker's bind(0) or outgoing connection before the server it was meant for binds it.
+_PORT_BASE, _PORT_BLOCK = 20_000, 1_500
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    first = _PORT_BASE + (int(worker) if worker.isdigit() else 0) % 8 * _PORT_BLOCK
+    for port in random.sample(range(first, first + _PORT_BLOCK), 200):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or lingering): another
+            return port
+    raise RuntimeError(f"no free port in {first}-{first + _PORT_BLOCK - 1}")
 
 
 def server_env(config: LedgerConfig, bootstrap_token: str, **extra: str) -> dict[str, str]:

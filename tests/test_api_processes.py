@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from ledger.config import LedgerConfig
 from ledger.storage.store import LEDGER_STREAM_ID, Store
 from tests.api_support import DOC
 from tests.conftest import PG_DSN, pg_connect
+from tests.server_process import free_port
 
 SNIPPETS = ("Audit logs are kept for 180 days.", "Restricted documents need a scope.")
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,18 +31,12 @@ CLIENTS = 12
 POSTS_PER_CLIENT = 15
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     schema = "t_" + uuid.uuid4().hex[:16]
     with pg_connect() as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "CITELEDGER_DATABASE_URL": f"{PG_DSN}?schema={schema}",

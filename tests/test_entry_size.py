@@ -157,7 +157,9 @@ def test_the_largest_inputs_keep_every_entry_bundle_servable(
         assert len(cited) > 1  # the entries holding the cited chunks, continuations among them
         assert verify_bundle(bundle, ledger.root_public_key)["payload"]["receipt_id"] == big_receipt
         # The console shows it whole (every citation, intact), as does the tenant export.
-        with httpx.Client(base_url=server.base_url, timeout=60) as console:
+        # A browser's form carries its origin (the console refuses one without).
+        origin = {"Origin": server.base_url}
+        with httpx.Client(base_url=server.base_url, timeout=60, headers=origin) as console:
             signed_in = console.post("/console/sign-in", data={"token": tokens["admin"]})
             assert signed_in.status_code == 303
             page = console.get(f"/console/receipts/{big_receipt}")
