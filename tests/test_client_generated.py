@@ -25,7 +25,9 @@ def _script() -> ModuleType:
 
 def test_the_committed_sync_client_is_what_the_async_one_generates() -> None:
     # The command CI runs, as a real process on the real tree.
-    done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 
