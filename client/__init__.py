@@ -5,9 +5,15 @@
         receipt = ledger.record_retrieval({"query": q, "engine": "external:my-rag", "selected_entries": hits})
 
 Imports httpx, pydantic and `ledger.evidence.bundle` (offline bundle checks) only — never the server.
+
+Inside: `_core/` is the sans-I/O core (requests, answers, retry and breaker decisions, spool
+bookkeeping, paging); `_async/client.py` drives it over httpx and is the one source of the
+client code — `_sync/client.py` is generated from it (scripts/gen_sync_client.py); `_io.py`
+is what each flavour does its own way.
 """
 
-from client.async_client import AsyncClient
+from client._async.client import AsyncClient
+from client._sync.client import Client
 from client.batching import BatchRecorder
 from client.errors import (
     BadResponse,
@@ -23,7 +29,6 @@ from client.errors import (
 )
 from client.models import BatchItemResult, RetrievalIn, RetrievalReceipt, SearchAnswer, Spooled
 from client.spool import Spool
-from client.sync import Client
 from client.verify import BundleError, verify_bundle
 
 __all__ = [

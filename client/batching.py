@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client.base import Retrieval, as_retrieval, body
+from client._core.calls import Retrieval, as_retrieval, body
+from client._core.http import new_key
+from client._sync.client import Client
 from client.errors import LedgerError
 from client.models import BatchItemResult, Spooled
 from client.spool import SpoolRecord
-from client.sync import Client
-from client.transport import new_key
 
 ResultHandler = Callable[[str, BatchItemResult | Spooled], None]
 

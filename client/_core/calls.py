@@ -1,5 +1,6 @@
-"""What the sync and async clients share: the calls each method makes, how answers
-become models, and how a batch answer becomes spool verdicts. No I/O here."""
+"""What the async client and the sync one generated from it share, without I/O: the
+request each method makes, the spool bookkeeping (what is spooled, the records, the
+verdicts of a delivery), and the paging of the events feed."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
+from client._core.http import Call, ClientSettings, make_call, new_key
+from client._core.retry import CircuitBreaker
 from client.checkpoints import CheckpointMemory, Seen
-from client.errors import CheckpointMismatch, LedgerError
+from client.errors import CheckpointMismatch, LedgerError, RateLimited, Unavailable
 from client.models import (
     MAX_BATCH_ITEMS,
     BatchAnswer,
@@ -22,9 +25,9 @@ from client.models import (
     SearchFiltersIn,
     SearchIn,
     SearchInput,
+    Spooled,
 )
 from client.spool import ItemVerdict, Spool, SpoolRecord
-from client.transport import Call, CircuitBreaker, ClientSettings, make_call, new_key
 
 Retrieval = RetrievalIn | Mapping[str, Any]
 BatchEntry = Retrieval | tuple[str, Retrieval]  # a retrieval, or (idempotency key, retrieval)
@@ -42,12 +45,21 @@ def body(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", exclude_none=True)
 
 
-class Shared:
-    def __init__(self, settings: ClientSettings) -> None:
+def should_spool(error: LedgerError) -> bool:
+    """A write the ledger could not take now (unreachable, failing, rate limited, breaker
+    open) waits in the spool; a refusal of the request itself never does."""
+    return error.retryable or isinstance(error, Unavailable | RateLimited)
+
+
+class ClientCore:
+    """The state of one client (settings, breaker, spool, checkpoint memory) and its
+    decisions; the driver opens the spool and the memory and hands them in."""
+
+    def __init__(self, settings: ClientSettings, spool: Spool | None, checkpoints: CheckpointMemory) -> None:
         self.settings = settings
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_cooldown_s)
-        self.spool = Spool(settings.spool_dir) if settings.spool_dir else None
-        self.checkpoints = CheckpointMemory(settings.spool_dir, settings.log_vkeys)
+        self.spool = spool
+        self.checkpoints = checkpoints
 
     # -- calls -------------------------------------------------------------------------------
     @staticmethod
@@ -179,12 +191,49 @@ class Shared:
     def keys_call() -> Call:
         return make_call("GET", "/v1/keys", "read")
 
-    # -- the spool ---------------------------------------------------------------------------
     @staticmethod
-    def spool_record(retrieval: RetrievalIn, key: str, settings: ClientSettings, call: Call) -> SpoolRecord:
+    def next_page(params: dict[str, Any], next_cursor: str | None) -> bool:
+        """Whether the events feed goes on; if so `params` now ask for the next page."""
+        if not next_cursor:
+            return False
+        params["cursor"] = next_cursor
+        return True
+
+    # -- the spool ---------------------------------------------------------------------------
+    def spool_for(self, error: LedgerError) -> Spool | None:
+        """The spool a write that failed with `error` goes to (said once, loudly), or None
+        when it is not spooled: no spool is set, or the ledger refused the request itself."""
+        if self.spool is None or not should_spool(error):
+            return None
+        self.spool.tell_outage(self.settings.base_url, error.code)
+        return self.spool
+
+    def spool_record(self, retrieval: RetrievalIn, key: str, call: Call) -> SpoolRecord:
         return SpoolRecord(
-            idempotency_key=key, retrieval=body(retrieval), run_id=settings.run_id, trace_id=call.trace_id
+            idempotency_key=key,
+            retrieval=body(retrieval),
+            run_id=self.settings.run_id,
+            trace_id=call.trace_id,
         )
+
+    def spooled(self, record: SpoolRecord) -> Spooled:
+        return Spooled(
+            idempotency_key=record.idempotency_key, run_id=self.settings.run_id, trace_id=record.trace_id
+        )
+
+    def batch_records(self, items: Sequence[RetrievalBatchItemIn], call: Call) -> list[SpoolRecord]:
+        return [
+            SpoolRecord(i.idempotency_key, body(i.retrieval), self.settings.run_id, call.trace_id)
+            for i in items
+        ]
+
+    @staticmethod
+    def batch_spooled(records: Sequence[SpoolRecord]) -> list[Spooled]:
+        return [Spooled(idempotency_key=r.idempotency_key, trace_id=r.trace_id) for r in records]
+
+    @staticmethod
+    def in_order(answer: BatchAnswer) -> list[BatchItemResult]:
+        return sorted(answer.results, key=by_index)
 
     @staticmethod
     def verdicts(answer: BatchAnswer, count: int) -> list[ItemVerdict]:

@@ -1,17 +1,23 @@
-"""The synchronous client (httpx.Client): retries, the breaker, the spool."""
+# GENERATED from client/_async/client.py by scripts/gen_sync_client.py: edit that file, then rerun.
+"""The client, as async code: the source `scripts/gen_sync_client.py` turns into the
+synchronous `client/_sync/client.py` with unasync (edit here, then regenerate). Calls,
+answers, retry and breaker decisions, spool bookkeeping and the checkpoint check are the
+sans-I/O core's (`client/_core/`); this drives them over httpx, and `client/_io.py` does
+what each flavour does its own way (waiting, file work, background delivery)."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from client.base import BatchEntry, Retrieval, Shared, as_retrieval, by_index
-from client.checkpoints import Seen
-from client.errors import CircuitOpen, LedgerError, NotFound
+from client._core.calls import BatchEntry, ClientCore, Retrieval, as_retrieval
+from client._core.http import Answer, Call, ClientSettings, new_key
+from client._core.retry import Attempts
+from client._io import SyncDrainer, SyncRuntime, transport_error
+from client.checkpoints import CheckpointMemory, Seen
+from client.errors import LedgerError, NotFound
 from client.models import (
     BatchAnswer,
     BatchItemResult,
@@ -23,32 +29,21 @@ from client.models import (
     SearchAnswer,
     Spooled,
 )
-from client.spool import DrainReport, ItemVerdict, SpoolRecord
-from client.transport import (
-    Call,
-    ClientSettings,
-    delay_s,
-    interpret,
-    is_outage,
-    new_key,
-    should_spool,
-    too_large,
-    transport_error,
-)
+from client.spool import DrainReport, ItemVerdict, Spool, SpoolRecord
 from client.verify import verify_bundle
 
 
-class Client(Shared):
-    """A ledger client for one service. `Client(base_url, token, spool_dir=...)`."""
+class Client(ClientCore):
+    """A ledger client for one service. `AsyncClient(base_url, token, spool_dir=...)`."""
 
     def __init__(self, base_url: str, token: str, **settings: Any) -> None:
-        super().__init__(ClientSettings(base_url=base_url.rstrip("/"), token=token, **settings))
-        self._http = httpx.Client(base_url=self.settings.base_url, limits=httpx.Limits(max_connections=64))
-        self._stop = threading.Event()
-        self._drainer: threading.Thread | None = None
-        if self.spool is not None and self.settings.drain_interval_s:
-            self._drainer = threading.Thread(target=self._drain_loop, name="citeledger-spool", daemon=True)
-            self._drainer.start()
+        settings.setdefault("drain_interval_s", SyncRuntime.drain_interval_s)
+        config = ClientSettings(base_url=base_url.rstrip("/"), token=token, **settings)
+        spool = Spool(config.spool_dir) if config.spool_dir else None
+        super().__init__(config, spool, CheckpointMemory(config.spool_dir, config.log_vkeys))
+        self._http = httpx.Client(base_url=config.base_url, limits=httpx.Limits(max_connections=64))
+        interval = config.drain_interval_s if spool is not None else None
+        self._drainer = SyncDrainer(self.flush_spool, self.breaker, interval)
 
     # -- one call, with the contract's retries ---------------------------------------------------
     def _exchange(self, call: Call) -> dict[str, Any]:
@@ -62,43 +57,27 @@ class Client(Shared):
                 headers=call.headers(settings),
                 timeout=httpx.Timeout(settings.timeout(call.kind)),
             ) as response:
-                declared = response.headers.get("content-length")
-                if declared and declared.isdigit() and int(declared) > settings.max_response_bytes:
-                    raise too_large(call, settings, response.status_code)
-                chunks, size = [], 0
+                answer = Answer(call, settings, response.status_code, response.headers)
                 for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > settings.max_response_bytes:
-                        raise too_large(call, settings, response.status_code)
-                    chunks.append(chunk)
-                return interpret(call, settings, response.status_code, response.headers, b"".join(chunks))
+                    answer.feed(chunk)
+                return answer.data()
         except httpx.HTTPError as exc:
             raise transport_error(call, settings, exc) from None
 
     def _send(self, call: Call) -> dict[str, Any]:
-        for attempt in range(1, self.settings.max_attempts + 1):
-            if not self.breaker.allow():
-                raise CircuitOpen(
-                    "circuit_open",
-                    "the circuit breaker is open after repeated failures",
-                    retryable=True,
-                    run_id=self.settings.run_id,
-                    trace_id=call.trace_id,
-                )
+        attempts = Attempts(self.settings, self.breaker, call)
+        while True:
+            attempts.start()
             try:
                 data = self._exchange(call)
             except LedgerError as error:
-                if is_outage(error):
-                    self.breaker.failure()
-                else:
-                    self.breaker.success()  # it answered: a refusal is not an outage
-                if not error.retryable or attempt == self.settings.max_attempts:
+                wait = attempts.failed(error)
+                if wait is None:
                     raise
-                time.sleep(delay_s(self.settings, attempt, error))
+                SyncRuntime.sleep(wait)
                 continue
-            self.breaker.success()
+            attempts.succeeded()
             return data
-        raise AssertionError("unreachable")  # the loop returns or raises
 
     # -- writes ------------------------------------------------------------------------------
     def record_retrieval(
@@ -112,11 +91,12 @@ class Client(Shared):
         try:
             return RetrievalReceipt.model_validate(self._send(call))
         except LedgerError as error:
-            if self.spool is None or not should_spool(error):
+            spool = self.spool_for(error)
+            if spool is None:
                 raise
-            self.spool.tell_outage(self.settings.base_url, error.code)
-            self.spool.append(self.spool_record(model, key, self.settings, call))
-            return Spooled(idempotency_key=key, run_id=self.settings.run_id, trace_id=call.trace_id)
+            record = self.spool_record(model, key, call)
+            SyncRuntime.offload(spool.append, record)
+            return self.spooled(record)
 
     def record_retrievals(
         self, entries: Sequence[BatchEntry], *, trace_id: str | None = None
@@ -130,21 +110,14 @@ class Client(Shared):
             try:
                 answer = BatchAnswer.model_validate(self._send(call))
             except LedgerError as error:
-                if self.spool is None or not should_spool(error):
+                spool = self.spool_for(error)
+                if spool is None:
                     raise
-                self.spool.tell_outage(self.settings.base_url, error.code)
-                records = [
-                    SpoolRecord(i.idempotency_key, i.retrieval.model_dump(mode="json", exclude_none=True),
-                                self.settings.run_id, call.trace_id)
-                    for i in items
-                ]  # fmt: skip
-                self.spool.append_many(records)
-                results += [
-                    Spooled(idempotency_key=r.idempotency_key, trace_id=call.trace_id) for r in records
-                ]
+                records = self.batch_records(items, call)
+                SyncRuntime.offload(spool.append_many, records)
+                results += self.batch_spooled(records)
                 continue
-            ordered: list[BatchItemResult] = sorted(answer.results, key=by_index)
-            results.extend(ordered)
+            results += self.in_order(answer)
         return results
 
     def ingest_document(
@@ -180,9 +153,8 @@ class Client(Shared):
         while True:
             page = EventsPage.model_validate(self._send(self.events_call(params)))
             yield page
-            if not page.next_cursor:
+            if not self.next_page(params, page.next_cursor):
                 return
-            params["cursor"] = page.next_cursor
 
     def latest_checkpoint(self) -> Seen:
         """GET /v1/checkpoints/latest, trusted only if it extends the newest checkpoint this
@@ -211,7 +183,7 @@ class Client(Shared):
 
     def receipt_bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]:
         """The receipt's portable bundle (check it with `verify_bundle` and the root key)."""
-        bundle: dict[str, Any] = self._send(self.bundle_call(receipt_id, latest=latest))["bundle"]
+        bundle: dict[str, Any] = (self._send(self.bundle_call(receipt_id, latest=latest)))["bundle"]
         return bundle
 
     def keys(self) -> dict[str, Any]:
@@ -228,22 +200,10 @@ class Client(Shared):
         """Deliver what the spool holds, in order, through the batch endpoint."""
         if self.spool is None:
             return DrainReport(0, 0, 0, 0.0, "no spool configured")
-        return self.spool.drain(self._deliver, max_seconds=max_seconds)
-
-    def _drain_loop(self) -> None:
-        assert self.settings.drain_interval_s is not None
-        while not self._stop.wait(self.settings.drain_interval_s):
-            if self.breaker.state == "open":
-                continue
-            try:
-                self.flush_spool(max_seconds=self.settings.drain_interval_s * 4)
-            except Exception:  # noqa: BLE001, S112 - the records stay; the next round tries again
-                continue
+        return SyncRuntime.drain(self.spool, self._deliver, max_seconds)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._drainer is not None:
-            self._drainer.join(timeout=30)
+        self._drainer.stop()
         self._http.close()
 
     def __enter__(self) -> Client:

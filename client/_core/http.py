@@ -1,22 +1,19 @@
-"""The HTTP contract from the client's side, shared by the sync and async clients:
-settings, correlation headers (`X-Run-Id`, `X-Trace-Id` or `traceparent`), timeouts
-per call kind, the retry rule (only what the error envelope calls retryable; 429
-honours Retry-After; exponential backoff with full jitter), the circuit breaker, and
-reading a response into data or a typed error."""
+"""The HTTP contract from the client's side, without I/O: settings, correlation headers
+(`X-Run-Id`, `X-Trace-Id` or `traceparent`), timeouts per call kind, and reading an answer —
+size-capped, chunk by chunk as the transport receives it — into data or a typed error."""
 
 from __future__ import annotations
 
 import email.utils
-import random
-import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
-from client.errors import BadResponse, LedgerError, RateLimited, Unavailable, for_status
+from client.errors import BadResponse, RateLimited, for_status
 
 CallKind = Literal["search", "write", "read"]
 FALLBACK_RETRYABLE = frozenset({408, 429, 502, 503, 504})  # a status without our envelope (a proxy)
@@ -47,50 +44,6 @@ class ClientSettings:
         return {"search": self.search_timeout_s, "write": self.write_timeout_s, "read": self.read_timeout_s}[
             kind
         ]
-
-
-class CircuitBreaker:
-    """closed -> open after `threshold` consecutive failures -> half-open after `cooldown_s`
-    (one probe call at a time) -> closed on its success, open again on its failure."""
-
-    def __init__(self, threshold: int, cooldown_s: float) -> None:
-        self.threshold = threshold
-        self.cooldown_s = cooldown_s
-        self._lock = threading.Lock()
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._probing = False
-
-    @property
-    def state(self) -> str:
-        with self._lock:
-            if self._opened_at is None:
-                return "closed"
-            if time.monotonic() - self._opened_at >= self.cooldown_s:
-                return "half-open"
-            return "open"
-
-    def allow(self) -> bool:
-        with self._lock:
-            if self._opened_at is None:
-                return True
-            if time.monotonic() - self._opened_at < self.cooldown_s or self._probing:
-                return False
-            self._probing = True  # this caller is the probe
-            return True
-
-    def success(self) -> None:
-        with self._lock:
-            self._failures = 0
-            self._opened_at = None
-            self._probing = False
-
-    def failure(self) -> None:
-        with self._lock:
-            self._failures += 1
-            if self._probing or self._failures >= self.threshold:
-                self._opened_at = time.monotonic()
-            self._probing = False
 
 
 def traceparent() -> str | None:
@@ -202,26 +155,6 @@ def interpret(call: Call, settings: ClientSettings, status: int, headers: Any, b
     raise error
 
 
-def transport_error(call: Call, settings: ClientSettings, exc: Exception) -> LedgerError:
-    """A failure below HTTP: the ledger unreachable, too slow, or closing without an answer.
-    All retryable: every write carries its Idempotency-Key, so a second try never doubles it."""
-    import httpx
-
-    run_id, trace_id = settings.run_id, call.trace_id
-    if isinstance(exc, httpx.TimeoutException):
-        message = f"no answer within {settings.timeout(call.kind):g} s ({call.kind})"
-        return Unavailable("timeout", message, retryable=True, run_id=run_id, trace_id=trace_id)
-    if isinstance(exc, httpx.RemoteProtocolError):
-        message = "the server closed the connection without an answer"
-        return BadResponse("empty_response", message, retryable=True, run_id=run_id, trace_id=trace_id)
-    if isinstance(exc, httpx.ConnectError):
-        message = "the ledger could not be reached"
-        return Unavailable("unreachable", message, retryable=True, run_id=run_id, trace_id=trace_id)
-    return Unavailable(
-        "transport_error", type(exc).__name__, retryable=True, run_id=run_id, trace_id=trace_id
-    )
-
-
 def too_large(call: Call, settings: ClientSettings, status: int) -> BadResponse:
     return BadResponse(
         "response_too_large",
@@ -230,24 +163,24 @@ def too_large(call: Call, settings: ClientSettings, status: int) -> BadResponse:
     )  # fmt: skip
 
 
-def is_outage(error: LedgerError) -> bool:
-    """What the breaker counts: the ledger down, failing or too slow — not a refusal."""
-    if isinstance(error, Unavailable):
-        return True
-    return isinstance(error, BadResponse) and error.retryable
+class Answer:
+    """One answer, fed chunk by chunk as the transport receives it: refused as soon as it
+    declares or grows past `max_response_bytes` (never held whole in memory), then read."""
 
+    def __init__(self, call: Call, settings: ClientSettings, status: int, headers: Mapping[str, str]) -> None:
+        self.call, self.settings, self.status, self.headers = call, settings, status, headers
+        self._chunks: list[bytes] = []
+        self._size = 0
+        declared = headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_response_bytes:
+            raise too_large(call, settings, status)
 
-def delay_s(settings: ClientSettings, attempt: int, error: LedgerError) -> float:
-    """Exponential backoff with full jitter; a 429's Retry-After is a floor (capped)."""
-    backoff = min(settings.backoff_max_s, settings.backoff_base_s * 2 ** (attempt - 1))
-    wait = random.uniform(0, backoff)  # noqa: S311 - jitter, not a secret
-    asked = getattr(error, "retry_after_s", None)
-    if asked is not None:
-        wait = max(wait, min(float(asked), settings.retry_after_max_s))
-    return wait
+    def feed(self, chunk: bytes) -> None:
+        self._size += len(chunk)
+        if self._size > self.settings.max_response_bytes:
+            raise too_large(self.call, self.settings, self.status)
+        self._chunks.append(chunk)
 
-
-def should_spool(error: LedgerError) -> bool:
-    """A write the ledger could not take now (unreachable, failing, rate limited, breaker
-    open) waits in the spool; a refusal of the request itself never does."""
-    return error.retryable or isinstance(error, Unavailable | RateLimited)
+    def data(self) -> dict[str, Any]:
+        """The body of a success; raises the typed error of anything else."""
+        return interpret(self.call, self.settings, self.status, self.headers, b"".join(self._chunks))

@@ -1,18 +1,22 @@
-"""The asynchronous client (httpx.AsyncClient): the same calls, retries, breaker and spool
-as `client.sync.Client`; spool file work runs in a thread so the event loop never waits
-on an fsync."""
+"""The client, as async code: the source `scripts/gen_sync_client.py` turns into the
+synchronous `client/_sync/client.py` with unasync (edit here, then regenerate). Calls,
+answers, retry and breaker decisions, spool bookkeeping and the checkpoint check are the
+sans-I/O core's (`client/_core/`); this drives them over httpx, and `client/_io.py` does
+what each flavour does its own way (waiting, file work, background delivery)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from client.base import BatchEntry, Retrieval, Shared, as_retrieval, body, by_index
-from client.checkpoints import Seen
-from client.errors import CircuitOpen, LedgerError, NotFound
+from client._core.calls import BatchEntry, ClientCore, Retrieval, as_retrieval
+from client._core.http import Answer, Call, ClientSettings, new_key
+from client._core.retry import Attempts
+from client._io import AsyncDrainer, AsyncRuntime, transport_error
+from client.checkpoints import CheckpointMemory, Seen
+from client.errors import LedgerError, NotFound
 from client.models import (
     BatchAnswer,
     BatchItemResult,
@@ -24,29 +28,23 @@ from client.models import (
     SearchAnswer,
     Spooled,
 )
-from client.spool import DrainReport, ItemVerdict, SpoolRecord
-from client.transport import (
-    Call,
-    ClientSettings,
-    delay_s,
-    interpret,
-    is_outage,
-    new_key,
-    should_spool,
-    too_large,
-    transport_error,
-)
+from client.spool import DrainReport, ItemVerdict, Spool, SpoolRecord
 from client.verify import verify_bundle
 
 
-class AsyncClient(Shared):
-    def __init__(self, base_url: str, token: str, **settings: Any) -> None:
-        settings.setdefault("drain_interval_s", None)  # no background thread: call flush_spool()
-        super().__init__(ClientSettings(base_url=base_url.rstrip("/"), token=token, **settings))
-        self._http = httpx.AsyncClient(
-            base_url=self.settings.base_url, limits=httpx.Limits(max_connections=64)
-        )
+class AsyncClient(ClientCore):
+    """A ledger client for one service. `AsyncClient(base_url, token, spool_dir=...)`."""
 
+    def __init__(self, base_url: str, token: str, **settings: Any) -> None:
+        settings.setdefault("drain_interval_s", AsyncRuntime.drain_interval_s)
+        config = ClientSettings(base_url=base_url.rstrip("/"), token=token, **settings)
+        spool = Spool(config.spool_dir) if config.spool_dir else None
+        super().__init__(config, spool, CheckpointMemory(config.spool_dir, config.log_vkeys))
+        self._http = httpx.AsyncClient(base_url=config.base_url, limits=httpx.Limits(max_connections=64))
+        interval = config.drain_interval_s if spool is not None else None
+        self._drainer = AsyncDrainer(self.flush_spool, self.breaker, interval)
+
+    # -- one call, with the contract's retries ---------------------------------------------------
     async def _exchange(self, call: Call) -> dict[str, Any]:
         settings = self.settings
         try:
@@ -58,62 +56,52 @@ class AsyncClient(Shared):
                 headers=call.headers(settings),
                 timeout=httpx.Timeout(settings.timeout(call.kind)),
             ) as response:
-                declared = response.headers.get("content-length")
-                if declared and declared.isdigit() and int(declared) > settings.max_response_bytes:
-                    raise too_large(call, settings, response.status_code)
-                chunks, size = [], 0
+                answer = Answer(call, settings, response.status_code, response.headers)
                 async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > settings.max_response_bytes:
-                        raise too_large(call, settings, response.status_code)
-                    chunks.append(chunk)
-                return interpret(call, settings, response.status_code, response.headers, b"".join(chunks))
+                    answer.feed(chunk)
+                return answer.data()
         except httpx.HTTPError as exc:
             raise transport_error(call, settings, exc) from None
 
     async def _send(self, call: Call) -> dict[str, Any]:
-        for attempt in range(1, self.settings.max_attempts + 1):
-            if not self.breaker.allow():
-                raise CircuitOpen(
-                    "circuit_open",
-                    "the circuit breaker is open after repeated failures",
-                    retryable=True,
-                    run_id=self.settings.run_id,
-                    trace_id=call.trace_id,
-                )
+        attempts = Attempts(self.settings, self.breaker, call)
+        while True:
+            attempts.start()
             try:
                 data = await self._exchange(call)
             except LedgerError as error:
-                if is_outage(error):
-                    self.breaker.failure()
-                else:
-                    self.breaker.success()
-                if not error.retryable or attempt == self.settings.max_attempts:
+                wait = attempts.failed(error)
+                if wait is None:
                     raise
-                await asyncio.sleep(delay_s(self.settings, attempt, error))
+                await AsyncRuntime.sleep(wait)
                 continue
-            self.breaker.success()
+            attempts.succeeded()
             return data
-        raise AssertionError("unreachable")
 
+    # -- writes ------------------------------------------------------------------------------
     async def record_retrieval(
         self, retrieval: Retrieval, *, idempotency_key: str | None = None, trace_id: str | None = None
     ) -> RetrievalReceipt | Spooled:
+        """Record one retrieval. When the ledger cannot take it now (and a spool is set) it is
+        spooled — fsynced before this returns — and delivered later with the same key."""
         model = as_retrieval(retrieval)
         key = idempotency_key or new_key()
         call = self.retrieval_call(model, key, trace_id)
         try:
             return RetrievalReceipt.model_validate(await self._send(call))
         except LedgerError as error:
-            if self.spool is None or not should_spool(error):
+            spool = self.spool_for(error)
+            if spool is None:
                 raise
-            self.spool.tell_outage(self.settings.base_url, error.code)
-            await asyncio.to_thread(self.spool.append, self.spool_record(model, key, self.settings, call))
-            return Spooled(idempotency_key=key, run_id=self.settings.run_id, trace_id=call.trace_id)
+            record = self.spool_record(model, key, call)
+            await AsyncRuntime.offload(spool.append, record)
+            return self.spooled(record)
 
     async def record_retrievals(
         self, entries: Sequence[BatchEntry], *, trace_id: str | None = None
     ) -> list[BatchItemResult | Spooled]:
+        """Record many retrievals through POST /v1/retrievals/batch (1,000 per request): one
+        result per entry, in order. Entries the ledger could not take now are spooled."""
         results: list[BatchItemResult | Spooled] = []
         for start in range(0, len(entries), 1000):
             items = self.batch_items(entries[start : start + 1000], trace_id)
@@ -121,20 +109,14 @@ class AsyncClient(Shared):
             try:
                 answer = BatchAnswer.model_validate(await self._send(call))
             except LedgerError as error:
-                if self.spool is None or not should_spool(error):
+                spool = self.spool_for(error)
+                if spool is None:
                     raise
-                self.spool.tell_outage(self.settings.base_url, error.code)
-                records = [
-                    SpoolRecord(i.idempotency_key, body(i.retrieval), self.settings.run_id, call.trace_id)
-                    for i in items
-                ]
-                await asyncio.to_thread(self.spool.append_many, records)
-                results += [
-                    Spooled(idempotency_key=r.idempotency_key, trace_id=call.trace_id) for r in records
-                ]
+                records = self.batch_records(items, call)
+                await AsyncRuntime.offload(spool.append_many, records)
+                results += self.batch_spooled(records)
                 continue
-            ordered: list[BatchItemResult] = sorted(answer.results, key=by_index)
-            results.extend(ordered)
+            results += self.in_order(answer)
         return results
 
     async def ingest_document(
@@ -144,6 +126,7 @@ class AsyncClient(Shared):
         idempotency_key: str | None = None,
         trace_id: str | None = None,
     ) -> DocumentRecorded:
+        """Record a markdown document (not spooled: a service ingests, then cites)."""
         call = self.document_call(document, idempotency_key or new_key(), trace_id)
         return DocumentRecorded.model_validate(await self._send(call))
 
@@ -155,6 +138,7 @@ class AsyncClient(Shared):
         answered, not replayed twice."""
         return await self._send(self.replay_call(receipt_id, idempotency_key, at_position))
 
+    # -- reads -------------------------------------------------------------------------------
     async def search(self, query: str, **options: Any) -> SearchAnswer:
         """POST /v1/search (the 2 s search timeout): the ledger runs and records the search."""
         return SearchAnswer.model_validate(await self._send(self.search_call(query, **options)))
@@ -163,16 +147,18 @@ class AsyncClient(Shared):
         return CitationAnswer.model_validate(await self._send(self.citation_call(citation_id)))
 
     async def events(self, **filters: Any) -> AsyncIterator[EventsPage]:
+        """Pages of GET /v1/events, following `next_cursor` until the end."""
         params = dict(filters)
         while True:
             page = EventsPage.model_validate(await self._send(self.events_call(params)))
             yield page
-            if not page.next_cursor:
+            if not self.next_page(params, page.next_cursor):
                 return
-            params["cursor"] = page.next_cursor
 
     async def latest_checkpoint(self) -> Seen:
-        """As `Client.latest_checkpoint`: raises CheckpointMismatch on a rollback or fork."""
+        """GET /v1/checkpoints/latest, trusted only if it extends the newest checkpoint this
+        client has seen (consistency proof checked; then remembered beside the spool).
+        Raises CheckpointMismatch when the server was rolled back or forked."""
         try:
             answer = await self._send(self.latest_checkpoint_call())
         except NotFound as error:
@@ -190,10 +176,12 @@ class AsyncClient(Shared):
         return await self._send(self.receipts_call(filters))
 
     async def receipt(self, receipt_id: str, *, content: bool = False) -> dict[str, Any]:
-        """GET /v1/receipts/{id}; `content=True`: the sealed fields in plain (audit.content; recorded)."""
+        """GET /v1/receipts/{id}; `content=True` asks for the sealed fields in plain
+        (scope `audit.content`; the server records the read)."""
         return await self._send(self.receipt_call(receipt_id, content=content))
 
     async def receipt_bundle(self, receipt_id: str, *, latest: bool = False) -> dict[str, Any]:
+        """The receipt's portable bundle (check it with `verify_bundle` and the root key)."""
         bundle: dict[str, Any] = (await self._send(self.bundle_call(receipt_id, latest=latest)))["bundle"]
         return bundle
 
@@ -202,18 +190,19 @@ class AsyncClient(Shared):
 
     verify_bundle = staticmethod(verify_bundle)
 
+    # -- the spool ---------------------------------------------------------------------------
+    async def _deliver(self, records: Sequence[SpoolRecord]) -> list[ItemVerdict]:
+        answer = BatchAnswer.model_validate(await self._send(self.record_batch_call(records)))
+        return self.verdicts(answer, len(records))
+
     async def flush_spool(self, *, max_seconds: float | None = None) -> DrainReport:
+        """Deliver what the spool holds, in order, through the batch endpoint."""
         if self.spool is None:
             return DrainReport(0, 0, 0, 0.0, "no spool configured")
-        loop = asyncio.get_running_loop()
-
-        def deliver(records: Sequence[SpoolRecord]) -> list[ItemVerdict]:
-            future = asyncio.run_coroutine_threadsafe(self._send(self.record_batch_call(records)), loop)
-            return self.verdicts(BatchAnswer.model_validate(future.result()), len(records))
-
-        return await asyncio.to_thread(self.spool.drain, deliver, max_seconds=max_seconds)
+        return await AsyncRuntime.drain(self.spool, self._deliver, max_seconds)
 
     async def aclose(self) -> None:
+        self._drainer.stop()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
