@@ -5,7 +5,6 @@ position, and the background checkpointer.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from eventsourcing.persistence import StoredEvent
 
@@ -14,7 +13,6 @@ from ledger.storage.log_repeats import log_failure
 from ledger.storage.store import CHECKPOINT_STREAM_ID, CHECKPOINT_TOPIC
 from ledger.tlog.checkpoints import CheckpointRecord, make_checkpoint
 from ledger.writing.cosigning import Cosigning
-from ledger.writing.integrity import Finding
 from ledger.writing.writes import _DUPLICATE_ERRORS, MAX_APPEND_ATTEMPTS, AppendConflict
 
 log = logging.getLogger("citeledger.ledger")
@@ -22,12 +20,6 @@ log = logging.getLogger("citeledger.ledger")
 
 class Checkpointing(Cosigning):
     """Signing checkpoints over the log and finding the one covering a position (a `Ledger` part)."""
-
-    if TYPE_CHECKING:  # `IntegrityHolding`'s
-
-        def held_findings(self) -> list[Finding]: ...
-
-        def _refuse_if_held(self) -> None: ...
 
     def sync_checkpoints(self) -> list[CheckpointRecord]:
         rows = self.recorder.select_events(CHECKPOINT_STREAM_ID, gt=len(self._checkpoints))

@@ -5,8 +5,6 @@ that refuses writes while a finding is unanswered, and the operator's repair.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ledger.domain.entries import GENESIS_PREV_HASH, SYSTEM_TENANT, EventDraft, RecordedEvent, prepare
 from ledger.domain.events import IntegrityFindingRecord, IntegrityRepaired
@@ -20,19 +18,13 @@ from ledger.writing.integrity import (
     witness_findings,
 )
 from ledger.writing.log_reader import LogReader
-from ledger.writing.writes import Notification, Write, WriteOutcome
+from ledger.writing.writes import Write
 
 log = logging.getLogger("citeledger.ledger")
 
 
 class IntegrityHolding(LogReader):
     """Opening against the evidence, holding writes on a finding, and repair (a `Ledger` part)."""
-
-    if TYPE_CHECKING:  # the sequencer's (`Ledger` in `application`)
-
-        def _commit_locked(
-            self, writes: Sequence[Write], *, only_at: int | None = None
-        ) -> tuple[list[WriteOutcome], list[Notification]]: ...
 
     def _open_log(self) -> None:
         """Size, head hash, tree and key chain without reading the whole log.

@@ -5,29 +5,19 @@ signed with the key before it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ledger.domain.entries import SYSTEM_TENANT, EventDraft, RecordedEvent, prepare
 from ledger.domain.events import SigningKeyRotated
 from ledger.domain.keychain import possession_message
 from ledger.tlog.signing import SigningKey, b64, kid_for, unb64
 from ledger.writing.log_reader import LogReader
-from ledger.writing.writes import Notification, Write, WriteOutcome
+from ledger.writing.writes import Write
 
 log = logging.getLogger("citeledger.ledger")
 
 
 class KeyRotation(LogReader):
     """Appending the genesis key entry and rotations of the signing key (a `Ledger` part)."""
-
-    if TYPE_CHECKING:  # the sequencer's (`Ledger` in `application`)
-
-        def _commit_locked(
-            self, writes: Sequence[Write], *, only_at: int | None = None
-        ) -> tuple[list[WriteOutcome], list[Notification]]: ...
-
-        def _refuse_if_held(self) -> None: ...
 
     def _append_genesis(self) -> None:
         root_kid = kid_for(self.root_public_key)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ledger.config import LedgerConfig
 from ledger.domain.entries import RecordedEvent
@@ -17,11 +17,19 @@ from ledger.storage.tree_store import TiledMerkleTree
 from ledger.storage.witnessed import WitnessedSizes
 from ledger.tlog.checkpoints import CheckpointRecord
 from ledger.tlog.signing import KeyDirectory, SigningKey, kid_for
-from ledger.writing.integrity import RepairRecords
+from ledger.writing.integrity import Finding, RepairRecords
 from ledger.writing.integrity_records import HoldState
 from ledger.writing.sealing import Sealer
 from ledger.writing.witnessing import Cosigner
-from ledger.writing.writes import _SYNC_PAGE, CommitListener, LedgerIntegrityError, TransactionHook
+from ledger.writing.writes import (
+    _SYNC_PAGE,
+    CommitListener,
+    LedgerIntegrityError,
+    Notification,
+    TransactionHook,
+    Write,
+    WriteOutcome,
+)
 
 log = logging.getLogger("citeledger.ledger")
 
@@ -56,6 +64,16 @@ class LogReader:
     _closed: threading.Event
     _commit_listeners: list[CommitListener]
     _transaction_hooks: list[TransactionHook]
+
+    if TYPE_CHECKING:  # the other parts' (`Ledger` combines them): for the type checker only
+
+        def _commit_locked(
+            self, writes: Sequence[Write], *, only_at: int | None = None
+        ) -> tuple[list[WriteOutcome], list[Notification]]: ...
+
+        def held_findings(self) -> list[Finding]: ...
+
+        def _refuse_if_held(self) -> None: ...
 
     # -- reading the log -------------------------------------------------------
     @property

@@ -8,54 +8,16 @@ exactly one home (`ledger/storage/adapters/sqlite.py`, `ledger/storage/adapters/
 and `tests/test_store_contract.py` runs the same behavioural suite against
 both, as `eventsourcing` does for its recorders.
 
-SQL that is the same text on both backends is written once here, in the base
-class, through `sql()` and `table()`; a backend overrides only what differs.
+SQL that is the same text on both backends is written once, in the contract's classes
+(`core`, `data_keys`, `side_tables`, which `StoreAdapter` combines), through `sql()` and
+`table()`; a backend overrides only what differs.
 Table names are constants, never input; every value is a bound parameter.
 """
 
 from __future__ import annotations
 
-from ledger.storage.adapters.core import (
-    AdapterCore,
-    AppendListener,
-    EventStoreApp,
-    LogRow,
-    StoreUnavailable,
-    caused_by,
-    driver_error,
-    generic_transient,
-)
-from ledger.storage.adapters.data_keys import KEYS_TABLE, DataKeyRow, DataKeyStatements
-from ledger.storage.adapters.side_tables import (
-    CLAIMS_TABLE,
-    IDEMPOTENCY_TABLE,
-    RATE_TABLE,
-    TRACKING_TABLE,
-    IdempotencyRecord,
-    IdempotencyRow,
-    SideTableStatements,
-)
-
-# The contract's names, where the backends and the store have always imported them from.
-__all__ = [
-    "CLAIMS_TABLE",
-    "IDEMPOTENCY_TABLE",
-    "KEYS_TABLE",
-    "RATE_TABLE",
-    "TRACKING_TABLE",
-    "AdapterCore",
-    "AppendListener",
-    "DataKeyRow",
-    "EventStoreApp",
-    "IdempotencyRecord",
-    "IdempotencyRow",
-    "LogRow",
-    "StoreAdapter",
-    "StoreUnavailable",
-    "caused_by",
-    "driver_error",
-    "generic_transient",
-]
+from ledger.storage.adapters.data_keys import DataKeyStatements
+from ledger.storage.adapters.side_tables import SideTableStatements
 
 
 class StoreAdapter(DataKeyStatements, SideTableStatements):
