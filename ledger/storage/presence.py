@@ -8,7 +8,7 @@ instead of silently becoming a new, empty ledger there.
 from __future__ import annotations
 
 from ledger.config import LedgerConfig
-from ledger.storage.adapters.base import EventStoreApp
+from ledger.storage.adapters.core import EventStoreApp
 from ledger.storage.adapters.postgres import pg_connect
 from ledger.tlog.signing import KeyDirectory
 

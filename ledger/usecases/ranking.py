@@ -31,245 +31,76 @@ receipt's position (both run this function).
 
 from __future__ import annotations
 
-import decimal
-import hashlib
 import logging
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
-from ledger.domain.events import (
-    MAX_FILTERS_APPLIED,
-    SearchRequest,
-)
-from ledger.policy.policy_rules import ChunkFacts, PolicyRules, Verdict
-from ledger.retrieval.search_text import Term, query_terms, stem_word, terms
-from ledger.tlog.canonical import canonical_json
+from ledger.domain.events import MAX_FILTERS_APPLIED, SearchRequest
+from ledger.policy.policy_rules import PolicyRules
+from ledger.retrieval.search_text import query_terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
-from ledger.usecases.ports import ChunkState, CorpusView, IndexedChunk, SearchIndexReader
+from ledger.usecases.ports import CorpusView, SearchIndexReader
+from ledger.usecases.ranking_steps import (
+    FILE_WEIGHT,
+    FILENAME_WEIGHT,
+    FILTER_WINDOW,
+    HEADING_WEIGHT,
+    K1,
+    MAX_HITS_PER_FILE,
+    MIN_COVERAGE,
+    POSITION_WEIGHT,
+    SNIPPET_CHARS,
+    TITLE_WEIGHT,
+    B,
+    _contains,
+    _FileBm25,
+    _fixed,
+    _gaps,
+    _in_roots,
+    _needed_coverage,
+    _snippet,
+    _sorted_postings,
+    _top_ranked,
+)
+from ledger.usecases.search_run import (
+    ENGINE,
+    ENGINE_V1,
+    ENGINE_V2,
+    ENGINES,
+    SearchHit,
+    SearchRun,
+    SearchStatus,
+    context_hash_of,
+    empty_run,
+)
 from ledger.usecases.visibility import visible_corpus
 from ledger.writing.sealing import KeyDestroyed, SealBroken
 
+# Where callers and tests have always found these (they live in `search_run` and `ranking_steps`).
+__all__ = [
+    "ENGINE",
+    "ENGINES",
+    "ENGINE_V1",
+    "ENGINE_V2",
+    "FILE_WEIGHT",
+    "K1",
+    "MIN_COVERAGE",
+    "SNIPPET_CHARS",
+    "B",
+    "SearchHit",
+    "SearchRun",
+    "SearchStatus",
+    "context_hash_of",
+    "empty_run",
+    "rank",
+]
+
 log = logging.getLogger("citeledger.search")
-
-ENGINE_V1 = "citeledger-bm25@1"
-ENGINE_V2 = "citeledger-bm25@2"
-ENGINE = ENGINE_V2  # what a live search runs and records
-ENGINES = (ENGINE_V1, ENGINE_V2)  # what a replay can re-run, each under its own rules
-K1, B = 1.2, 0.75
-TITLE_WEIGHT, HEADING_WEIGHT, FILENAME_WEIGHT = 0.5, 0.25, 0.3
-POSITION_WEIGHT = 0.1
-FILE_WEIGHT = 0.5  # @2: times the BM25 of the chunk's whole file (`_FileBm25`)
-MIN_COVERAGE = 0.4
-MIN_COVERAGE_OOV = 0.5  # @2, when the query has words no chunk holds (`_needed_coverage`)
-MAX_EXCUSED_OOV = 2
-# @2: words that ask how much, how long or by when, not about what, and function words the
-# stopword list lacks: when the corpus never uses one ("minimum" where the text says "at
-# least", "without"), it does not count against a chunk. Known to the corpus, they count.
-QUESTION_FORM_STEMS = frozenset(
-    stem_word(word)
-    for word in (
-        "minimum maximum min max least length size amount number count total limit deadline "
-        "duration frequency often quickly soon rate average typical usual exact exactly "
-        "without within via per across upon unless whether along among beside besides despite "
-        "toward towards onto amongst throughout versus etc instead"
-    ).split()
-)
-SCORE_PLACES = 6
-SNIPPET_CHARS = 240
-MAX_HITS_PER_FILE = 2
-FILTER_WINDOW = 4  # filters are recorded for the top (top_k x this) candidates
-MAX_GAPS = 5
-SearchStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    document_id: str
-    version_id: str
-    chunk_id: str
-    path: str
-    start_line: int
-    end_line: int
-    heading_path: str | None
-    score: str
-    score_breakdown: tuple[tuple[str, str], ...]  # (component, decimal value)
-    term_scores: tuple[tuple[str, str], ...]  # (query term, its BM25 contribution)
-    snippet: str  # empty when a policy redacts it
-    snippet_span: tuple[int, int] | None
-    sensitivity: str
-    policy_rules: tuple[tuple[str, str], ...]  # (rule_id, action) that took effect
-    chunk: ChunkState = field(compare=False, repr=False)
-
-    def commitment_material(self) -> list[Any]:
-        return [
-            self.chunk_id,
-            self.document_id,
-            self.path,
-            self.start_line,
-            self.end_line,
-            self.score,
-            [list(c) for c in self.score_breakdown],
-            list(self.snippet_span) if self.snippet_span else None,
-            hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
-        ]
-
-    def context_material(self) -> list[Any]:
-        """What `@2`'s context hash commits to: the cited text and where it is, no score."""
-        return [
-            self.chunk_id,
-            self.document_id,
-            self.path,
-            self.start_line,
-            self.end_line,
-            list(self.snippet_span) if self.snippet_span else None,
-            hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
-        ]
-
-
-@dataclass(frozen=True)
-class SearchRun:
-    status: SearchStatus
-    position: int
-    hits: tuple[SearchHit, ...]
-    filters_applied: tuple[tuple[str, str, str], ...]  # (rule_id, chunk_id, action)
-    gaps: tuple[str, ...]
-    context_hash: str
-    files_scanned: int
-    denied_rule: str | None = None
-    # Live chunk versions the caller's scopes may not see, left out before ranking (None: the
-    # run ranked without the built-in rule, as receipts recorded before it did).
-    withheld: int | None = None
-    # Chunk ids of restricted chunks among the hits and filters: what an answer to a caller
-    # without the scope must leave out (a replay's diff; `ledger.usecases.visibility`).
-    restricted_ids: frozenset[str] = frozenset()
-
-    @property
-    def metrics(self) -> dict[str, int]:
-        return {"files_scanned": self.files_scanned, "hits": len(self.hits)}
-
-
-def context_hash_of(
-    status: str, hits: Sequence[SearchHit], filters: Sequence[tuple[str, str, str]], engine: str = ENGINE
-) -> str:
-    """sha256 over the canonical JSON of what the search decided: never receipt or citation ids,
-    timestamps or ciphertext (a snippet enters as the sha256 of its text).
-
-    `@2` commits to the context the model was given — which chunks, in which order, with
-    which text (span and snippet hash) — and the status: not scores, which move whenever any
-    document of the corpus changes (a replay reports score movement apart). `@1` also
-    committed to scores, score breakdowns and filters; its receipts keep that rule."""
-    if engine == ENGINE_V1:
-        body: dict[str, Any] = {
-            "engine": ENGINE_V1,
-            "status": status,
-            "hits": [hit.commitment_material() for hit in hits],
-            "filters_applied": [list(f) for f in filters],
-        }
-    else:
-        body = {"engine": engine, "status": status, "context": [hit.context_material() for hit in hits]}
-    return hashlib.sha256(canonical_json(body)).hexdigest()
-
-
-def empty_run(
-    status: SearchStatus,
-    position: int,
-    gaps: Sequence[str] = (),
-    denied_rule: str | None = None,
-    files: int = 0,
-    filters: Sequence[tuple[str, str, str]] = (),
-) -> SearchRun:
-    return SearchRun(
-        status=status,
-        position=position,
-        hits=(),
-        filters_applied=tuple(filters),
-        gaps=tuple(gaps),
-        context_hash=context_hash_of(status, [], filters),
-        files_scanned=files,
-        denied_rule=denied_rule,
-    )
-
-
-def _fixed(value: float) -> str:
-    text = f"{value:.{SCORE_PLACES}f}"
-    return "0." + "0" * SCORE_PLACES if text.startswith("-0.") and float(text) == 0 else text
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _in_roots(
-    chunk: IndexedChunk, roots: Sequence[str], root_sources: Sequence[str], source_of: dict[str, str]
-) -> bool:
-    """Whether a chunk lies under one of the target roots. A root whose first segment named a
-    source when the search ran (`root_sources`) means that source, or a folder in it; any
-    other root is a path prefix, as searches recorded before roots named sources had it."""
-    if not roots:
-        return True
-    for root in roots:
-        name, _, folder = root.strip("/").partition("/")
-        if name in root_sources:
-            if source_of.get(chunk.document_id) == name and (not folder or _under(chunk.path, folder)):
-                return True
-        elif _under(chunk.path, root):
-            return True
-    return False
-
-
-def _snippet(text: str, wanted: set[str]) -> tuple[str, tuple[int, int]]:
-    """The densest window (at most SNIPPET_CHARS) around the query's terms, cut from the
-    chunk text itself so it occurs there verbatim."""
-    found: list[Term] = [t for t in terms(text) if t.text in wanted]
-    if not found:
-        end = min(len(text), SNIPPET_CHARS)
-        return text[:end], (0, end)
-    best_start, best_count = found[0].start, -1
-    for index, first in enumerate(found):
-        distinct = {t.text for t in found[index:] if t.end <= first.start + SNIPPET_CHARS}
-        if len(distinct) > best_count:
-            best_start, best_count = first.start, len(distinct)
-    line_start = text.rfind("\n", 0, best_start) + 1
-    start = line_start if best_start - line_start <= SNIPPET_CHARS // 4 else best_start
-    end = min(len(text), start + SNIPPET_CHARS)
-    if end < len(text):
-        space = text.rfind(" ", start + SNIPPET_CHARS // 2, end)
-        end = space if space > 0 else end
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return text[start:end], (start, end)
-
-
-_verdicts: dict[tuple[PolicyRules, frozenset[str]], dict[tuple[str, str], Verdict]] = {}
-
-
-def _verdict_cache(policy: PolicyRules, scopes: frozenset[str]) -> dict[tuple[str, str], Verdict]:
-    """Rules look at path and sensitivity only, so verdicts are kept per (policy, scopes)
-    across searches: policy cost grows with files, not with queries."""
-    if len(_verdicts) > 64:
-        _verdicts.clear()
-    cache = _verdicts.setdefault((policy, scopes), {})
-    if len(cache) > 200_000:
-        cache.clear()
-    return cache
-
-
-def _judge(
-    policy: PolicyRules, scopes: frozenset[str], cache: dict[tuple[str, str], Verdict], chunk: IndexedChunk
-) -> Verdict:
-    key = (chunk.path, chunk.sensitivity)
-    verdict = cache.get(key)
-    if verdict is None:
-        verdict = cache[key] = policy.judge(
-            ChunkFacts("", chunk.document_id, chunk.path, chunk.sensitivity), scopes
-        )
-    return verdict
 
 
 def rank(
@@ -573,113 +404,3 @@ def _rank(
         context_hash=context_hash_of("ok", merged, filters),
         files_scanned=files_scanned,
     )
-
-
-class _FileBm25:
-    """`@2`: BM25 of whole files (a file's text is its live chunks': term counts and lengths
-    summed per document), the same k1 and b, N and df counted in files."""
-
-    def __init__(self, view: CorpusView) -> None:
-        self.numbers = view.document_numbers
-        size = int(self.numbers.max(initial=-1)) + 1
-        live = np.asarray(view.live, dtype=bool)
-        numbers = self.numbers[: len(live)][live]
-        self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
-        self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
-        self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
-        self.scores = np.zeros(size)
-
-    def add(self, idf_term_rows: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]) -> None:
-        rows, tf = idf_term_rows
-        per_file = np.bincount(self.numbers[rows], weights=tf, minlength=len(self.scores))
-        held = np.nonzero(per_file)[0]
-        df = len(held)
-        idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
-        counts = per_file[held]
-        self.scores[held] += idf * counts / (counts + K1 * (1 - B + B * self.lengths[held] / self.avgdl))
-
-
-def _needed_coverage(known: Sequence[float], missing: Sequence[str], corpus_max_idf_sum: float) -> float:
-    """`@2`'s no-hit rule: the idf mass a chunk must cover. Every term the corpus knows counts
-    with its idf. A term no live chunk holds (OOV) counts with the largest idf among the
-    query's known terms (an unknown word weighs as much as the query's most specific known
-    one, not as the rarest word possible: one stray word no longer outweighs the rest),
-    except a word that asks how much or how long (`QUESTION_FORM_STEMS`), which counts
-    nothing. More than `MAX_EXCUSED_OOV` unknown content words: the query is about what the
-    corpus does not hold, and they count with the largest idf as under `@1`
-    (`corpus_max_idf_sum` is that total). With unknown content words a chunk must cover
-    `MIN_COVERAGE_OOV` of the mass, else `MIN_COVERAGE`."""
-    content = [term for term in missing if term not in QUESTION_FORM_STEMS]
-    if len(content) > MAX_EXCUSED_OOV or not known:
-        return MIN_COVERAGE * corpus_max_idf_sum
-    total = sum(known) + len(content) * max(known)
-    if content:  # more than half: as many unknown topic words as known ones is not enough
-        return MIN_COVERAGE_OOV * total + 1e-9
-    return MIN_COVERAGE * total
-
-
-Ranked = tuple[str, str, int, int, Verdict, float]  # (score, path, ordinal, row, verdict, base score)
-
-
-def _top_ranked(
-    view: CorpusView,
-    policy: PolicyRules,
-    scopes: frozenset[str],
-    candidates: list[int],
-    base: np.ndarray[Any, Any],
-    window: int,
-) -> list[Ranked]:
-    """The best candidates in final order (score, then path, then place in the file), enough
-    of them to hold `window` of all and `window` of the allowed ones: judged in order of their
-    score before policy, stopping once no unjudged one could still climb past (its base score
-    times the largest boost is below the window's last score). Cost follows the window, not
-    the number of matches."""
-    ceiling = math.prod((float(r.factor) for r in policy.rules if r.action == "boost"), start=1.0)
-    verdicts = _verdict_cache(policy, scopes)
-    order = np.argsort(-base, kind="stable")
-    judged: list[Ranked] = []
-    take = min(len(order), max(window * 4, 64))
-    done = 0
-    while True:
-        for i in order[done:take].tolist():
-            row = candidates[i]
-            chunk = view.chunk(row)
-            verdict = _judge(policy, scopes, verdicts, chunk)
-            final = float(base[i]) * float(verdict.factor) if verdict.factor != 1 else float(base[i])
-            judged.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, float(base[i])))
-        done = take
-        judged.sort(key=lambda item: (-decimal.Decimal(item[0]), item[1], item[2]))
-        if done >= len(order):
-            return judged
-        bound = decimal.Decimal(_fixed(float(base[order[done]]) * ceiling))
-        safe = [item for item in judged if decimal.Decimal(item[0]) > bound]
-        if len(safe) >= window and sum(not item[4].denied for item in safe) >= window:
-            return judged
-        take = min(len(order), take * 4)
-
-
-def _sorted_postings(
-    per_term: list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]],
-) -> list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
-    out = []
-    for term, rows, contribution in per_term:
-        order = np.argsort(rows, kind="stable")
-        out.append((term, rows[order], contribution[order]))
-    return out
-
-
-def _contains(sorted_rows: np.ndarray[Any, Any], row: int) -> bool:
-    at = int(np.searchsorted(sorted_rows, row))
-    return at < len(sorted_rows) and int(sorted_rows[at]) == row
-
-
-def _gaps(wanted: Sequence[str], missing: Sequence[str], some_match: bool, roots: Sequence[str]) -> list[str]:
-    gaps = []
-    if missing:
-        gaps.append(f"no searchable document mentions: {', '.join(missing[:10])}")
-    if some_match:
-        gaps.append("some documents share words with the query but none covers enough of it")
-    if roots:
-        gaps.append("widen target_roots: only these roots were searched")
-    gaps.append("rephrase with the words the documents would use, or add the missing document as a source")
-    return gaps[:MAX_GAPS]

@@ -9,23 +9,24 @@ contract both adapters meet is `tests/test_store_contract.py`.
 from __future__ import annotations
 
 from ledger.config import LedgerConfig
-from ledger.storage.adapters.base import (
-    CLAIMS_TABLE,
-    IDEMPOTENCY_TABLE,
-    KEYS_TABLE,
-    RATE_TABLE,
-    TRACKING_TABLE,
+from ledger.storage.adapters.base import StoreAdapter
+from ledger.storage.adapters.core import (
     AppendListener,
-    DataKeyRow,
     EventStoreApp,
-    IdempotencyRecord,
-    IdempotencyRow,
     LogRow,
-    StoreAdapter,
     StoreUnavailable,
     generic_transient,
 )
+from ledger.storage.adapters.data_keys import KEYS_TABLE, DataKeyRow
 from ledger.storage.adapters.postgres import PostgresAdapter
+from ledger.storage.adapters.side_tables import (
+    CLAIMS_TABLE,
+    IDEMPOTENCY_TABLE,
+    RATE_TABLE,
+    TRACKING_TABLE,
+    IdempotencyRecord,
+    IdempotencyRow,
+)
 from ledger.storage.adapters.sqlite import SQLiteAdapter
 
 ADAPTERS: tuple[type[StoreAdapter], ...] = (SQLiteAdapter, PostgresAdapter)

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.config import LedgerConfig
-from ledger.storage.adapters.base import KEYS_TABLE, StoreAdapter
+from ledger.storage.adapters.base import StoreAdapter
+from ledger.storage.adapters.data_keys import KEYS_TABLE
 
 VERSION_TABLE = "citeledger_schema_version"
 UPGRADES_DOC = "docs/upgrades.md"

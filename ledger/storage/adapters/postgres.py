@@ -15,14 +15,10 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from psycopg.errors import UniqueViolation
 
 from ledger.config import LedgerConfig
-from ledger.storage.adapters.base import (
-    KEYS_TABLE,
-    RATE_TABLE,
-    EventStoreApp,
-    LogRow,
-    StoreAdapter,
-    driver_error,
-)
+from ledger.storage.adapters.base import StoreAdapter
+from ledger.storage.adapters.core import EventStoreApp, LogRow, driver_error
+from ledger.storage.adapters.data_keys import KEYS_TABLE
+from ledger.storage.adapters.side_tables import RATE_TABLE
 
 
 def pg_connect(config: LedgerConfig) -> psycopg.Connection[Any]:

@@ -15,7 +15,9 @@ from uuid import UUID
 from eventsourcing import persistence
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from ledger.storage.adapters.base import RATE_TABLE, EventStoreApp, LogRow, StoreAdapter, driver_error
+from ledger.storage.adapters.base import StoreAdapter
+from ledger.storage.adapters.core import EventStoreApp, LogRow, driver_error
+from ledger.storage.adapters.side_tables import RATE_TABLE
 
 # Primary result codes of a file that cannot be written or read now (it may be later):
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. Not SQLITE_ERROR
