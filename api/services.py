@@ -24,6 +24,7 @@ from api.config import ApiConfig, server_version
 from api.contract import describe
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
+from bootstrap import read_side
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.storage.claims import DocumentClaims
 from ledger.storage.log_repeats import log_failure
@@ -32,9 +33,7 @@ from ledger.usecases.retention import sweep
 from ledger.writing import idempotency
 from ledger.writing.application import Ledger, Notification
 from ledger.writing.group_commit import GroupCommitter
-from projections.lookups import ProjectedLookups, search_index_of
 from projections.queries import ReadModels
-from projections.runner import ProjectionRunner
 
 log = logging.getLogger("citeledger.api")
 T = TypeVar("T")
@@ -63,13 +62,9 @@ class Services:
                 self.embedded = not store.adapter.scale_out
             else:
                 self.embedded = config.embedded_projections
-            self.projector = ProjectionRunner(store)
-            self.lookups = ProjectedLookups(store, self.projector, self.ledger.get)
-            if self.embedded:
-                self.projector.catch_up()
-            # Each process applies its own commits at once (read-your-writes).
-            self.projector.attach(self.ledger)
-            self.ledger.on_commit(self.lookups.observe)
+            side = read_side(self.ledger, catch_up=self.embedded)
+            self.projector = side.runner
+            self.lookups = side.lookups
             self.lookups.load_policies()
             self.ledger.on_commit(self._count)
             self.claims = DocumentClaims(store)
@@ -82,7 +77,7 @@ class Services:
                 lookups=self.lookups,
                 retention_for=config.retention_for,
                 clock=lambda: dt.datetime.now(dt.UTC),
-                search_index=search_index_of(self.projector),
+                search_index=side.search_index,
             )
             self.tokens = TokenStore(config.token_path, config.tokens_env)
             bucket: Bucket | None = None

@@ -32,7 +32,7 @@ from ledger.usecases.context import Caller
 from ledger.usecases.errors import UseCaseError
 from ledger.usecases.retrievals import record_retrieval
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
+from bootstrap import ledger_context
 
 DEMO_CALLER = Caller(
     tenant_id="default",

@@ -61,7 +61,7 @@ class LocalSource:
         from ledger.usecases.context import Caller
         from ledger.usecases.scopes import SCOPES
         from ledger.writing.application import Ledger
-        from projections.lookups import ledger_context
+        from bootstrap import ledger_context
         from projections.queries import ReadModels
 
         self.config = LedgerConfig.from_env(data_dir)

@@ -39,7 +39,7 @@ def replay_command(
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.replay import replay
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
 
     caller = Caller(
         tenant_id=tenant or os.environ.get("CITELEDGER_TENANT", "default"),

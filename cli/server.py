@@ -107,7 +107,7 @@ def retention_run(
     from ledger.domain.timestamps import parse_timestamp
     from ledger.usecases.retention import sweep
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
 
     config = _prepare(data_dir)
     moment = None

@@ -173,7 +173,7 @@ def sync(
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import sync_source
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
 
     config = ledger_config(data_dir, run_checkpointer=True)
     registry = SourceRegistry(config.data_dir)

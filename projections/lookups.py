@@ -20,20 +20,14 @@ from typing import Any
 
 import orjson
 
-from ledger.deadline import Deadline
-from ledger.domain.entries import EventDraft, RecordedEvent, with_continuations
+from ledger.domain.entries import RecordedEvent, with_continuations
 from ledger.domain.events import MAX_TARGET_ROOTS
 from ledger.storage.store import LEDGER_STREAM_ID, Store
-from ledger.usecases.context import UseCaseContext, Writer
 from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
-from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
-from ledger.writing.idempotency import IdempotentWrite
 from projections.corpus import CORPUS_TABLE, chunk_state
 from projections.history import HISTORY_TABLE
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
 from projections.runner import ProjectionRunner
-from projections.search_index import PROJECTION_NAME as SEARCH_PROJECTION
-from projections.search_index import SearchIndex, SearchIndexProjection
 from projections.writeside import DOCUMENTS_TABLE, HOLDS_TABLE, POLICIES_TABLE
 
 WRITE_PATH_PROJECTIONS = ("write_side", "corpus", "receipts")
@@ -480,47 +474,3 @@ def _snapshot_json(text: str | None) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def direct_writer(ledger: Ledger) -> Writer:
-    """A writer without a group committer (one process, one caller: the CLI)."""
-
-    def write(
-        drafts: Sequence[EventDraft],
-        *,
-        tenant_id: str | None = None,
-        idempotent: IdempotentWrite | None = None,
-        deadline: Deadline | None = None,
-    ) -> WriteOutcome:
-        outcome = ledger.commit_writes(
-            [Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline)]
-        )[0]
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome
-
-    return write
-
-
-def ledger_context(ledger: Ledger, **settings: Any) -> UseCaseContext:
-    """The use-case context of a process without the API (the command line, the demo):
-    projections run here, on the ledger's own database."""
-    runner = ProjectionRunner(ledger.store)
-    lookups = ProjectedLookups(ledger.store, runner, ledger.get)
-    runner.catch_up()
-    runner.attach(ledger)
-    ledger.on_commit(lookups.observe)
-    return UseCaseContext(
-        ledger=ledger,
-        write=direct_writer(ledger),
-        lookups=lookups,
-        search_index=search_index_of(runner),
-        **settings,
-    )
-
-
-def search_index_of(runner: ProjectionRunner) -> SearchIndex:
-    """The in-memory search index over the runner's `search_index` read model."""
-    projection = runner.projection(SEARCH_PROJECTION)
-    assert isinstance(projection, SearchIndexProjection)
-    return SearchIndex(runner.store, projection, lambda: runner.catch_up(names=[SEARCH_PROJECTION]))

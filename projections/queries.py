@@ -24,8 +24,8 @@ from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE
-from projections.receipts import RECEIPTS_TABLE
-from projections.runner import ProjectionLag, read_lag
+from projections.receipt_index import RECEIPTS_TABLE
+from projections.tracking import ProjectionLag, read_lag
 
 T = TypeVar("T")
 Order = Literal["asc", "desc"]

@@ -54,7 +54,7 @@ def ensure_ledger(directory: Path, size: int) -> str:
 
     from ledger.config import LedgerConfig
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
 
     found = _entries(directory)
     if found >= size:

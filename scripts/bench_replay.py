@@ -62,8 +62,8 @@ from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
-from projections.receipts import RECEIPTS_TABLE
+from bootstrap import ledger_context
+from projections.receipt_index import RECEIPTS_TABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 TENANTS = [f"t{i}" for i in range(10)]

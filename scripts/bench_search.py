@@ -47,7 +47,7 @@ from ledger.usecases.policy import publish_policy  # noqa: E402
 from ledger.usecases.ranking import rank  # noqa: E402
 from ledger.usecases.search import search  # noqa: E402
 from ledger.writing.application import Ledger  # noqa: E402
-from projections.lookups import ledger_context  # noqa: E402
+from bootstrap import ledger_context  # noqa: E402
 from projections.search_index import SearchIndexProjection  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402
 from tests.golden_support import (  # noqa: E402

@@ -65,7 +65,7 @@ def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> 
     from ledger.usecases.documents import ingest_document
     from ledger.usecases.retention import erase
     from ledger.usecases.search import search
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
 
     data = tmp_path / "data"
     caller = Caller("acme", "svc", frozenset({"retrieval.write"}))
@@ -101,7 +101,7 @@ def test_piped_replay_prints_full_width_rows_and_an_edited_sections_changed_line
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document
     from ledger.usecases.search import search
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
 
     data = tmp_path / "data"
     caller = Caller("acme", "svc", frozenset({"retrieval.write"}))

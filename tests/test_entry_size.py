@@ -265,7 +265,7 @@ def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them
     from ledger.storage.claims import DocumentClaims
     from ledger.usecases.context import Caller
     from ledger.usecases.sources import add_source, sync_source
-    from projections.lookups import ledger_context
+    from bootstrap import ledger_context
     from projections.queries import ReadModels
 
     folder = tmp_path / "notes"

@@ -19,7 +19,7 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
+from bootstrap import ledger_context
 from tests.test_search import _ingest, _search
 
 CALLER = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))

@@ -31,7 +31,7 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits, search
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
+from bootstrap import ledger_context
 from tests.conftest import fresh_config
 
 ACME = Caller("acme", "svc-history", frozenset({"retrieval.write", "replay.run"}))

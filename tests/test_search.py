@@ -26,7 +26,7 @@ from ledger.usecases.retention import erase
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
 from projections.digest import projection_digest
-from projections.lookups import ledger_context
+from bootstrap import ledger_context
 from projections.search_index import SEARCH_CHUNKS_TABLE
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus

@@ -23,7 +23,7 @@ from ledger.usecases.documents import default_document_id
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.sources import add_source, sync_source
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
+from bootstrap import ledger_context
 from tests.test_sources import EXPECTED_SKIPS, write_bad_files
 
 TENANT = "acme"
