@@ -21,11 +21,12 @@ from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import PolicySnapshot
 from ledger.storage.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
 from ledger.usecases.context import Caller, draft
+from ledger.usecases.ports import ReceiptFilter
 from ledger.writing.application import Ledger
 from projections.base import Projection
 from projections.catalog import default_projections
 from projections.digest import digests
-from projections.queries import HistoryFilter, InvalidCursor, ReadModels, ReceiptFilter, TextUnavailable
+from projections.queries import HistoryFilter, InvalidCursor, ReadModels, TextUnavailable
 from projections.runner import ProjectionRunner, embedded
 from tests.conftest import fresh_config
 from tests.factories import TENANT, UseCases, document_draft, retrieval_draft
