@@ -12,21 +12,9 @@ from api.api_error import ApiError, not_found
 from api.auth import requires
 from api.openapi import contract
 from api.responses import EventOut, EventPage, InclusionProofOut
+from api.routes import listing
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from api.routes.listing import (
-    ID_PATTERN,
-    Actor,
-    Cursor,
-    FromPosition,
-    Limit,
-    RunId,
-    Since,
-    ToPosition,
-    TraceId,
-    Until,
-    refusing_bad_pages,
-    time_bound,
-)
+from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.domain.events import EventType
@@ -87,18 +75,18 @@ async def list_events(
     services: ServicesDep,
     caller: CallerDep,
     event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None,
-    actor: Actor = None,
-    trace_id: TraceId = None,
-    run_id: RunId = None,
+    actor: listing.Actor = None,
+    trace_id: listing.TraceId = None,
+    run_id: listing.RunId = None,
     receipt_id: Annotated[
         str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Since = None,
-    until: Until = None,
-    from_position: FromPosition = None,
-    to_position: ToPosition = None,
-    cursor: Cursor = None,
-    limit: Limit = 100,
+    since: listing.Since = None,
+    until: listing.Until = None,
+    from_position: listing.FromPosition = None,
+    to_position: listing.ToPosition = None,
+    cursor: listing.Cursor = None,
+    limit: listing.Limit = 100,
     content: ContentMode = "sealed",
 ) -> Response[EventPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""

@@ -11,22 +11,10 @@ from litestar.params import Parameter, QueryParameter
 from api.auth import requires
 from api.openapi import contract
 from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
+from api.routes import listing
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
 from api.routes.events import ContentMode
-from api.routes.listing import (
-    ID_PATTERN,
-    Actor,
-    Cursor,
-    FromPosition,
-    Limit,
-    RunId,
-    Since,
-    ToPosition,
-    TraceId,
-    Until,
-    refusing_bad_pages,
-    time_bound,
-)
+from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
 from ledger.usecases.content import require_content_scope
@@ -196,16 +184,16 @@ async def list_receipts(
     engine: Annotated[
         str | None, QueryParameter(name="engine", max_length=80, pattern=ID_PATTERN, required=False)
     ] = None,
-    actor: Actor = None,
-    trace_id: TraceId = None,
-    run_id: RunId = None,
+    actor: listing.Actor = None,
+    trace_id: listing.TraceId = None,
+    run_id: listing.RunId = None,
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Since = None,
-    until: Until = None,
-    from_position: FromPosition = None,
-    to_position: ToPosition = None,
+    since: listing.Since = None,
+    until: listing.Until = None,
+    from_position: listing.FromPosition = None,
+    to_position: listing.ToPosition = None,
     task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None,
     document_id: Annotated[
         str | None,
@@ -216,8 +204,8 @@ async def list_receipts(
             description="Receipts citing this document",
         ),
     ] = None,
-    cursor: Cursor = None,
-    limit: Limit = 100,
+    cursor: listing.Cursor = None,
+    limit: listing.Limit = 100,
     order: Annotated[
         str,
         QueryParameter(
