@@ -24,11 +24,10 @@ from api.config import ApiConfig, server_version
 from api.contract import describe
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
-from bootstrap import read_side
+from bootstrap import read_side, use_case_context
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.storage.claims import DocumentClaims
 from ledger.storage.log_repeats import log_failure
-from ledger.usecases.context import UseCaseContext
 from ledger.usecases.retention import sweep
 from ledger.writing import idempotency
 from ledger.writing.application import Ledger, Notification
@@ -70,14 +69,13 @@ class Services:
             self.claims = DocumentClaims(store)
             self.sources = SourceRegistry(config.ledger.data_dir)
             self.read_models = ReadModels(store)
-            self.context = UseCaseContext(
-                ledger=self.ledger,
-                write=self.committer.write,
+            self.context = use_case_context(
+                self.ledger,
+                side,
+                self.committer.write,
                 write_all=self.committer.write_all,
-                lookups=self.lookups,
                 retention_for=config.retention_for,
                 clock=lambda: dt.datetime.now(dt.UTC),
-                search_index=side.search_index,
             )
             self.tokens = TokenStore(config.token_path, config.tokens_env)
             bucket: Bucket | None = None

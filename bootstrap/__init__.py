@@ -22,7 +22,7 @@ from projections.search_index import PROJECTION_NAME as SEARCH_PROJECTION
 from projections.search_index import SearchIndexProjection
 from projections.search_query import SearchIndex
 
-__all__ = ["ReadSide", "direct_writer", "ledger_context", "read_side", "search_index_of"]
+__all__ = ["ReadSide", "direct_writer", "ledger_context", "read_side", "search_index_of", "use_case_context"]
 
 
 @dataclass(frozen=True)
@@ -66,17 +66,18 @@ def direct_writer(ledger: Ledger) -> Writer:
     return write
 
 
+def use_case_context(ledger: Ledger, side: ReadSide, write: Writer, **settings: Any) -> UseCaseContext:
+    """The context every use case runs in: the ledger, how this process writes, and what
+    it reads through its read side."""
+    return UseCaseContext(
+        ledger=ledger, write=write, lookups=side.lookups, search_index=side.search_index, **settings
+    )
+
+
 def ledger_context(ledger: Ledger, **settings: Any) -> UseCaseContext:
     """The use-case context of a process without the API (the command line, the demo):
     projections run here, on the ledger's own database."""
-    side = read_side(ledger)
-    return UseCaseContext(
-        ledger=ledger,
-        write=direct_writer(ledger),
-        lookups=side.lookups,
-        search_index=side.search_index,
-        **settings,
-    )
+    return use_case_context(ledger, read_side(ledger), direct_writer(ledger), **settings)
 
 
 def search_index_of(runner: ProjectionRunner) -> SearchIndex:
