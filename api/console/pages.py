@@ -116,15 +116,22 @@ async def history(
     body = await services.blocking(
         history_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "sealed"
     )
+    return _listing("history.html", user, body, "events", filters, event_types=EVENT_TYPES)
+
+
+def _listing(
+    template: str, user: ConsoleUser, body: dict[str, Any], rows: str, filters: dict[str, Any], **extra: Any
+) -> Template:
+    """A filtered list page: its rows, the next page's cursor, the filters (the given ones shown)."""
     shown = {k: v for k, v in filters.items() if v is not None}
     return page(
-        "history.html",
+        template,
         user,
-        events=body["events"],
+        **{rows: body[rows]},
         next_cursor=body["next_cursor"],
         filters=filters,
         shown=shown,
-        event_types=EVENT_TYPES,
+        **extra,
     )
 
 
@@ -305,16 +312,7 @@ async def receipts(
         receipt_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "desc", content
     )
     filters = {**given, "since": _blank(since), "until": _blank(until)}
-    shown = {k: v for k, v in filters.items() if v is not None}
-    return page(
-        "receipts.html",
-        user,
-        receipts=body["receipts"],
-        next_cursor=body["next_cursor"],
-        filters=filters,
-        shown=shown,
-        plain=content == "plain",
-    )
+    return _listing("receipts.html", user, body, "receipts", filters, plain=content == "plain")
 
 
 @get("/receipts/{receipt_id:str}/bundle.json", name="console:bundle")
