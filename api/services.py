@@ -24,17 +24,15 @@ from api.config import ApiConfig, server_version
 from api.contract import describe
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
+from bootstrap import read_side, use_case_context
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.storage.claims import DocumentClaims
 from ledger.storage.log_repeats import log_failure
-from ledger.usecases.context import UseCaseContext
 from ledger.usecases.retention import sweep
 from ledger.writing import idempotency
 from ledger.writing.application import Ledger, Notification
 from ledger.writing.group_commit import GroupCommitter
-from projections.lookups import ProjectedLookups, search_index_of
 from projections.queries import ReadModels
-from projections.runner import ProjectionRunner
 
 log = logging.getLogger("citeledger.api")
 T = TypeVar("T")
@@ -63,26 +61,21 @@ class Services:
                 self.embedded = not store.adapter.scale_out
             else:
                 self.embedded = config.embedded_projections
-            self.projector = ProjectionRunner(store)
-            self.lookups = ProjectedLookups(store, self.projector, self.ledger.get)
-            if self.embedded:
-                self.projector.catch_up()
-            # Each process applies its own commits at once (read-your-writes).
-            self.projector.attach(self.ledger)
-            self.ledger.on_commit(self.lookups.observe)
+            side = read_side(self.ledger, catch_up=self.embedded)
+            self.projector = side.runner
+            self.lookups = side.lookups
             self.lookups.load_policies()
             self.ledger.on_commit(self._count)
             self.claims = DocumentClaims(store)
             self.sources = SourceRegistry(config.ledger.data_dir)
             self.read_models = ReadModels(store)
-            self.context = UseCaseContext(
-                ledger=self.ledger,
-                write=self.committer.write,
+            self.context = use_case_context(
+                self.ledger,
+                side,
+                self.committer.write,
                 write_all=self.committer.write_all,
-                lookups=self.lookups,
                 retention_for=config.retention_for,
                 clock=lambda: dt.datetime.now(dt.UTC),
-                search_index=search_index_of(self.projector),
             )
             self.tokens = TokenStore(config.token_path, config.tokens_env)
             bucket: Bucket | None = None

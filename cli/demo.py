@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from rich.console import Console
 
+from bootstrap import ledger_context
 from cli import demo_steps as steps
 from ledger.config import LedgerConfig, SettingError
 from ledger.evidence.bundle import build_bundle, verify_bundle
@@ -32,7 +33,6 @@ from ledger.usecases.context import Caller
 from ledger.usecases.errors import UseCaseError
 from ledger.usecases.retrievals import record_retrieval
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 
 DEMO_CALLER = Caller(
     tenant_id="default",

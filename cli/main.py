@@ -81,7 +81,7 @@ def bundle(
             if entry.isdigit():
                 document = build_bundle(ledger, int(entry))
             else:
-                from projections.lookups import ledger_context
+                from bootstrap import ledger_context
 
                 document = receipt_bundle(ledger_context(ledger), owner, entry)
         except NotFound:

@@ -62,7 +62,7 @@ def rebuild(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from projections.digest import digests
-    from projections.runner import NotificationSource
+    from projections.tracking import NotificationSource
 
     store = _store(data_dir)
     try:
@@ -154,13 +154,13 @@ def project(
         after_pass = None
         if checkpoint_interval > 0:
             from ledger.writing.application import Ledger
-            from projections.checkpoints import ProjectionCheckpoints
+            from projections.digest_sets import DigestSets
 
             ledger = Ledger(config)
-            checkpoints = ProjectionCheckpoints(ledger, runner)
+            digest_sets = DigestSets(ledger, runner)
 
             def after_pass(applied: int) -> None:
-                checkpoints.maybe_issue(checkpoint_interval)
+                digest_sets.maybe_issue(checkpoint_interval)
 
         run_worker(runner, stop, poll_s=poll_interval, after_pass=after_pass)
     finally:
@@ -172,17 +172,17 @@ def verify_projections(data_dir: DataDir = None) -> None:
     """Check the latest signed projection checkpoint: signature, log root, a scratch rebuild
     of the log prefix and the live read models; exit 1 on any difference."""
     from ledger.writing.application import Ledger
-    from projections.checkpoints import ProjectionCheckpoints
+    from projections.digest_sets import DigestSets
     from projections.runner import ProjectionRunner
 
     config = ledger_config(data_dir, run_checkpointer=False)
     with Ledger(config) as ledger:
-        checkpoints = ProjectionCheckpoints(ledger, ProjectionRunner(ledger.store))
-        report = checkpoints.verify()
+        digest_sets = DigestSets(ledger, ProjectionRunner(ledger.store))
+        report = digest_sets.verify()
     summary = {
         "ok": report.ok,
-        "checkpoint_seq": report.checkpoint.seq if report.checkpoint else None,
-        "log_size": report.checkpoint.log_size if report.checkpoint else None,
+        "checkpoint_seq": report.digest_set.seq if report.digest_set else None,
+        "log_size": report.digest_set.log_size if report.digest_set else None,
         "problems": report.problems,
     }
     typer.echo(json.dumps(summary))
@@ -194,16 +194,16 @@ def verify_projections(data_dir: DataDir = None) -> None:
     raise typer.Exit(0 if report.ok else 1)
 
 
-def projection_checkpoint(data_dir: DataDir = None) -> None:
+def issue_digest_set(data_dir: DataDir = None) -> None:
     """Sign the read models as of the latest log checkpoint now and print the record."""
     from ledger.writing.application import Ledger
-    from projections.checkpoints import ProjectionCheckpoints
+    from projections.digest_sets import DigestSets
     from projections.runner import ProjectionRunner
 
     with Ledger(ledger_config(data_dir, run_checkpointer=False)) as ledger:
         ledger.issue_checkpoint()
         runner = ProjectionRunner(ledger.store)
-        record = ProjectionCheckpoints(ledger, runner).issue()
+        record = DigestSets(ledger, runner).issue()
     if record is None:
         fail("no projection checkpoint: empty log or a projection has stopped", 1)
     typer.echo(json.dumps(record.to_json()))
@@ -215,4 +215,4 @@ def register(app: typer.Typer) -> None:
     app.command("lag")(lag)
     app.command("project")(project)
     app.command("verify-projections")(verify_projections)
-    app.command("projection-checkpoint")(projection_checkpoint)
+    app.command("projection-checkpoint")(issue_digest_set)

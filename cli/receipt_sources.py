@@ -31,11 +31,11 @@ class LocalSource:
     """The local data directory, through the same use cases and read models as the server."""
 
     def __init__(self, data_dir: Path | None, tenant: str) -> None:
+        from bootstrap import ledger_context
         from ledger.config import LedgerConfig
         from ledger.usecases.context import Caller
         from ledger.usecases.scopes import SCOPES
         from ledger.writing.application import Ledger
-        from projections.lookups import ledger_context
         from projections.queries import ReadModels
 
         self.config = LedgerConfig.from_env(data_dir)
@@ -45,8 +45,9 @@ class LocalSource:
         self.caller = Caller(tenant_id=tenant, actor="cli", scopes=frozenset(SCOPES))
 
     def page(self, filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]:
-        from projections.queries import InvalidCursor, ReceiptFilter
-        from projections.receipt_reads import receipts_page
+        from ledger.usecases.ports import ReceiptFilter
+        from ledger.usecases.receipt_reads import receipts_page
+        from projections.queries import InvalidCursor
 
         order = filters.pop("order", "desc")
         content = filters.pop("content", None) == "plain"
@@ -68,8 +69,8 @@ class LocalSource:
             raise Refused("invalid_cursor: the cursor is not one this command printed") from None
 
     def detail(self, receipt_id: str, content: bool) -> dict[str, Any]:
+        from ledger.usecases.receipt_reads import receipt_detail
         from ledger.usecases.receipts import receipt_with_chain
-        from projections.receipt_reads import receipt_detail
 
         event, chain = receipt_with_chain(self.ctx, self.caller.tenant_id, receipt_id)
         return receipt_detail(self.ctx, self.caller, event, chain, content=content)

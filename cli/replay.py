@@ -35,11 +35,11 @@ def replay_command(
 ) -> None:
     """Re-run a receipt under its frozen policy: integrity, data drift, policy drift.
     Appends a signed replay receipt; exit 1 on an integrity mismatch, 2 on a refusal."""
+    from bootstrap import ledger_context
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.replay import replay
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
 
     caller = Caller(
         tenant_id=tenant or os.environ.get("CITELEDGER_TENANT", "default"),

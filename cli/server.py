@@ -104,10 +104,10 @@ def retention_run(
     ] = None,
 ) -> None:
     """Destroy expired text (expiry keys whose day is over), sparing legal holds; record each scrub."""
+    from bootstrap import ledger_context
     from ledger.domain.timestamps import parse_timestamp
     from ledger.usecases.retention import sweep
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
 
     config = _prepare(data_dir)
     moment = None

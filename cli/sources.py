@@ -167,13 +167,13 @@ def sync(
     A file erased from the ledger stays out (`skipped (erased)`) until named with --readmit."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from bootstrap import ledger_context
     from ledger.retrieval.source_registry import SourceRegistry
     from ledger.storage.claims import DocumentClaims
     from ledger.usecases.context import Caller
     from ledger.usecases.errors import UseCaseError
     from ledger.usecases.sources import sync_source
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
 
     config = ledger_config(data_dir, run_checkpointer=True)
     registry = SourceRegistry(config.data_dir)

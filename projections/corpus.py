@@ -21,6 +21,7 @@ from ledger.storage.store import Store
 from ledger.usecases.ports import ChunkState
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
 from projections.citations import scrub_rows
+from projections.rows import from_row
 
 CORPUS_TABLE = "citeledger_rm_corpus"
 
@@ -184,18 +185,10 @@ class CorpusProjection(Projection):
 
 def chunk_state(row: Any) -> ChunkState:
     """A corpus row (at least the columns below) as the use cases see a chunk."""
-    return ChunkState(
-        tenant_id=row["tenant_id"],
-        document_id=row["document_id"],
-        version_id=row["version_id"],
-        chunk_id=row["chunk_id"],
+    return from_row(
+        ChunkState,
+        row,
         position=int(row["live_from_position"]),
-        path=row["path"],
-        start_line=int(row["start_line"]),
-        end_line=int(row["end_line"]),
-        sensitivity=row["sensitivity"],
-        retention_days=row["retention_days"],
         text=orjson.loads(row["text"]) if row["text"] else None,
         heading_path=orjson.loads(row["heading_path"]) if row["heading_path"] else None,
-        source=row["source"],
     )

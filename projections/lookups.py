@@ -20,20 +20,15 @@ from typing import Any
 
 import orjson
 
-from ledger.deadline import Deadline
-from ledger.domain.entries import EventDraft, RecordedEvent, with_continuations
+from ledger.domain.entries import RecordedEvent, with_continuations
 from ledger.domain.events import MAX_TARGET_ROOTS
 from ledger.storage.store import LEDGER_STREAM_ID, Store
-from ledger.usecases.context import UseCaseContext, Writer
 from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
-from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
-from ledger.writing.idempotency import IdempotentWrite
 from projections.corpus import CORPUS_TABLE, chunk_state
 from projections.history import HISTORY_TABLE
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
+from projections.rows import from_row
 from projections.runner import ProjectionRunner
-from projections.search_index import PROJECTION_NAME as SEARCH_PROJECTION
-from projections.search_index import SearchIndex, SearchIndexProjection
 from projections.writeside import DOCUMENTS_TABLE, HOLDS_TABLE, POLICIES_TABLE
 
 WRITE_PATH_PROJECTIONS = ("write_side", "corpus", "receipts")
@@ -70,13 +65,7 @@ class ProjectedLookups:
                 event = with_continuations(event, lambda a, b: [e for e in events if a <= e.position <= b])
                 self._remember_entry(event.tenant_id, event.payload["receipt_id"], event)
             elif event_type == "PolicyBundlePublished":
-                payload = event.payload
-                state = PolicyState(
-                    payload["policy_version"],
-                    payload["bundle_sha256"],
-                    payload["bundle_yaml"],
-                    event.position,
-                )
+                state = from_row(PolicyState, event.payload, position=event.position)
                 self._policies[event.tenant_id] = (time.monotonic(), state)
             elif event_type in ("DocumentIngested", "DocumentContinued", "DocumentRemoved"):
                 dropped = self._chunks.pop((event.tenant_id, event.payload["document_id"]), {})
@@ -103,18 +92,7 @@ class ProjectedLookups:
                 (tenant_id, *part),
             )
             for row in rows:
-                found[row["document_id"]] = DocumentState(
-                    tenant_id=row["tenant_id"],
-                    document_id=row["document_id"],
-                    version=int(row["version"]),
-                    version_id=row["version_id"],
-                    content_sha256=row["content_sha256"],
-                    path=row["path"],
-                    sensitivity=row["sensitivity"],
-                    position=int(row["position"]),
-                    removed=bool(row["removed"]),
-                    retention_days=row["retention_days"],
-                )
+                found[row["document_id"]] = from_row(DocumentState, row)
         return found
 
     def chunks(self, tenant_id: str, refs: list[tuple[str, str]]) -> dict[tuple[str, str], ChunkState]:
@@ -220,9 +198,7 @@ class ProjectedLookups:
         )
         now = time.monotonic()
         for row in rows:
-            state = PolicyState(
-                row["policy_version"], row["bundle_sha256"], row["bundle_yaml"], int(row["position"])
-            )
+            state = from_row(PolicyState, row)
             cached = self._policies.get(row["tenant_id"])
             if cached is None or cached[1] is None or state.position >= cached[1].position:
                 self._policies[row["tenant_id"]] = (now, state)
@@ -234,16 +210,7 @@ class ProjectedLookups:
         rows = self.store.rows(
             f"SELECT * FROM {self.store.table(POLICIES_TABLE)} WHERE tenant_id=?", (tenant_id,)
         )
-        state = (
-            PolicyState(
-                rows[0]["policy_version"],
-                rows[0]["bundle_sha256"],
-                rows[0]["bundle_yaml"],
-                int(rows[0]["position"]),
-            )
-            if rows
-            else None
-        )
+        state = from_row(PolicyState, rows[0]) if rows else None
         if cached is None or state is None or cached[1] is None or state.position >= cached[1].position:
             self._policies[tenant_id] = (time.monotonic(), state)
             return state
@@ -388,10 +355,7 @@ class ProjectedLookups:
         event = self.read_entry(int(rows[0]["position"])) if rows else None
         if event is None:
             return None
-        payload = event.payload
-        return PolicyState(
-            payload["policy_version"], payload["bundle_sha256"], payload["bundle_yaml"], event.position
-        )
+        return from_row(PolicyState, event.payload, position=event.position)
 
     def document_chunks(self, tenant_id: str, document_id: str, position: int) -> list[ChunkVersion]:
         rows = self.store.rows(
@@ -410,14 +374,9 @@ class ProjectedLookups:
             scrubbed = row["scrubbed_position"]
             scrubbed_then = scrubbed is not None and scrubbed <= position
             versions.append(
-                ChunkVersion(
-                    document_id=row["document_id"],
-                    version_id=row["version_id"],
-                    version=int(row["version"]),
-                    chunk_id=row["chunk_id"],
-                    ordinal=int(row["ordinal"]),
-                    path=row["path"],
-                    sensitivity=row["sensitivity"],
+                from_row(
+                    ChunkVersion,
+                    row,
                     text=orjson.loads(row["text"]) if row["text"] else None,
                     live_from=int(row["live_from_position"]),
                     live_to=int(live_to) if closed else None,
@@ -459,12 +418,9 @@ _MAX_DOCUMENT_CHUNKS = 50_000  # every version's chunks: versions x chunks per v
 
 def _record(row: Any) -> ReceiptRecord:
     snapshot = row["policy_snapshot"]
-    return ReceiptRecord(
-        tenant_id=row["tenant_id"],
-        receipt_id=row["receipt_id"],
-        position=int(row["position"]),
-        engine=row["engine"],
-        mode=row["mode"],
+    return from_row(
+        ReceiptRecord,
+        row,
         has_policy_snapshot=snapshot is not None,
         policy_snapshot=_snapshot_json(snapshot),
     )
@@ -480,47 +436,3 @@ def _snapshot_json(text: str | None) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def direct_writer(ledger: Ledger) -> Writer:
-    """A writer without a group committer (one process, one caller: the CLI)."""
-
-    def write(
-        drafts: Sequence[EventDraft],
-        *,
-        tenant_id: str | None = None,
-        idempotent: IdempotentWrite | None = None,
-        deadline: Deadline | None = None,
-    ) -> WriteOutcome:
-        outcome = ledger.commit_writes(
-            [Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline)]
-        )[0]
-        if outcome.error is not None:
-            raise outcome.error
-        return outcome
-
-    return write
-
-
-def ledger_context(ledger: Ledger, **settings: Any) -> UseCaseContext:
-    """The use-case context of a process without the API (the command line, the demo):
-    projections run here, on the ledger's own database."""
-    runner = ProjectionRunner(ledger.store)
-    lookups = ProjectedLookups(ledger.store, runner, ledger.get)
-    runner.catch_up()
-    runner.attach(ledger)
-    ledger.on_commit(lookups.observe)
-    return UseCaseContext(
-        ledger=ledger,
-        write=direct_writer(ledger),
-        lookups=lookups,
-        search_index=search_index_of(runner),
-        **settings,
-    )
-
-
-def search_index_of(runner: ProjectionRunner) -> SearchIndex:
-    """The in-memory search index over the runner's `search_index` read model."""
-    projection = runner.projection(SEARCH_PROJECTION)
-    assert isinstance(projection, SearchIndexProjection)
-    return SearchIndex(runner.store, projection, lambda: runner.catch_up(names=[SEARCH_PROJECTION]))

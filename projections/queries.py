@@ -20,18 +20,20 @@ import orjson
 
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.storage.store import Store
+from ledger.usecases.ports import Order, ReceiptFilter
 from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE
-from projections.receipts import RECEIPTS_TABLE
-from projections.runner import ProjectionLag, read_lag
+from projections.receipt_index import RECEIPTS_TABLE
+from projections.rows import from_row, json_column
+from projections.tracking import ProjectionLag, read_lag
 
 T = TypeVar("T")
-Order = Literal["asc", "desc"]
 CitationState = Literal["live", "expired", "scrubbed"]
 MAX_PAGE = 500
 MAX_AS_OF_ROWS = 100_000
+ALL_RECEIPTS = ReceiptFilter()  # no narrowing
 
 
 class InvalidCursor(ValueError):
@@ -133,23 +135,6 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
-class ReceiptFilter:
-    mode: str | None = None
-    status: str | None = None
-    engine: str | None = None
-    actor: str | None = None
-    trace_id: str | None = None
-    run_id: str | None = None
-    parent_receipt_id: str | None = None
-    from_position: int | None = None  # inclusive
-    to_position: int | None = None  # inclusive
-    recorded_from: str | None = None  # inclusive, RFC 3339 UTC
-    recorded_to: str | None = None  # exclusive
-    task_id: str | None = None
-    document_id: str | None = None  # receipts citing this document
-
-
-@dataclass(frozen=True)
 class HistoryFilter:
     types: Sequence[str] | None = None
     actor: str | None = None
@@ -176,10 +161,6 @@ def decode_cursor(cursor: str) -> int:
         raise InvalidCursor("cursor is not one this API returned") from None
 
 
-def _json(value: str | None) -> Any:
-    return None if value is None else orjson.loads(value)
-
-
 class ReadModels:
     """Queries over the read models in one store (SQLite file or PostgreSQL schema)."""
 
@@ -197,7 +178,7 @@ class ReadModels:
     def receipts(
         self,
         tenant_id: str,
-        filters: ReceiptFilter = ReceiptFilter(),
+        filters: ReceiptFilter = ALL_RECEIPTS,
         *,
         cursor: str | None = None,
         limit: int = 50,
@@ -315,9 +296,7 @@ class ReadModels:
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
         rows = self._page(HISTORY_TABLE, conditions, params, cursor, limit, order)
-        return _paged(
-            [HistoryEntry(**{k: r[k] for k in HistoryEntry.__dataclass_fields__}) for r in rows], limit
-        )
+        return _paged([from_row(HistoryEntry, r) for r in rows], limit)
 
     def event_counts(self, tenant_id: str, recorded_from: str) -> list[tuple[str, str, int]]:
         """(day, type, count) of the tenant's events recorded since `recorded_from` (the
@@ -397,27 +376,12 @@ def _paged(items: list[T], limit: int) -> Page[T]:
 
 
 def _receipt(row: Any) -> ReceiptView:
-    return ReceiptView(
-        tenant_id=row["tenant_id"],
-        receipt_id=row["receipt_id"],
-        position=int(row["position"]),
-        event_id=row["event_id"],
-        recorded_at=row["recorded_at"],
-        actor=row["actor"],
-        run_id=row["run_id"],
-        trace_id=row["trace_id"],
-        engine=row["engine"],
-        mode=row["mode"],
-        status=row["status"],
-        parent_receipt_id=row["parent_receipt_id"],
-        subject_id=row["subject_id"],
-        context_hash=row["context_hash"],
+    return from_row(
+        ReceiptView,
+        row,
         has_policy_snapshot=row["policy_snapshot"] is not None,
-        policy_snapshot=_json(row["policy_snapshot"]),
-        citation_count=int(row["citation_count"]),
+        policy_snapshot=json_column(row["policy_snapshot"]),
         body=orjson.loads(row["body"]),
-        kid=row["kid"],
-        signature=row["signature"],
     )
 
 
@@ -430,21 +394,12 @@ def _citation(row: Any, as_of: int | None, now: datetime | None) -> CitationView
         state = "expired" if row["scrub_reason"] == "retention_expired" else "scrubbed"
     elif row["expires_at"] is not None and (now or datetime.now(UTC)) >= parse_timestamp(row["expires_at"]):
         state = "expired"
-    return CitationView(
-        tenant_id=row["tenant_id"],
-        citation_id=row["citation_id"],
-        receipt_id=row["receipt_id"],
-        position=int(row["position"]),
-        document_id=row["document_id"],
-        version_id=row["version_id"],
-        chunk_id=row["chunk_id"],
-        path=row["path"],
+    return from_row(
+        CitationView,
+        row,
         locator=orjson.loads(row["locator"]),
-        score=row["score"],
-        sensitivity=row["sensitivity"],
-        expires_at=row["expires_at"],
         state=state,
-        snapshot=_json(row["snapshot"]),
+        snapshot=json_column(row["snapshot"]),
         scrubbed_position=scrubbed_at,
         scrub_reason=row["scrub_reason"] if scrubbed_at is not None else None,
     )
@@ -455,23 +410,11 @@ def _chunk(row: Any, as_of: int | None) -> ChunkView:
     live_to = row["live_to_position"]
     if as_of is not None and live_to is not None and live_to > as_of:
         live_to = None
-    return ChunkView(
-        tenant_id=row["tenant_id"],
-        document_id=row["document_id"],
-        version_id=row["version_id"],
-        version=int(row["version"]),
-        chunk_id=row["chunk_id"],
-        ordinal=int(row["ordinal"]),
-        source=row["source"],
-        path=row["path"],
-        sensitivity=row["sensitivity"],
-        content_sha256=row["content_sha256"],
-        start_line=int(row["start_line"]),
-        end_line=int(row["end_line"]),
-        heading_path=_json(row["heading_path"]),
-        text=_json(row["text"]),
-        text_commitment=row["text_commitment"],
-        live_from_position=int(row["live_from_position"]),
+    return from_row(
+        ChunkView,
+        row,
+        heading_path=json_column(row["heading_path"]),
+        text=json_column(row["text"]),
         live_to_position=live_to,
         removed_reason=row["removed_reason"] if live_to is not None else None,
         scrubbed=scrubbed_at is not None and (as_of is None or scrubbed_at <= as_of),

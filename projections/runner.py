@@ -29,112 +29,35 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain.entries import RecordedEvent, utc_now
-from ledger.domain.timestamps import parse_timestamp
 from ledger.storage import adapters
-from ledger.storage.store import LEDGER_STREAM_ID, Store
+from ledger.storage.store import Store
 from projections.base import Projection, UnappliableEvent
-from projections.citations import CitationsProjection
-from projections.corpus import CorpusProjection
-from projections.history import HistoryProjection
-from projections.receipts import ReceiptsProjection
-from projections.search_index import SearchIndexProjection
-from projections.writeside import WriteSideProjection
+from projections.catalog import default_projections
+from projections.tracking import (
+    TRACKING_TABLE,
+    Notification,
+    NotificationSource,
+    ProjectionLag,
+    TrackingState,
+    cut_batch,
+    health_report,
+    read_lag,
+)
 
 if TYPE_CHECKING:
     from ledger.writing.application import Ledger
 
 log = logging.getLogger("citeledger.projections")
 
-TRACKING_TABLE = adapters.TRACKING_TABLE
 DEFAULT_BATCH = 1_000
 # Health: a projection this far behind that has not moved for this long is stalled.
 MAX_LAG = int(os.environ.get("CITELEDGER_MAX_PROJECTION_LAG", "1000"))
 STALL_S = float(os.environ.get("CITELEDGER_PROJECTION_STALL_S", "30"))
 REBUILD_BATCH = 5_000  # entries per transaction while rebuilding (fewer commits)
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = adapters.TRANSIENT_ERRORS
-
-Notification = tuple[int, RecordedEvent | None]  # (notification id, ledger entry or None)
-
-
-def default_projections() -> list[Projection]:
-    return [
-        HistoryProjection(),
-        ReceiptsProjection(),
-        CitationsProjection(),
-        CorpusProjection(),
-        WriteSideProjection(),
-        SearchIndexProjection(),
-    ]
-
-
-class NotificationSource:
-    """The ledger's notification log, read through eventsourcing's recorder.
-
-    Notifications of other streams (signed log checkpoints) come back as None:
-    they move tracking but are not log entries.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.recorder: Any = store.recorder
-
-    def fetch(self, after: int, limit: int) -> list[Notification]:
-        rows = self.recorder.select_notifications(start=after, limit=limit, inclusive_of_start=False)
-        return [
-            (
-                int(row.id),
-                RecordedEvent(position=row.originator_version, entry=bytes(row.state))
-                if row.originator_id == LEDGER_STREAM_ID
-                else None,
-            )
-            for row in rows
-        ]
-
-    def head_position(self) -> int:
-        rows = self.recorder.select_events(LEDGER_STREAM_ID, desc=True, limit=1)
-        return int(rows[0].originator_version) if rows else 0
-
-
-@dataclass(frozen=True)
-class TrackingState:
-    projection: str
-    version: int
-    notification_id: int
-    position: int
-    status: str  # "running" | "failed"
-    error: str | None
-    failed_position: int | None
-
-
-@dataclass(frozen=True)
-class ProjectionLag:
-    projection: str
-    head_position: int
-    applied_position: int
-    status: str
-    error: str | None
-    failed_position: int | None
-    updated_at: str | None = None  # when its tracking last moved
-
-    @property
-    def lag(self) -> int:
-        return max(0, self.head_position - self.applied_position)
-
-    def stalled(self, max_lag: int, stall_s: float) -> bool:
-        """Behind by more than `max_lag` with no progress for `stall_s` seconds (a dead or
-        stuck worker): an idle log with a caught-up model is never stalled."""
-        if self.lag <= max_lag or self.updated_at is None:
-            return False
-        try:
-            moved = parse_timestamp(self.updated_at)
-        except ValueError:
-            return True
-        return (datetime.now(UTC) - moved).total_seconds() > stall_s
 
 
 class _LostRace(Exception):
@@ -254,7 +177,7 @@ class ProjectionRunner:
                 low = min(states[p.name].notification_id for p in active)
                 batch = self.source.fetch(low, self.batch_size)
                 if stop_position is not None:
-                    batch = _cut(batch, stop_position)
+                    batch = cut_batch(batch, stop_position)
                 if not batch:
                     break
                 # Projections at the same point share one transaction per batch (a rebuild,
@@ -437,23 +360,7 @@ class ProjectionRunner:
     def health(self, *, max_lag: int = MAX_LAG, stall_s: float = STALL_S) -> dict[str, Any]:
         """`ok` is False when any projection has stopped on an event, or has stalled: more
         than `max_lag` entries behind with no progress for `stall_s` seconds."""
-        lags = self.lag()
-        return {
-            "ok": all(item.status == "running" and not item.stalled(max_lag, stall_s) for item in lags),
-            "projections": {
-                item.projection: {
-                    "status": "stalled"
-                    if item.status == "running" and item.stalled(max_lag, stall_s)
-                    else item.status,
-                    "applied_position": item.applied_position,
-                    "head_position": item.head_position,
-                    "lag": item.lag,
-                    "failed_position": item.failed_position,
-                    "error": item.error,
-                }
-                for item in lags
-            },
-        }
+        return health_report(self.lag(), max_lag, stall_s)
 
     def applied_position(self) -> int:
         """The position every projection has reached (the minimum)."""
@@ -530,32 +437,6 @@ def embedded(ledger: Ledger, projections: Sequence[Projection] | None = None) ->
     return runner
 
 
-def read_lag(
-    store: Store, names: Sequence[str] | None = None, *, source: NotificationSource | None = None
-) -> list[ProjectionLag]:
-    """Head position minus applied position, per projection (for metrics and health)."""
-    head = (source or NotificationSource(store)).head_position()
-    with store.transaction(commit=False) as cursor:
-        cursor.execute(
-            f"SELECT projection, position, status, error, failed_position, updated_at "
-            f"FROM {store.table(TRACKING_TABLE)} ORDER BY projection"
-        )
-        rows = {row["projection"]: row for row in cursor.fetchall()}
-    return [
-        ProjectionLag(
-            projection=name,
-            head_position=head,
-            applied_position=int(rows[name]["position"]),
-            status=rows[name]["status"],
-            error=rows[name]["error"],
-            failed_position=rows[name]["failed_position"],
-            updated_at=rows[name]["updated_at"],
-        )
-        for name in (names if names is not None else list(rows))
-        if name in rows
-    ]
-
-
 def _read_model_transaction(store: Store) -> AbstractContextManager[Any]:
     """The transaction a batch of read-model rows and their tracking commit in, with
     relaxed durability (the commit does not wait for the disk).
@@ -564,10 +445,3 @@ def _read_model_transaction(store: Store) -> AbstractContextManager[Any]:
     lost to a power cut is re-applied from the log on restart, and a later durable
     commit (the log's appends keep their settings) makes every earlier one durable."""
     return store.adapter.relaxed_transaction()
-
-
-def _cut(batch: list[Notification], stop_position: int) -> list[Notification]:
-    for index, (_, event) in enumerate(batch):
-        if event is not None and event.position > stop_position:
-            return batch[:index]
-    return batch

@@ -52,9 +52,9 @@ def ensure_ledger(directory: Path, size: int) -> str:
     """A SQLite ledger of at least `size` entries in `directory`: built, or the one there."""
     from bench_replay import build  # type: ignore[import-not-found]
 
+    from bootstrap import ledger_context
     from ledger.config import LedgerConfig
     from ledger.writing.application import Ledger
-    from projections.lookups import ledger_context
 
     found = _entries(directory)
     if found >= size:

@@ -49,7 +49,8 @@ from ledger.usecases.context import Caller, draft
 from ledger.writing.application import Ledger
 from ledger.writing.sealing import document_key_ref
 from projections.queries import ReadModels
-from projections.runner import ProjectionRunner, read_lag
+from projections.runner import ProjectionRunner
+from projections.tracking import read_lag
 
 ROOT = Path(__file__).resolve().parents[1]
 TENANTS = [f"t{i}" for i in range(10)]

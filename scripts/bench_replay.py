@@ -40,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bootstrap import ledger_context
 from ledger.config import LedgerConfig
 from ledger.domain.entries import EventDraft
 from ledger.domain.events import (
@@ -62,8 +63,7 @@ from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 TENANTS = [f"t{i}" for i in range(10)]

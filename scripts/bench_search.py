@@ -33,6 +33,7 @@ from rank_bm25 import BM25Okapi
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bootstrap import ledger_context  # noqa: E402
 from ledger.config import LedgerConfig  # noqa: E402
 from ledger.domain.events import SearchRequest  # noqa: E402
 from ledger.policy.policy_rules import PolicyRules  # noqa: E402
@@ -47,7 +48,6 @@ from ledger.usecases.policy import publish_policy  # noqa: E402
 from ledger.usecases.ranking import rank  # noqa: E402
 from ledger.usecases.search import search  # noqa: E402
 from ledger.writing.application import Ledger  # noqa: E402
-from projections.lookups import ledger_context  # noqa: E402
 from projections.search_index import SearchIndexProjection  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402
 from tests.golden_support import (  # noqa: E402

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 
+from bootstrap import ledger_context
 from ledger.domain.entries import EventDraft, RecordedEvent
 from ledger.domain.events import (
     Chunk,
@@ -28,7 +29,7 @@ from ledger.usecases.documents import ingest_document
 from ledger.usecases.retrievals import record_retrieval
 from ledger.writing.application import Ledger
 from ledger.writing.sealing import document_key_ref
-from projections.lookups import ProjectedLookups, ledger_context
+from projections.lookups import ProjectedLookups
 from projections.runner import ProjectionRunner
 
 TENANT = "acme"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ledger.domain.entries import RecordedEvent
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
 from tests.api_support import DOC, Api, api, make_api  # noqa: F401
 from tests.conftest import RawStore
 

@@ -27,7 +27,7 @@ from ledger.retrieval.source_registry import Source, SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.errors import Invalid
 from ledger.usecases.sources import add_source
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
 from tests.api_support import DOC, Api, LoopbackServer, api_config, make_api, make_tokens  # noqa: F401
 from tests.server_process import ROOT, run_cli
 

@@ -15,7 +15,7 @@ import pytest
 
 from ledger.config import LedgerConfig
 from ledger.storage.audit import verify_store
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.factories import retrieval_draft
 

@@ -17,7 +17,7 @@ import pytest
 
 from ledger.config import LedgerConfig
 from ledger.usecases.ranking import ENGINE
-from projections.receipts import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE
 from projections.search_index import SEARCH_CHUNKS_TABLE
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.test_api_replay import ALLOW_ALL, Server, _refused

@@ -59,13 +59,13 @@ def test_replay_refusals_exit_2(tmp_path: Path) -> None:
 def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> None:
     """A `citeledger-bm25` receipt whose corpus lost a document since: exit 0 (not a finding),
     the cause and the erased document named."""
+    from bootstrap import ledger_context
     from ledger.storage.claims import DocumentClaims
     from ledger.usecases.commands import DocumentIn, ErasureIn, SearchIn
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document
     from ledger.usecases.retention import erase
     from ledger.usecases.search import search
-    from projections.lookups import ledger_context
 
     data = tmp_path / "data"
     caller = Caller("acme", "svc", frozenset({"retrieval.write"}))
@@ -96,12 +96,12 @@ def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> 
 def test_piped_replay_prints_full_width_rows_and_an_edited_sections_changed_lines(tmp_path: Path) -> None:
     """Off a terminal the tables keep their full width (whole chunk ids and paths), and a
     section edited since the receipt shows as a unified diff of its text."""
+    from bootstrap import ledger_context
     from ledger.storage.claims import DocumentClaims
     from ledger.usecases.commands import DocumentIn, SearchIn
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document
     from ledger.usecases.search import search
-    from projections.lookups import ledger_context
 
     data = tmp_path / "data"
     caller = Caller("acme", "svc", frozenset({"retrieval.write"}))

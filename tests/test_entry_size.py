@@ -262,12 +262,12 @@ def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them
     """30 files at the source's size limit, each a version of ~15 entries: the sync writes
     them in transactions of whole versions under the group commit's cap; the corpus holds
     every chunk once, a second sync records nothing, and every entry fits a bundle."""
+    from bootstrap import ledger_context
     from ledger.retrieval.source_registry import SourceRegistry
     from ledger.retrieval.sources import SourceLimits
     from ledger.storage.claims import DocumentClaims
     from ledger.usecases.context import Caller
     from ledger.usecases.sources import add_source, sync_source
-    from projections.lookups import ledger_context
     from projections.queries import ReadModels
 
     folder = tmp_path / "notes"

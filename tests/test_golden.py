@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
+from bootstrap import ledger_context
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.golden_support import (
     BASELINE,
     WholeFileBm25s,

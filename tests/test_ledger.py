@@ -370,8 +370,8 @@ def test_a_closed_ledgers_store_is_not_kept_alive_by_the_shared_key_cache(tmp_pa
     import gc
     import weakref
 
+    from bootstrap import ledger_context
     from ledger.config import LedgerConfig
-    from projections.lookups import ledger_context
 
     opened = Ledger(LedgerConfig(data_dir=tmp_path / "ledger", run_checkpointer=False))
     ledger_context(opened)  # the search index projection takes the shared key cache too

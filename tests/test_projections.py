@@ -21,11 +21,13 @@ from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import PolicySnapshot
 from ledger.storage.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
 from ledger.usecases.context import Caller, draft
+from ledger.usecases.ports import ReceiptFilter
 from ledger.writing.application import Ledger
 from projections.base import Projection
+from projections.catalog import default_projections
 from projections.digest import digests
-from projections.queries import HistoryFilter, InvalidCursor, ReadModels, ReceiptFilter, TextUnavailable
-from projections.runner import ProjectionRunner, default_projections, embedded
+from projections.queries import HistoryFilter, InvalidCursor, ReadModels, TextUnavailable
+from projections.runner import ProjectionRunner, embedded
 from tests.conftest import fresh_config
 from tests.factories import TENANT, UseCases, document_draft, retrieval_draft
 from tests.projection_fixtures import Op, Scenario, ops
@@ -359,7 +361,7 @@ def test_incremental_with_crashes_equals_rebuild(
             # A rebuild into a scratch SQLite file from the same log agrees too (cross-dialect).
             scratch = Store(LedgerConfig(data_dir=tmp_path / ("scratch-" + uuid.uuid4().hex[:8])))
             try:
-                from projections.runner import NotificationSource
+                from projections.tracking import NotificationSource
 
                 ProjectionRunner(scratch, source=NotificationSource(ledger.store)).catch_up()
                 assert digests(default_projections(), scratch) == incremental
@@ -382,7 +384,7 @@ def test_as_of_digest_is_a_function_of_the_log_prefix(
     prefix = ledger.size
     for op in [Op("scrub_doc", TENANT, doc=0), Op("remove", TENANT, doc=0), Op("scrub_citation", TENANT)]:
         ledger.append(scenario.draft(op))
-    from projections.runner import NotificationSource
+    from projections.tracking import NotificationSource
 
     scratch = Store(LedgerConfig(data_dir=tmp_path / "scratch"))
     try:

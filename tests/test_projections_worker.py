@@ -18,11 +18,13 @@ from typer.testing import CliRunner
 from cli.main import app
 from ledger.config import LedgerConfig
 from ledger.writing.application import Ledger
-from projections.checkpoints import ProjectionCheckpoints, rebuild_in_scratch
+from projections.catalog import default_projections
 from projections.digest import digests
+from projections.digest_sets import DigestSets, rebuild_in_scratch
 from projections.queries import ReadModels
-from projections.receipts import RECEIPTS_TABLE
-from projections.runner import ProjectionRunner, default_projections, embedded, read_lag
+from projections.receipt_index import RECEIPTS_TABLE
+from projections.runner import ProjectionRunner, embedded
+from projections.tracking import read_lag
 from tests.conftest import RawStore
 from tests.factories import TENANT, document_draft, retrieval_draft
 
@@ -149,7 +151,7 @@ def test_signed_projection_checkpoint_verifies_and_catches_tampering(
 ) -> None:
     runner = embedded(ledger)
     ledger.append_batch([document_draft(ledger), retrieval_draft(ledger), retrieval_draft(ledger)])
-    checkpoints = ProjectionCheckpoints(ledger, runner)
+    checkpoints = DigestSets(ledger, runner)
     assert checkpoints.issue() is None  # no signed log checkpoint yet
     log_checkpoint = ledger.issue_checkpoint()
     assert log_checkpoint is not None

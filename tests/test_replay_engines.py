@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from bootstrap import ledger_context
 from ledger.domain.events import RetrievalRecorded, SearchRequest, TaskEnvelope
 from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases.commands import PolicyBundleIn
@@ -19,7 +20,6 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.test_search import _ingest, _search
 
 CALLER = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))

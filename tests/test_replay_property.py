@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bootstrap import ledger_context
 from ledger.domain.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskEnvelope
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn
@@ -31,7 +32,6 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits, search
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.conftest import fresh_config
 
 ACME = Caller("acme", "svc-history", frozenset({"retrieval.write", "replay.run"}))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from bootstrap import ledger_context
 from ledger.domain.events import (
     PAYLOAD_MODELS,
     RetrievalRecorded,
@@ -23,7 +24,6 @@ from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.test_search import _ingest
 
 NO_SCOPE = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))

@@ -11,6 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
+from bootstrap import ledger_context
 from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import PolicyRules
 from ledger.retrieval.search_text import terms as text_terms
@@ -26,7 +27,6 @@ from ledger.usecases.retention import erase
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
 from projections.digest import projection_digest
-from projections.lookups import ledger_context
 from projections.search_index import SEARCH_CHUNKS_TABLE
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from bootstrap import ledger_context
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.test_search import ACME, _ingest, _search
 
 FILLER = " ".join(f"filler{i}" for i in range(40))

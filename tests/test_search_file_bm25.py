@@ -7,11 +7,11 @@ import bm25s
 import numpy as np
 import orjson
 
+from bootstrap import ledger_context
 from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases.ranking import ENGINE_V1, FILE_WEIGHT, K1, B, rank
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus
 from tests.test_search import ACME
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from bootstrap import ledger_context
 from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.ranking import ENGINE_V1, ENGINE_V2, SearchRun, rank
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.test_search import ACME, _ingest
 
 FILES = {

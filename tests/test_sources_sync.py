@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from bootstrap import ledger_context
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.storage.claims import DocumentClaims
@@ -23,7 +24,6 @@ from ledger.usecases.documents import default_document_id
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.sources import add_source, sync_source
 from ledger.writing.application import Ledger
-from projections.lookups import ledger_context
 from tests.test_sources import EXPECTED_SKIPS, write_bad_files
 
 TENANT = "acme"

@@ -12,7 +12,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_ruff_clean() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "ledger", "projections", "api", "cli", "tests", "scripts"],
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "ledger",
+            "projections",
+            "bootstrap",
+            "api",
+            "cli",
+            "tests",
+            "scripts",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

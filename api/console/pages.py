@@ -6,7 +6,8 @@ as `/v1`'s because the same functions decide them."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
 import orjson
 from litestar import Response, get
@@ -17,20 +18,27 @@ from litestar.response import Stream, Template
 from api.api_error import ApiError
 from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
-from api.routes.events import ID_PATTERN, history_page, time_bound
+from api.routes.events import history_page
+from api.routes.listing import ID_PATTERN, time_bound
 from api.routes.receipts import receipt_answer, receipt_page
 from ledger.domain.events import EventType
 from ledger.domain.timestamps import format_timestamp
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
+from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipts import receipt_bundle, verify_receipt
-from projections.queries import HistoryFilter, ReceiptFilter
+from projections.queries import HistoryFilter
 
 User = NamedDependency[ConsoleUser]
 
 OVERVIEW_DAYS = 14
 HISTORY_PAGE = 50
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]
+
+
+def _field(name: str, max_length: int = 128) -> Any:
+    """An optional text filter of a console form (checked by the handler, which answers a page)."""
+    return QueryParameter(name=name, required=False, max_length=max_length)
 
 
 def _blank(value: str | None) -> str | None:
@@ -71,22 +79,16 @@ async def overview(request: AnyRequest, user: User) -> Template:
 async def history(
     request: AnyRequest,
     user: User,
-    event_type: Annotated[str | None, QueryParameter(name="type", required=False, max_length=40)] = None,
-    actor: Annotated[str | None, QueryParameter(name="actor", required=False, max_length=128)] = None,
-    trace_id: Annotated[str | None, QueryParameter(name="trace_id", required=False, max_length=128)] = None,
-    run_id: Annotated[str | None, QueryParameter(name="run_id", required=False, max_length=128)] = None,
-    receipt_id: Annotated[
-        str | None, QueryParameter(name="receipt_id", required=False, max_length=128)
-    ] = None,
-    since: Annotated[str | None, QueryParameter(name="since", required=False, max_length=40)] = None,
-    until: Annotated[str | None, QueryParameter(name="until", required=False, max_length=40)] = None,
-    from_position: Annotated[
-        str | None, QueryParameter(name="from_position", required=False, max_length=20)
-    ] = None,
-    to_position: Annotated[
-        str | None, QueryParameter(name="to_position", required=False, max_length=20)
-    ] = None,
-    cursor: Annotated[str | None, QueryParameter(name="cursor", required=False, max_length=64)] = None,
+    event_type: Annotated[str | None, _field("type", 40)] = None,
+    actor: Annotated[str | None, _field("actor")] = None,
+    trace_id: Annotated[str | None, _field("trace_id")] = None,
+    run_id: Annotated[str | None, _field("run_id")] = None,
+    receipt_id: Annotated[str | None, _field("receipt_id")] = None,
+    since: Annotated[str | None, _field("since", 40)] = None,
+    until: Annotated[str | None, _field("until", 40)] = None,
+    from_position: Annotated[str | None, _field("from_position", 20)] = None,
+    to_position: Annotated[str | None, _field("to_position", 20)] = None,
+    cursor: Annotated[str | None, _field("cursor", 64)] = None,
 ) -> Template:
     """Filters live in the query string, so a filtered view is a URL to share."""
     user.require("audit.read")
@@ -94,27 +96,18 @@ async def history(
     chosen = _blank(event_type)
     if chosen is not None and chosen not in EVENT_TYPES:
         raise ConsoleRefusal(400, "Bad filter", f"type: one of {', '.join(EVENT_TYPES)}")
+    ids = _id_filters({"actor": actor, "trace_id": trace_id, "run_id": run_id, "receipt_id": receipt_id})
     filters = {
         "type": chosen,
-        "actor": _blank(actor),
-        "trace_id": _blank(trace_id),
-        "run_id": _blank(run_id),
-        "receipt_id": _blank(receipt_id),
+        **ids,
         "since": _blank(since),
         "until": _blank(until),
         "from_position": _blank(from_position),
         "to_position": _blank(to_position),
     }
-    for name in ("actor", "trace_id", "run_id", "receipt_id"):
-        value = filters[name]
-        if value is not None and not _matches_id(value):
-            raise ConsoleRefusal(400, "Bad filter", f"{name}: letters, digits and ._:@- only")
     flt = HistoryFilter(
         types=[chosen] if chosen else None,
-        actor=filters["actor"],
-        trace_id=filters["trace_id"],
-        run_id=filters["run_id"],
-        receipt_id=filters["receipt_id"],
+        **ids,
         from_position=_position(filters["from_position"], "from_position"),
         to_position=_position(filters["to_position"], "to_position"),
         recorded_from=_moment(filters["since"], "since"),
@@ -123,22 +116,33 @@ async def history(
     body = await services.blocking(
         history_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "sealed"
     )
+    return _listing("history.html", user, body, "events", filters, event_types=EVENT_TYPES)
+
+
+def _listing(
+    template: str, user: ConsoleUser, body: dict[str, Any], rows: str, filters: dict[str, Any], **extra: Any
+) -> Template:
+    """A filtered list page: its rows, the next page's cursor, the filters (the given ones shown)."""
     shown = {k: v for k, v in filters.items() if v is not None}
     return page(
-        "history.html",
+        template,
         user,
-        events=body["events"],
+        **{rows: body[rows]},
         next_cursor=body["next_cursor"],
         filters=filters,
         shown=shown,
-        event_types=EVENT_TYPES,
+        **extra,
     )
 
 
-def _matches_id(value: str) -> bool:
-    import re
-
-    return re.fullmatch(ID_PATTERN, value) is not None
+def _id_filters(values: dict[str, str | None]) -> dict[str, Any]:
+    """The form's id filters, blanks dropped, each checked as `/v1` checks it (text or None:
+    `Any` so they spread into a filter dataclass by name)."""
+    given = {name: _blank(value) for name, value in values.items()}
+    for name, value in given.items():
+        if value is not None and re.fullmatch(ID_PATTERN, value) is None:
+            raise ConsoleRefusal(400, "Bad filter", f"{name}: letters, digits and ._:@- only")
+    return given
 
 
 def _position(value: str | None, name: str) -> int | None:
@@ -272,43 +276,34 @@ RECEIPT_FILTERS = ("engine", "status", "task_id", "trace_id", "run_id", "documen
 async def receipts(
     request: AnyRequest,
     user: User,
-    engine: Annotated[str | None, QueryParameter(name="engine", required=False, max_length=80)] = None,
-    status: Annotated[str | None, QueryParameter(name="status", required=False, max_length=20)] = None,
-    task_id: Annotated[str | None, QueryParameter(name="task_id", required=False, max_length=128)] = None,
-    trace_id: Annotated[str | None, QueryParameter(name="trace_id", required=False, max_length=128)] = None,
-    run_id: Annotated[str | None, QueryParameter(name="run_id", required=False, max_length=128)] = None,
-    document_id: Annotated[
-        str | None, QueryParameter(name="document_id", required=False, max_length=128)
-    ] = None,
-    actor: Annotated[str | None, QueryParameter(name="actor", required=False, max_length=128)] = None,
-    since: Annotated[str | None, QueryParameter(name="since", required=False, max_length=40)] = None,
-    until: Annotated[str | None, QueryParameter(name="until", required=False, max_length=40)] = None,
-    cursor: Annotated[str | None, QueryParameter(name="cursor", required=False, max_length=64)] = None,
+    engine: Annotated[str | None, _field("engine", 80)] = None,
+    status: Annotated[str | None, _field("status", 20)] = None,
+    task_id: Annotated[str | None, _field("task_id")] = None,
+    trace_id: Annotated[str | None, _field("trace_id")] = None,
+    run_id: Annotated[str | None, _field("run_id")] = None,
+    document_id: Annotated[str | None, _field("document_id")] = None,
+    actor: Annotated[str | None, _field("actor")] = None,
+    since: Annotated[str | None, _field("since", 40)] = None,
+    until: Annotated[str | None, _field("until", 40)] = None,
+    cursor: Annotated[str | None, _field("cursor", 64)] = None,
 ) -> Template:
     """Receipts newest first, filtered as `GET /v1/receipts` (the filters in the URL); with
     `audit.content` each question in plain (one recorded read for the page)."""
     user.require("audit.read")
     services = services_of(request)
-    given = {
-        "engine": _blank(engine),
-        "status": _blank(status),
-        "task_id": _blank(task_id),
-        "trace_id": _blank(trace_id),
-        "run_id": _blank(run_id),
-        "document_id": _blank(document_id),
-        "actor": _blank(actor),
-    }
-    for name, value in given.items():
-        if value is not None and not _matches_id(value):
-            raise ConsoleRefusal(400, "Bad filter", f"{name}: letters, digits and ._:@- only")
+    given = _id_filters(
+        {
+            "engine": engine,
+            "status": status,
+            "task_id": task_id,
+            "trace_id": trace_id,
+            "run_id": run_id,
+            "document_id": document_id,
+            "actor": actor,
+        }
+    )
     flt = ReceiptFilter(
-        engine=given["engine"],
-        status=given["status"],
-        task_id=given["task_id"],
-        trace_id=given["trace_id"],
-        run_id=given["run_id"],
-        document_id=given["document_id"],
-        actor=given["actor"],
+        **given,
         recorded_from=_moment(_blank(since), "since"),
         recorded_to=_moment(_blank(until), "until"),
     )
@@ -317,16 +312,7 @@ async def receipts(
         receipt_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "desc", content
     )
     filters = {**given, "since": _blank(since), "until": _blank(until)}
-    shown = {k: v for k, v in filters.items() if v is not None}
-    return page(
-        "receipts.html",
-        user,
-        receipts=body["receipts"],
-        next_cursor=body["next_cursor"],
-        filters=filters,
-        shown=shown,
-        plain=content == "plain",
-    )
+    return _listing("receipts.html", user, body, "receipts", filters, plain=content == "plain")
 
 
 @get("/receipts/{receipt_id:str}/bundle.json", name="console:bundle")

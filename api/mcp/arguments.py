@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from api.routes.events import TIME_PATTERN
+from api.routes.listing import TIME_PATTERN
 from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.usecases.commands import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
 

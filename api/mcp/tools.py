@@ -39,18 +39,18 @@ from api.responses import (
     SearchOut,
 )
 from api.routes.common import run_write
-from api.routes.events import time_bound
+from api.routes.listing import time_bound
 from api.routes.receipts import receipt_answer, receipt_page
 from api.services import Services
 from ledger.usecases.citations import read_citation
 from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document
+from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipts import verify_receipt
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import record_retrieval
 from ledger.usecases.search import search
-from projections.queries import ReceiptFilter
 
 
 @dataclass(frozen=True)

@@ -3,29 +3,26 @@ cursor pagination, and inclusion proofs."""
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from typing import Annotated, Any
 
 from litestar import Response, Router, get
-from litestar.openapi.spec.enums import OpenAPIFormat
 from litestar.params import Parameter, QueryParameter
 
 from api.api_error import ApiError, not_found
 from api.auth import requires
 from api.openapi import contract
 from api.responses import EventOut, EventPage, InclusionProofOut
+from api.routes import listing
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
-from ledger.domain.events import IDENTIFIER_PATTERN, EventType
-from ledger.domain.timestamps import format_timestamp, parse_timestamp
+from ledger.domain.events import EventType
 from ledger.evidence.bundle import proof_json
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller
-from projections.queries import HistoryFilter, InvalidCursor
+from projections.queries import HistoryFilter
 
-ID_PATTERN = IDENTIFIER_PATTERN
 Position = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
 
 
@@ -34,57 +31,10 @@ def visible(event: RecordedEvent, tenant: str) -> bool:
     return event.tenant_id in (tenant, SYSTEM_TENANT)
 
 
-# RFC 3339 date-time (ISO 8601 profile), as the schema documents it: the rule the server checks.
-TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
-_TIME = re.compile(TIME_PATTERN)
-
-
-def parse_time(value: str | None, name: str) -> dt.datetime | None:
-    if value is None:
-        return None
-    try:
-        if not _TIME.match(value):
-            raise ValueError(value)
-        return parse_timestamp(value[:10] + "T" + value[11:].upper())
-    except ValueError:
-        raise ApiError(
-            400, "bad_request", f"{name} must be an RFC 3339 timestamp, e.g. 2026-05-23T09:30:00Z"
-        ) from None
-
-
-def invalid_cursor() -> ApiError:
-    """A cursor of the right shape that this API never returned (or for another filter)."""
-    return ApiError(422, "invalid_cursor", "cursor is not one this API returned for these filters")
-
-
-def time_bound(value: str | None, name: str) -> str | None:
-    """A `since`/`until` bound in the ledger's written form (text order is time order)."""
-    moment = parse_time(value, name)
-    return None if moment is None else format_timestamp(moment)
-
-
 def event_body(event: RecordedEvent) -> dict[str, Any]:
     return {"position": event.position, "leaf_hash": event.leaf_hash.hex(), "event": event.envelope}
 
 
-Cursor = Annotated[
-    str | None, QueryParameter(name="cursor", max_length=64, pattern=r"^[A-Za-z0-9_-]+$", required=False)
-]
-
-
-def _moment(name: str, description: str) -> Any:
-    """An optional RFC 3339 query parameter bounding recorded_at."""
-    return QueryParameter(
-        name=name,
-        max_length=40,
-        pattern=TIME_PATTERN,
-        format=OpenAPIFormat.DATE_TIME,
-        required=False,
-        description=description,
-    )
-
-
-Since = Annotated[str | None, _moment("since", "Inclusive lower bound on recorded_at (RFC 3339)")]
 ContentMode = Annotated[
     str,
     QueryParameter(
@@ -96,7 +46,6 @@ ContentMode = Annotated[
         "signed ContentRead entry",
     ),
 ]
-Until = Annotated[str | None, _moment("until", "Exclusive upper bound on recorded_at (RFC 3339)")]
 
 
 def history_page(
@@ -105,12 +54,7 @@ def history_page(
     tenant = caller.tenant_id
     if content == "plain":
         require_content_scope(caller)
-    try:
-        page = services.read_models.events(tenant, flt, cursor=cursor, limit=limit)
-    except InvalidCursor:
-        raise invalid_cursor() from None
-    except ValueError as exc:
-        raise ApiError(400, "bad_request", str(exc)[:200]) from None
+    page = refusing_bad_pages(lambda: services.read_models.events(tenant, flt, cursor=cursor, limit=limit))
     events = []
     for entry in page.items:
         event = services.ledger.get(entry.position)
@@ -131,24 +75,18 @@ async def list_events(
     services: ServicesDep,
     caller: CallerDep,
     event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None,
-    actor: Annotated[str | None, QueryParameter(name="actor", pattern=ID_PATTERN, required=False)] = None,
-    trace_id: Annotated[
-        str | None, QueryParameter(name="trace_id", pattern=ID_PATTERN, required=False)
-    ] = None,
-    run_id: Annotated[str | None, QueryParameter(name="run_id", pattern=ID_PATTERN, required=False)] = None,
+    actor: listing.Actor = None,
+    trace_id: listing.TraceId = None,
+    run_id: listing.RunId = None,
     receipt_id: Annotated[
         str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Since = None,
-    until: Until = None,
-    from_position: Annotated[
-        int | None, QueryParameter(name="from_position", ge=1, le=2**53 - 1, required=False)
-    ] = None,
-    to_position: Annotated[
-        int | None, QueryParameter(name="to_position", ge=1, le=2**53 - 1, required=False)
-    ] = None,
-    cursor: Cursor = None,
-    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+    since: listing.Since = None,
+    until: listing.Until = None,
+    from_position: listing.FromPosition = None,
+    to_position: listing.ToPosition = None,
+    cursor: listing.Cursor = None,
+    limit: listing.Limit = 100,
     content: ContentMode = "sealed",
 ) -> Response[EventPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""

@@ -8,21 +8,22 @@ from typing import Annotated, Any
 from litestar import Response, Router, get, post
 from litestar.params import Parameter, QueryParameter
 
-from api.api_error import ApiError
 from api.auth import requires
 from api.openapi import contract
 from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
+from api.routes import listing
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
-from api.routes.events import ID_PATTERN, ContentMode, Cursor, Since, Until, invalid_cursor, time_bound
+from api.routes.events import ContentMode
+from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
 from ledger.usecases.content import require_content_scope
 from ledger.usecases.context import Caller
 from ledger.usecases.errors import NotFound
+from ledger.usecases.ports import Order, ReceiptFilter
+from ledger.usecases.receipt_reads import receipt_detail, receipts_page
 from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
-from projections.queries import InvalidCursor, Order, ReceiptFilter
-from projections.receipt_reads import receipt_detail, receipts_page
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
 
@@ -149,8 +150,8 @@ def receipt_page(
     content: str,
 ) -> dict[str, Any]:
     """A page of receipts with the contract's refusals (the HTTP route and the MCP tool)."""
-    try:
-        return receipts_page(
+    return refusing_bad_pages(
+        lambda: receipts_page(
             services.context,
             services.read_models,
             caller,
@@ -160,10 +161,7 @@ def receipt_page(
             order=order,
             content=content == "plain",
         )
-    except InvalidCursor:
-        raise invalid_cursor() from None
-    except ValueError as exc:
-        raise ApiError(400, "bad_request", str(exc)[:200]) from None
+    )
 
 
 @get(
@@ -186,22 +184,16 @@ async def list_receipts(
     engine: Annotated[
         str | None, QueryParameter(name="engine", max_length=80, pattern=ID_PATTERN, required=False)
     ] = None,
-    actor: Annotated[str | None, QueryParameter(name="actor", pattern=ID_PATTERN, required=False)] = None,
-    trace_id: Annotated[
-        str | None, QueryParameter(name="trace_id", pattern=ID_PATTERN, required=False)
-    ] = None,
-    run_id: Annotated[str | None, QueryParameter(name="run_id", pattern=ID_PATTERN, required=False)] = None,
+    actor: listing.Actor = None,
+    trace_id: listing.TraceId = None,
+    run_id: listing.RunId = None,
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
     ] = None,
-    since: Since = None,
-    until: Until = None,
-    from_position: Annotated[
-        int | None, QueryParameter(name="from_position", ge=1, le=2**53 - 1, required=False)
-    ] = None,
-    to_position: Annotated[
-        int | None, QueryParameter(name="to_position", ge=1, le=2**53 - 1, required=False)
-    ] = None,
+    since: listing.Since = None,
+    until: listing.Until = None,
+    from_position: listing.FromPosition = None,
+    to_position: listing.ToPosition = None,
     task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None,
     document_id: Annotated[
         str | None,
@@ -212,8 +204,8 @@ async def list_receipts(
             description="Receipts citing this document",
         ),
     ] = None,
-    cursor: Cursor = None,
-    limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+    cursor: listing.Cursor = None,
+    limit: listing.Limit = 100,
     order: Annotated[
         str,
         QueryParameter(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ledger.domain.entries import RecordedEvent
 from ledger.writing.sealing import Sealer
@@ -263,3 +263,40 @@ class SearchIndexReader(Protocol):
     def chunk_states(self, tenant_id: str, chunks: list[IndexedChunk]) -> dict[int, ChunkState]:
         """The corpus rows (sealed text, ids, locators) of these chunk versions, by row."""
         ...
+
+
+Order = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True)
+class ReceiptFilter:
+    """What a listing of receipts may be narrowed by (all given ones must hold)."""
+
+    mode: str | None = None
+    status: str | None = None
+    engine: str | None = None
+    actor: str | None = None
+    trace_id: str | None = None
+    run_id: str | None = None
+    parent_receipt_id: str | None = None
+    from_position: int | None = None  # inclusive
+    to_position: int | None = None  # inclusive
+    recorded_from: str | None = None  # inclusive, RFC 3339 UTC
+    recorded_to: str | None = None  # exclusive
+    task_id: str | None = None
+    document_id: str | None = None  # receipts citing this document
+
+
+class ReceiptLister(Protocol):
+    """The receipt index read model (`projections.queries.ReadModels` implements it): a page
+    of a tenant's receipts (`.items` with the index's columns, `.next_cursor`)."""
+
+    def receipts(
+        self,
+        tenant_id: str,
+        filters: ReceiptFilter = ...,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        order: Order = "asc",
+    ) -> Any: ...

@@ -1,8 +1,9 @@
-"""Signed projection checkpoints: `(log size, log root, read-model digests)`.
+"""Signed digest sets: `(log size, log root, read-model digests)` (the CLI's
+`projection-checkpoint`; "checkpoint" alone means the log's signed Merkle checkpoint).
 
 For a signed log checkpoint of size N, the digests are of the read models
 *as of N* (see `digest`), which depend on the log prefix of size N alone, so
-the checkpoint can be issued whenever the models have reached N and checked
+the digest set can be issued whenever the models have reached N and checked
 later by anyone: rebuild the prefix in a scratch store and compare. Records
 live in their own side table (never in the log stream), signed with the
 ledger's current signing key over their canonical JSON.
@@ -24,17 +25,18 @@ from ledger.storage.store import Store
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.signing import verify_signature
 from projections.digest import digests
-from projections.runner import NotificationSource, ProjectionRunner
+from projections.runner import ProjectionRunner
+from projections.tracking import NotificationSource
 
 if TYPE_CHECKING:
     from ledger.writing.application import Ledger
 
-CHECKPOINTS_TABLE = "citeledger_projection_checkpoints"
+DIGEST_SETS_TABLE = "citeledger_projection_checkpoints"  # stored name: existing databases keep it
 FORMAT = "citeledger-projection-checkpoint/v1"
 
 
 @dataclass(frozen=True)
-class ProjectionCheckpoint:
+class SignedDigestSet:
     seq: int
     origin: str
     log_size: int
@@ -63,36 +65,36 @@ class ProjectionCheckpoint:
 
 
 @dataclass
-class ProjectionVerifyReport:
-    checkpoint: ProjectionCheckpoint | None
+class DigestSetReport:
+    digest_set: SignedDigestSet | None
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.checkpoint is not None and not self.problems
+        return self.digest_set is not None and not self.problems
 
 
-class ProjectionCheckpoints:
+class DigestSets:
     def __init__(self, ledger: Ledger, runner: ProjectionRunner) -> None:
         self.ledger = ledger
         self.runner = runner
         self.store = runner.store
         self._last_issue = 0.0
         self.store.create_tables(
-            f"CREATE TABLE IF NOT EXISTS {self.store.table(CHECKPOINTS_TABLE)} ("
+            f"CREATE TABLE IF NOT EXISTS {self.store.table(DIGEST_SETS_TABLE)} ("
             "seq BIGINT PRIMARY KEY, log_size BIGINT NOT NULL, record TEXT NOT NULL)"
         )
 
-    def all(self) -> list[ProjectionCheckpoint]:
+    def all(self) -> list[SignedDigestSet]:
         with self.store.transaction(commit=False) as cursor:
-            cursor.execute(f"SELECT record FROM {self.store.table(CHECKPOINTS_TABLE)} ORDER BY seq")
+            cursor.execute(f"SELECT record FROM {self.store.table(DIGEST_SETS_TABLE)} ORDER BY seq")
             return [_parse(row["record"]) for row in cursor.fetchall()]
 
-    def latest(self) -> ProjectionCheckpoint | None:
+    def latest(self) -> SignedDigestSet | None:
         records = self.all()
         return records[-1] if records else None
 
-    def issue(self) -> ProjectionCheckpoint | None:
+    def issue(self) -> SignedDigestSet | None:
         """Sign the read models as of the latest signed log checkpoint (None when
         there is none yet, it is already covered, or a projection is stopped short of it)."""
         log_checkpoint = self.ledger.latest_checkpoint()
@@ -107,7 +109,7 @@ class ProjectionCheckpoints:
             if self.runner.applied_position() < size:
                 return None
         key = self.ledger.signing_key()
-        unsigned = ProjectionCheckpoint(
+        unsigned = SignedDigestSet(
             seq=(latest.seq + 1) if latest else 1,
             origin=self.ledger.origin,
             log_size=size,
@@ -117,11 +119,11 @@ class ProjectionCheckpoints:
             kid=key.kid,
             signature="",
         )
-        record = ProjectionCheckpoint(**{**unsigned.__dict__, "signature": key.sign(unsigned.signed_body())})
+        record = SignedDigestSet(**{**unsigned.__dict__, "signature": key.sign(unsigned.signed_body())})
         with self.store.transaction(commit=True) as cursor:
             cursor.execute(
                 self.store.sql(
-                    f"INSERT INTO {self.store.table(CHECKPOINTS_TABLE)} (seq, log_size, record) "
+                    f"INSERT INTO {self.store.table(DIGEST_SETS_TABLE)} (seq, log_size, record) "
                     "VALUES (?, ?, ?) ON CONFLICT (seq) DO NOTHING"
                 ),
                 (record.seq, record.log_size, orjson.dumps(record.to_json()).decode()),
@@ -129,18 +131,18 @@ class ProjectionCheckpoints:
         self._last_issue = time.monotonic()
         return record
 
-    def maybe_issue(self, min_interval_s: float) -> ProjectionCheckpoint | None:
+    def maybe_issue(self, min_interval_s: float) -> SignedDigestSet | None:
         """Issue at most once per interval: digesting a large model is not free."""
         if time.monotonic() - self._last_issue < min_interval_s:
             return None
         self._last_issue = time.monotonic()
         return self.issue()
 
-    def verify(self, checkpoint: ProjectionCheckpoint | None = None) -> ProjectionVerifyReport:
-        """Check a projection checkpoint (default: the latest): signature, log root,
+    def verify(self, digest_set: SignedDigestSet | None = None) -> DigestSetReport:
+        """Check a signed digest set (default: the latest): signature, log root,
         a scratch rebuild of the log prefix, and the live read models' as-of view."""
-        record = checkpoint or self.latest()
-        report = ProjectionVerifyReport(checkpoint=record)
+        record = digest_set or self.latest()
+        report = DigestSetReport(digest_set=record)
         if record is None:
             report.problems.append("no projection checkpoint has been issued")
             return report
@@ -181,9 +183,9 @@ def rebuild_in_scratch(store: Store, names: list[str], log_size: int) -> dict[st
             scratch.close()
 
 
-def _parse(text: str) -> ProjectionCheckpoint:
+def _parse(text: str) -> SignedDigestSet:
     value = orjson.loads(text)
-    return ProjectionCheckpoint(
+    return SignedDigestSet(
         seq=int(value["seq"]),
         origin=str(value["origin"]),
         log_size=int(value["log_size"]),

@@ -10,7 +10,7 @@ from ledger.domain.entries import RecordedEvent, with_continuations
 from ledger.usecases.citations import document_rules
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext
-from projections.queries import Order, ReadModels, ReceiptFilter, ReceiptView
+from ledger.usecases.ports import Order, ReceiptFilter, ReceiptLister
 
 
 def receipt_body(event: RecordedEvent) -> dict[str, Any]:
@@ -51,8 +51,8 @@ def receipt_body(event: RecordedEvent) -> dict[str, Any]:
     }
 
 
-def receipt_summary(view: ReceiptView) -> dict[str, Any]:
-    """One line of a listing."""
+def receipt_summary(view: Any) -> dict[str, Any]:
+    """One line of a listing (a row of the receipt index: `projections.queries.ReceiptView`)."""
     return {
         "receipt_id": view.receipt_id,
         "position": view.position,
@@ -75,7 +75,7 @@ def receipt_summary(view: ReceiptView) -> dict[str, Any]:
 
 def receipts_page(
     ctx: UseCaseContext,
-    read_models: ReadModels,
+    read_models: ReceiptLister,
     caller: Caller,
     flt: ReceiptFilter,
     *,

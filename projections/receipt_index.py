@@ -1,5 +1,5 @@
-"""receipts: one row per RetrievalRecorded, keyed by (tenant, receipt_id); a receipt's
-`RetrievalContinued` entries extend its row's body and citation count.
+"""The receipt index read model (`receipts`): one row per RetrievalRecorded, keyed by
+(tenant, receipt_id); a receipt's `RetrievalContinued` entries extend its row's body and citation count.
 
 `policy_snapshot` keeps the log's three cases apart: SQL NULL when the field
 was absent (legacy post), the JSON object with its null pair when no bundle
