@@ -33,7 +33,7 @@ import orjson
 
 from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import Sealed
-from ledger.schemas.requests import KEY_PATTERN
+from ledger.schemas.requests import KEY_PATTERN as KEY_PATTERN  # re-exported for api.routes.common
 from ledger.storage import adapters
 from ledger.storage.adapters import IdempotencyRecord, IdempotencyRow
 from ledger.storage.store import Store
