@@ -7,13 +7,15 @@ and the search are here, the reads in `ledger.schemas.reads`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.domain.events import IDENTIFIER_PATTERN
 
 Id = str
+_NO_SOURCE = "null: recorded before sources were named"
+CitedSource = Annotated[Id | None, Field(description=f"The source of the cited document ({_NO_SOURCE})")]
 
 
 class Answer(BaseModel):
@@ -26,14 +28,19 @@ class Answer(BaseModel):
     policy_version: str = Field(description="The tenant's live policy version, or a fixed marker when none")
 
 
-class Entry(BaseModel):
-    """Where a write's entry is in the log and who signed it."""
+class Signed(BaseModel):
+    """The signed entry's facts: sent with every recorded write (not with a bare repeat)."""
 
     model_config = ConfigDict(extra="allow")
-    position: int = Field(ge=1)
     event_id: str | None = None
     kid: str | None = None
     signature: str | None = None
+
+
+class Entry(Signed):
+    """Where a write's entry is in the log and who signed it."""
+
+    position: int = Field(ge=1)
 
 
 class ChunkOut(BaseModel):
@@ -44,7 +51,7 @@ class ChunkOut(BaseModel):
     end_line: int = Field(ge=1)
 
 
-class DocumentOut(Answer):
+class DocumentOut(Answer, Signed):
     """A recorded document version (201), or the one already recorded with this text (200, `dedup`)."""
 
     document_id: Id
@@ -55,10 +62,6 @@ class DocumentOut(Answer):
     content_sha256: str | None = None
     chunks: list[ChunkOut] = []
     dedup: bool = False
-    # The signed entry's facts: sent with every recorded write (not with a bare repeat).
-    event_id: str | None = None
-    kid: str | None = None
-    signature: str | None = None
 
 
 class DocumentRemovedOut(Answer):
@@ -83,7 +86,7 @@ class RecordedCitation(BaseModel):
     locator: Locator
 
 
-class ReceiptRecordedOut(Answer):
+class ReceiptRecordedOut(Answer, Signed):
     """The receipt of a recorded retrieval, with the citation id minted for each selected entry."""
 
     receipt_id: Id
@@ -94,10 +97,6 @@ class ReceiptRecordedOut(Answer):
     context_hash: str
     status: str
     dedup: bool = False
-    # The signed entry's facts: sent with every recorded write (not with a bare repeat).
-    event_id: str | None = None
-    kid: str | None = None
-    signature: str | None = None
 
 
 class BatchItemError(BaseModel):
@@ -106,7 +105,7 @@ class BatchItemError(BaseModel):
     retryable: bool
 
 
-class BatchItemOut(BaseModel):
+class BatchItemOut(Signed):
     """One item's own answer: its receipt (201 recorded, 200 `dedup`) or its refusal."""
 
     model_config = ConfigDict(extra="allow")
@@ -122,9 +121,6 @@ class BatchItemOut(BaseModel):
     context_hash: str | None = None
     status: str | None = None
     dedup: bool | None = None
-    event_id: str | None = None
-    kid: str | None = None
-    signature: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -179,10 +175,7 @@ class CitationData(BaseModel):
     receipt_id: Id
     document_id: Id
     chunk_id: Id
-    source: Id | None = Field(
-        default=None,
-        description="The source of the cited document (null: recorded before sources were named)",
-    )
+    source: CitedSource = None
     path: str
     sensitivity: str
     expires_at: str | None
@@ -217,10 +210,7 @@ class SearchCitation(BaseModel):
     citation_id: Id
     document_id: Id
     chunk_id: Id
-    source: Id | None = Field(
-        default=None,
-        description="The source of the cited document (null: recorded before sources were named)",
-    )
+    source: CitedSource = None
     path: str
     snippet: str = Field(
         description="Verbatim from the chunk (at most 240 characters); empty when redacted, or in a "
@@ -255,7 +245,7 @@ class WithheldOut(BaseModel):
     reason: Literal["text_erased", "text_unreadable"]
 
 
-class SearchOut(Answer):
+class SearchOut(Answer, Signed):
     """Seed 004 §9.4: the task's status, output, errors and metrics, and the receipt recorded.
     A repeat (`dedup: true`) is the first answer as it stands now: text erased since is empty
     (a list: empty) and named in `withheld`."""
@@ -271,10 +261,6 @@ class SearchOut(Answer):
     position: int = Field(ge=1)
     dedup: bool = False
     withheld: list[WithheldOut] = []
-    # The signed entry's facts: sent with every recorded write (not with a bare repeat).
-    event_id: str | None = None
-    kid: str | None = None
-    signature: str | None = None
 
 
 class SourceFileOut(BaseModel):

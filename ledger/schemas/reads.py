@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger.schemas.answers import Answer, Id, Locator
+from ledger.schemas.answers import Answer, CitedSource, Id, Locator
 
 
 class ReceiptCitation(BaseModel):
@@ -17,10 +17,7 @@ class ReceiptCitation(BaseModel):
     document_id: Id
     version_id: Id | None
     chunk_id: Id
-    source: Id | None = Field(
-        default=None,
-        description="The source of the cited document (null: recorded before sources were named)",
-    )
+    source: CitedSource = None
     path: str
     locator: Locator
     score: str
