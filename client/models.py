@@ -9,19 +9,26 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ledger.domain.events import FilterAction, RetrievalStatus, ScoreComponentName, Sensitivity
-from ledger.schemas.answers import Answer, Locator, SearchCitation, SearchLocator, SearchOutput, TextSpan
+from ledger.schemas.answers import (
+    Answer,
+    CitationOut,
+    DocumentOut,
+    Locator,
+    ReceiptRecordedOut,
+    RetrievalBatchOut,
+    SearchCitation,
+    SearchLocator,
+    SearchOut,
+    SearchOutput,
+    TextSpan,
+)
 from ledger.schemas.answers import BatchItemError as BatchItemError
 from ledger.schemas.answers import BatchItemOut as BatchItemResult
 from ledger.schemas.answers import ChunkOut as ChunkRef
-from ledger.schemas.answers import CitationOut as CitationAnswer
-from ledger.schemas.answers import DocumentOut as DocumentRecorded
 from ledger.schemas.answers import Entry as EntryFacts
-from ledger.schemas.answers import ReceiptRecordedOut as RetrievalReceipt
 from ledger.schemas.answers import RecordedCitation as CitationRef
-from ledger.schemas.answers import RetrievalBatchOut as BatchAnswer
-from ledger.schemas.answers import SearchOut as SearchAnswer
 from ledger.schemas.answers import WithheldOut as Withheld
-from ledger.schemas.reads import EventPage as EventsPage
+from ledger.schemas.reads import EventPage
 from ledger.schemas.requests import (
     MAX_BATCH_ITEMS,
     DocumentIn,
@@ -37,6 +44,33 @@ from ledger.schemas.requests import (
     TaskIn,
 )
 from ledger.schemas.requests import RequestModel as Request
+
+
+# The answers a client method returns, under the client's names (a subclass adds no field: the
+# shape is the contract's; the name is what `type(answer).__name__` has always said). Nested
+# models (`BatchItemResult`, `CitationRef`, ...) are the contract's classes themselves.
+class RetrievalReceipt(ReceiptRecordedOut):
+    """What POST /v1/retrievals answers."""
+
+
+class BatchAnswer(RetrievalBatchOut):
+    """What POST /v1/retrievals/batch answers."""
+
+
+class DocumentRecorded(DocumentOut):
+    """What POST /v1/documents answers; an unchanged text records nothing (`dedup: true`)."""
+
+
+class SearchAnswer(SearchOut):
+    """What POST /v1/search answers (seed 004 §9.4)."""
+
+
+class CitationAnswer(CitationOut):
+    """GET /v1/citations/{id}: the recorded chunk text and where the snippet is in it."""
+
+
+class EventsPage(EventPage):
+    """One page of GET /v1/events."""
 
 
 class Spooled(BaseModel):

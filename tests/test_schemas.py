@@ -29,10 +29,22 @@ def _models(module: object) -> dict[str, type[BaseModel]]:
 
 
 def test_the_client_s_models_are_the_contract_s() -> None:
-    contract = {id(model) for module in (answers, reads, requests) for model in _models(module).values()}
-    own = {name for name, model in _models(models).items() if id(model) not in contract}
-    assert own == {"Spooled"}  # the only client-side shape: no server answers it
-    assert client.RetrievalReceipt is answers.ReceiptRecordedOut and client.SearchAnswer is answers.SearchOut
+    contract = {model for module in (answers, reads, requests) for model in _models(module).values()}
+    named = {name for name, model in _models(models).items() if model not in contract}
+    for name in named - {"Spooled"}:  # the only client-side shape: no server answers it
+        model = _models(models)[name]
+        (base,) = model.__bases__  # a name for a contract model, adding no field of its own
+        assert base in contract and not vars(model).get("__annotations__"), name
+    assert named == {
+        "RetrievalReceipt",
+        "BatchAnswer",
+        "DocumentRecorded",
+        "SearchAnswer",
+        "CitationAnswer",
+        "EventsPage",
+        "Spooled",
+    }
+    assert client.BatchItemResult is answers.BatchItemOut  # nested in BatchAnswer: the very class
 
 
 def test_the_api_and_the_use_cases_name_the_contract_s_models() -> None:
@@ -64,3 +76,12 @@ def test_the_client_and_its_models_load_no_store_web_framework_or_server() -> No
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == ""
+
+
+def test_the_client_refuses_what_the_server_s_rules_refuse_before_sending() -> None:
+    # Nothing listens on port 9: a request that got as far as sending would fail otherwise.
+    entry = {"document_id": "d", "chunk_id": "d.c1", "score": "1", "snippet": "a\x00b"}
+    with client.Client("http://127.0.0.1:9", "token") as ledger, pytest.raises(ValidationError) as caught:
+        ledger.record_retrieval({**RETRIEVAL, "status": "ok", "selected_entries": [entry]})
+    first = caught.value.errors()[0]
+    assert first["type"] == "control_character" and first["loc"] == ("selected_entries", 0, "snippet")
