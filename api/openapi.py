@@ -10,7 +10,7 @@ envelope's schema (`ErrorBody`); the ones every route can return (400 bad reques
 deadline, 503 store unavailable) and, unless `public=True`, the token's (401, 403, 429) are
 added, with the bearer-token security requirement. `dedup=Model` documents the 200 a repeated
 write answers beside its 201. Success bodies come from the handler's `Response[Model]`
-annotation (models in `api.responses`); request examples from `REQUEST_EXAMPLES`.
+annotation (models in `ledger.schemas`); request examples from `ledger.schemas.examples`.
 
 `ContractJson` serves the document: Litestar builds it from the routes, then every pydantic
 model's schema is replaced by pydantic's own (so patterns, `additionalProperties: false` and
@@ -42,7 +42,8 @@ from litestar.static_files import create_static_files_router
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.api_error import CODES, RETRYABLE_STATUSES
-from ledger.usecases.commands import MAX_DOCUMENT_CHARS
+from ledger.schemas.examples import REQUEST_EXAMPLES
+from ledger.schemas.requests import MAX_DOCUMENT_CHARS
 
 BEARER: list[dict[str, list[str]]] = [{"BearerToken": []}]
 SCHEMA_PATH = "/schema"
@@ -116,65 +117,6 @@ def contract(*statuses: int, public: bool = False, dedup: type[BaseModel] | None
     if dedup is not None:
         responses[200] = ResponseSpec(data_container=dedup, description=_WHY[200], generate_examples=False)
     return {"responses": responses} if public else {"responses": responses, "security": BEARER}
-
-
-# --- request examples: one per request body model, used by the UI and schemathesis ----------
-_DOC_TEXT = "# Retention\n\nAudit logs are kept for 180 days.\n"
-REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
-    "DocumentIn": {
-        "path": "handbook/retention.md",
-        "text": _DOC_TEXT,
-        "title": "Retention",
-        "sensitivity": "internal",
-        "retention_days": 365,
-    },
-    "DocumentUpload": {"file": _DOC_TEXT, "path": "handbook/retention.md", "sensitivity": "internal"},
-    "TokenIn": {"tenant": "acme", "scopes": ["audit.read"], "expires_in": "30d"},
-    "RetrievalIn": {
-        "query": "how long are audit logs kept?",
-        "engine": "external:my-rag",
-        "task": {"task_id": "task-1", "deadline_ms": 1500},
-        "selected_entries": [
-            {
-                "document_id": "doc-retention",
-                "chunk_id": "doc-retention.c0001",
-                "score": "3.25",
-                "snippet": "Audit logs are kept for 180 days.",
-            }
-        ],
-    },
-    "RetrievalBatchIn": {
-        "items": [
-            {
-                "idempotency_key": "svc-7f3a-0001",
-                "retrieval": {
-                    "query": "how long are audit logs kept?",
-                    "engine": "external:my-rag",
-                    "selected_entries": [],
-                    "status": "no_hit",
-                },
-            }
-        ]
-    },
-    "SearchIn": {
-        "trace_id": "trace-7f3a",
-        "task_id": "task-1",
-        "deadline_ms": 3000,
-        "auth_scope": ["retrieval.write"],
-        "idempotency_key": "search-7f3a-1",
-        "input": {"query": "how long are audit logs kept?", "target_roots": ["handbook"], "top_k": 5},
-    },
-    "PolicyBundleIn": {
-        "bundle_yaml": "version: 1\nrules:\n  - id: deny-restricted\n    action: deny\n",
-        "policy_version": "2026-05-01",
-    },
-    "ErasureIn": {"subject_id": "subject-42"},
-    "SourceSyncIn": {"under": "handbook"},
-    "LegalHoldIn": {
-        "document_ids": ["doc-retention"],
-        "legal_basis": "Litigation 2026-17, counsel's request",
-    },
-}
 
 
 # --- links: how one answer leads to the next request (Swagger UI shows them; schemathesis'

@@ -4,7 +4,8 @@
     with Client("http://127.0.0.1:8080", token, spool_dir="/var/lib/svc/ledger-spool") as ledger:
         receipt = ledger.record_retrieval({"query": q, "engine": "external:my-rag", "selected_entries": hits})
 
-Imports httpx, pydantic and `ledger.evidence.bundle` (offline bundle checks) only — never the server.
+Imports httpx, pydantic, `ledger.schemas` (the request and answer models, the server's own) and
+`ledger.evidence.bundle` (offline bundle checks) only — never the server.
 
 Inside: `_core/` is the sans-I/O core (requests, answers, retry and breaker decisions, spool
 bookkeeping, paging); `_async/client.py` drives it over httpx and is the one source of the

@@ -1,5 +1,5 @@
 """Tool arguments. A tool whose HTTP twin takes a JSON body takes that body's command
-(`ledger.usecases.commands`) as is, plus the `Idempotency-Key` header as `idempotency_key`;
+(`ledger.schemas.requests`) as is, plus the `Idempotency-Key` header as `idempotency_key`;
 what the HTTP routes take as path and query parameters becomes a small model here, with the
 routes' own patterns and bounds."""
 
@@ -11,7 +11,7 @@ from pydantic import Field, StringConstraints
 
 from api.routes.listing import TIME_PATTERN
 from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
-from ledger.usecases.commands import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
+from ledger.schemas.requests import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
 
 Position = Annotated[int, Field(ge=1, le=2**53 - 1)]
 ReceiptId = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=128)]

@@ -18,7 +18,7 @@ from api.mcp.arguments import (
 )
 from api.mcp.calls import Forward
 from ledger.domain.timestamps import format_timestamp
-from ledger.usecases.commands import SearchIn
+from ledger.schemas.requests import SearchIn
 
 HISTORY_LIMIT = 500
 

@@ -1,8 +1,8 @@
 """The MCP tools: each the twin of one HTTP route, calling the same use case the same way
 (`api.routes.common.run_write` for writes, so a write's Idempotency-Key means the same over
 both surfaces and the same input records the same events). Input schemas are the
-commands' (`ledger.usecases.commands`, `api.mcp.arguments`), output schemas the HTTP
-answers' (`api.responses`): one source for both contracts."""
+commands' (`ledger.schemas.requests`, `api.mcp.arguments`), output schemas the HTTP
+answers' (`ledger.schemas`): one source for both contracts, and for the Python client."""
 
 from __future__ import annotations
 
@@ -28,22 +28,14 @@ from api.mcp.arguments import (
 )
 from api.mcp.calls import Call, Forward, Operation, Surface, Work
 from api.mcp.outcomes import log_call, refusal, success, tool_error
-from api.responses import (
-    CitationOut,
-    DocumentOut,
-    ReceiptOut,
-    ReceiptPage,
-    ReceiptRecordedOut,
-    ReceiptVerificationOut,
-    ReplayOut,
-    SearchOut,
-)
 from api.routes.common import run_write
 from api.routes.listing import time_bound
 from api.routes.receipts import receipt_answer, receipt_page
 from api.services import Services
+from ledger.schemas.answers import CitationOut, DocumentOut, ReceiptRecordedOut, SearchOut
+from ledger.schemas.reads import ReceiptOut, ReceiptPage, ReceiptVerificationOut, ReplayOut
+from ledger.schemas.requests import SearchIn
 from ledger.usecases.citations import read_citation
-from ledger.usecases.commands import SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.ports import ReceiptFilter

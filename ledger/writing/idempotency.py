@@ -24,7 +24,6 @@ the key is refused (409 `idempotency_key_erased`) instead of being matched blind
 from __future__ import annotations
 
 import hmac
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -34,13 +33,13 @@ import orjson
 
 from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import Sealed
+from ledger.schemas.requests import KEY_PATTERN as KEY_PATTERN  # re-exported for api.routes.common
 from ledger.storage import adapters
 from ledger.storage.adapters import IdempotencyRecord, IdempotencyRow
 from ledger.storage.store import Store
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer
 
 IDEMPOTENCY_TABLE = adapters.IDEMPOTENCY_TABLE
-KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")  # visible ASCII, as HTTP headers carry it
 
 Answer = tuple[int, dict[str, Any]]  # (status, body)
 

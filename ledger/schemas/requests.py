@@ -1,0 +1,397 @@
+"""The request bodies: the commands of the use cases, validated plain values (pydantic), and
+what the Python client sends (`client.models` re-exports them). Text fields are plain text
+here; the use cases seal them before anything reaches the log.
+
+Every text field is one of the types below, which carry the text rules once: no control
+characters (prose may hold tab, line feed and carriage return), and a document path is a
+relative path of `/`-separated names. A field breaking one of these rules fails with an error
+type of `RULE_ERRORS`: the request was well formed, a ledger rule refused it (HTTP 422).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WithJsonSchema,
+    WrapValidator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ledger.domain.events import (
+    MAX_AUTH_SCOPES,
+    MAX_FILTERS_APPLIED,
+    MAX_SCORE_COMPONENTS,
+    MAX_SEALED_TEXT_BYTES,
+    MAX_SELECTED_ENTRIES,
+    MAX_TARGET_ROOTS,
+    MAX_TOP_K,
+    DeadlineMs,
+    Decimal,
+    FilterAction,
+    Hex64,
+    Identifier,
+    RemovalReason,
+    RetentionDays,
+    RetrievalStatus,
+    ScoreComponentName,
+    Sensitivity,
+    SourcePath,
+    Timestamp,
+)
+from ledger.domain.path_names import PATH_RULES, normalise, path_problem
+
+KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")  # an Idempotency-Key: visible ASCII, as headers carry it
+MAX_DOCUMENT_CHARS = 2 * 1024 * 1024
+MAX_QUERY_CHARS = 16 * 1024
+MAX_SNIPPET_CHARS = MAX_SEALED_TEXT_BYTES
+MAX_SEARCH_QUERY_CHARS = 2_000
+MAX_HOLD_TARGETS = 1_000
+MAX_LEGAL_BASIS_CHARS = 4_000
+
+
+def _whole(value: object) -> object:
+    # JSON has one number type: 5.0 is the integer 5, as JSON Schema's `integer` says; 5.5, "5"
+    # and true stay refused by the strict model.
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+# The bounds come before the validator: placed after it, pydantic cannot attach them to the
+# integer and publishes them as raw `ge`/`le` keys no JSON Schema reader knows.
+Days = Annotated[RetentionDays, BeforeValidator(_whole)]
+Milliseconds = Annotated[DeadlineMs, BeforeValidator(_whole)]
+TopK = Annotated[int, Field(ge=1, le=MAX_TOP_K), BeforeValidator(_whole)]
+Engine = Annotated[str, StringConstraints(pattern=r"^external:[a-z0-9._-]{1,64}$")]
+
+# -- text rules ---------------------------------------------------------------------------
+CONTROL_CHARACTER = "control_character"
+UNSAFE_PATH = "unsafe_path"
+RULE_ERRORS = frozenset({CONTROL_CHARACTER, UNSAFE_PATH, *PATH_RULES})
+
+_CONTROLS = r"\x00-\x1f\x7f"
+_PROSE_CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f"  # all but tab, line feed, carriage return
+_CONTROL = re.compile(f"[{_CONTROLS}]")
+_PROSE_CONTROL = re.compile(f"[{_PROSE_CONTROLS}]")
+
+
+def _no_controls(value: object) -> object:
+    # Before the field's own checks (strict type, pattern), so a control character is named
+    # as such whatever else the field requires; a value that is no string is theirs to refuse.
+    if isinstance(value, str) and _CONTROL.search(value):
+        raise PydanticCustomError(
+            CONTROL_CHARACTER, "must not contain control characters (U+0000-U+001F, U+007F)"
+        )
+    return value
+
+
+def _prose_controls(value: object) -> object:
+    if isinstance(value, str) and _PROSE_CONTROL.search(value):
+        raise PydanticCustomError(
+            CONTROL_CHARACTER,
+            "must not contain control characters other than tab, line feed and carriage return",
+        )
+    return value
+
+
+def unsafe_path_rule(path: str) -> str | None:
+    """Why `path` is no relative path of `/`-separated names, or None: a document path is a
+    label inside its source, never a way out of it (`..`), an absolute path or a Windows one."""
+    if path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return "must be relative (no leading / or drive letter)"
+    if "\\" in path:
+        return "must separate folders with /, not \\"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "must not have empty, . or .. segments"
+    return None
+
+
+def _document_path(value: object) -> object:
+    value = _no_controls(value)
+    if isinstance(value, str) and value:
+        value = normalise(value)  # NFC: one spelling per name (`ledger.domain.path_names`)
+        if (rule := unsafe_path_rule(value)) is not None:
+            raise PydanticCustomError(UNSAFE_PATH, f"a document path {rule}")
+        if (problem := path_problem(value)) is not None:
+            raise PydanticCustomError(problem[0], f"a document path {problem[1]}")
+    return value
+
+
+def _folder_path(value: object) -> object:
+    # A folder or prefix is compared with stored (NFC) paths: the same spelling and rules,
+    # except that a prefix may end inside a name.
+    value = _no_controls(value)
+    if isinstance(value, str) and value:
+        value = normalise(value)
+        if (problem := path_problem(value, whole_names=False)) is not None:
+            raise PydanticCustomError(problem[0], f"a path {problem[1]}")
+    return value
+
+
+_NO_CONTROLS = BeforeValidator(_no_controls)
+_PROSE = BeforeValidator(_prose_controls)
+_NO_CONTROLS_SCHEMA = {"pattern": f"^[^{_CONTROLS}]*$"}
+_PROSE_SCHEMA = {"pattern": f"^[^{_PROSE_CONTROLS}]*$"}
+
+Id = Annotated[Identifier, _NO_CONTROLS]
+Label = Annotated[str, Field(max_length=256, json_schema_extra=_NO_CONTROLS_SCHEMA), _NO_CONTROLS]
+FolderPath = Annotated[SourcePath, BeforeValidator(_folder_path)]  # the use case judges where it leads
+DocumentPath = Annotated[
+    SourcePath,
+    Field(
+        description="A relative path of /-separated names: no leading /, no \\, no empty, . or .. segment; "
+        "stored in NFC; no invisible, bidirectional-control or look-alike /, \\ or . character, "
+        "no name that begins or ends with a space"
+    ),
+    BeforeValidator(_document_path),
+]
+
+
+# Free text: lines and tabs, never other control characters. The size bounds come first:
+# placed after the validator, pydantic would check them as a generic length, another error.
+DocumentText = Annotated[
+    str, Field(min_length=1, max_length=MAX_DOCUMENT_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+QueryText = Annotated[
+    str, Field(min_length=1, max_length=MAX_QUERY_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+SearchQueryText = Annotated[
+    str, Field(min_length=1, max_length=MAX_SEARCH_QUERY_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+SnippetText = Annotated[
+    str, Field(min_length=1, max_length=MAX_SNIPPET_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+ExplanationText = Annotated[str, Field(max_length=4096, json_schema_extra=_PROSE_SCHEMA), _PROSE]
+LegalBasisText = Annotated[
+    str, Field(min_length=1, max_length=MAX_LEGAL_BASIS_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+BundleText = Annotated[
+    str, Field(min_length=1, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]  # size: the use case's 413
+
+
+class RequestModel(BaseModel):
+    # Strict: "5" is not an integer and true is not a number of days.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class DocumentIn(RequestModel):
+    """A markdown document to record (`DocumentIngested`)."""
+
+    path: DocumentPath
+    text: DocumentText
+    title: Label | None = None
+    source: Id = "api"
+    sensitivity: Sensitivity = "internal"
+    retention_days: Days | None = None
+    document_id: Id | None = None
+    subject_id: Id | None = None
+
+
+class TaskIn(RequestModel):
+    task_id: Id | None = None
+    deadline_ms: Milliseconds | None = None
+    auth_scope: Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] | None = None
+
+
+class ScoreComponentIn(RequestModel):
+    component: ScoreComponentName
+    value: Decimal
+
+
+class SelectedEntryIn(RequestModel):
+    """One chunk the caller's engine selected; the ledger mints its citation id."""
+
+    document_id: Id
+    chunk_id: Id
+    score: Decimal
+    score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
+    snippet: SnippetText
+    explanation: ExplanationText | None = None
+    expires_at: Timestamp | None = None
+
+
+class FilterAppliedIn(RequestModel):
+    rule_id: Id
+    chunk_id: Id
+    action: FilterAction
+
+
+class RetrievalIn(RequestModel):
+    """A retrieval the caller performed itself (`engine: external:<name>`)."""
+
+    query: QueryText
+    engine: Engine
+    subject_id: Id | None = None
+    task: TaskIn = TaskIn()
+    status: RetrievalStatus = "ok"
+    selected_entries: Annotated[list[SelectedEntryIn], Field(max_length=MAX_SELECTED_ENTRIES)] = []
+    filters_applied: Annotated[list[FilterAppliedIn], Field(max_length=MAX_FILTERS_APPLIED)] = []
+    context_hash: Hex64 | None = None
+
+
+MAX_BATCH_ITEMS = 1_000
+IdempotencyKeyText = Annotated[str, StringConstraints(pattern=KEY_PATTERN.pattern)]
+
+
+class RetrievalBatchItemIn(RequestModel):
+    """One retrieval of a batch, with its own Idempotency-Key and (optionally) the
+    correlation ids of the request it was first made in."""
+
+    idempotency_key: IdempotencyKeyText
+    retrieval: RetrievalIn
+    run_id: Id | None = None
+    trace_id: Id | None = None
+    _problem: str | None = PrivateAttr(default=None)
+
+    @property
+    def problem(self) -> str | None:
+        """Why the item is malformed (never echoes a value), or None."""
+        return self._problem
+
+
+def _refuse_alone(data: object, handler: ValidatorFunctionWrapHandler) -> RetrievalBatchItemIn:
+    """A malformed item of a batch is kept with its problem instead of failing the whole batch:
+    it is refused on its own (by index) while the others are recorded. On the batch's items
+    only, so an item built on its own (as the client does) still fails at once."""
+    try:
+        item: RetrievalBatchItemIn = handler(data)
+        return item
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        first = errors[0] if errors else {"loc": (), "msg": "invalid item"}
+        where = ".".join(str(part) for part in first["loc"]) or "item"
+        nothing: dict[str, Any] = {}  # a refused item holds no fields; only its problem is read
+        refused = RetrievalBatchItemIn.model_construct(**nothing)
+        refused._problem = f"{where}: {first['msg']}"[:300]
+        return refused
+
+
+_BATCH_ITEM_SCHEMA: dict[str, Any] = {
+    "description": (
+        "{idempotency_key, retrieval: RetrievalIn, run_id?, trace_id?}; a malformed item is "
+        "refused in its own result (http_status 422, naming the field) while the others are recorded"
+    )
+}
+
+BatchItem = Annotated[RetrievalBatchItemIn, WrapValidator(_refuse_alone), WithJsonSchema(_BATCH_ITEM_SCHEMA)]
+
+
+class RetrievalBatchIn(RequestModel):
+    """Up to `MAX_BATCH_ITEMS` retrievals, each recorded or refused on its own, all
+    accepted ones in one transaction."""
+
+    # Documented as any JSON value: an item that is not a valid `RetrievalBatchItemIn` is
+    # refused in its own result (by index), never by failing the batch.
+    items: Annotated[
+        list[BatchItem],
+        Field(min_length=1, max_length=MAX_BATCH_ITEMS),
+    ]
+
+
+class PolicyBundleIn(RequestModel):
+    """A policy bundle: verbatim YAML (a mapping), published as the tenant's live policy."""
+
+    bundle_yaml: BundleText
+    policy_version: Id | None = None
+
+
+class SourceSyncIn(RequestModel):
+    """Sync a source, or only one folder of it (`under`, relative to its root)."""
+
+    under: FolderPath | None = None
+
+
+class RemoveDocumentIn(RequestModel):
+    reason: RemovalReason = "withdrawn"
+
+
+class ErasureIn(RequestModel):
+    """Erase a document (its text and every snapshot of it) or a data subject."""
+
+    # The rule of `one_target`, for the schema: exactly one of the two is a string.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["document_id"],
+                    "properties": {"document_id": {"type": "string"}, "subject_id": {"type": "null"}},
+                },
+                {
+                    "required": ["subject_id"],
+                    "properties": {"subject_id": {"type": "string"}, "document_id": {"type": "null"}},
+                },
+            ]
+        }
+    )
+
+    document_id: Id | None = None
+    subject_id: Id | None = None
+
+    @model_validator(mode="after")
+    def one_target(self) -> ErasureIn:
+        if (self.document_id is None) == (self.subject_id is None):
+            raise ValueError("give exactly one of document_id or subject_id")
+        return self
+
+
+class LegalHoldIn(RequestModel):
+    # The rule of `some_target`, for the schema: at least one target.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["document_ids"], "properties": {"document_ids": {"minItems": 1}}},
+                {"required": ["subject_ids"], "properties": {"subject_ids": {"minItems": 1}}},
+            ]
+        }
+    )
+
+    document_ids: Annotated[list[Id], Field(max_length=MAX_HOLD_TARGETS)] = []
+    subject_ids: Annotated[list[Id], Field(max_length=MAX_HOLD_TARGETS)] = []
+    legal_basis: LegalBasisText
+
+    @model_validator(mode="after")
+    def some_target(self) -> LegalHoldIn:
+        if not self.document_ids and not self.subject_ids:
+            raise ValueError("a hold needs at least one document_id or subject_id")
+        return self
+
+
+class SearchFiltersIn(RequestModel):
+    sensitivity: Annotated[list[Sensitivity], Field(max_length=3)] = []
+    path_prefixes: Annotated[list[FolderPath], Field(max_length=MAX_TARGET_ROOTS)] = []
+
+
+class SearchInput(RequestModel):
+    query: SearchQueryText
+    target_roots: Annotated[list[FolderPath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    top_k: TopK = 5
+    filters: SearchFiltersIn = SearchFiltersIn()
+
+
+class SearchIn(RequestModel):
+    """The task envelope of a search (seed 004 §9.2). `sender`, `recipient`, `intent`,
+    `parent_task_id` and `context_refs` are accepted for the protocol's sake and not used."""
+
+    trace_id: Id | None = None
+    task_id: Id | None = None
+    parent_task_id: Id | None = None
+    sender: Id | None = None
+    recipient: Id | None = None
+    intent: Id | None = None
+    context_refs: Annotated[list[Id], Field(max_length=MAX_TARGET_ROOTS)] = []
+    deadline_ms: Milliseconds | None = None
+    auth_scope: Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] = []
+    idempotency_key: IdempotencyKeyText | None = None
+    input: SearchInput
