@@ -292,7 +292,9 @@ def test_a_body_is_documented_required_exactly_when_the_server_requires_one(
         if body is None:
             continue
         url = re.sub(r"\{[^}]+\}", "no-such-name", path)
-        answer = api.client.request(method, url, headers=api.headers())
+        # Operator routes answer a tenant's token 403 before reading a body: call them as the operator.
+        who = "operator" if path.startswith("/v1/operator/") else "admin"
+        answer = api.client.request(method, url, headers=api.headers(who))
         refused = answer.status_code in (400, 415, 422)
         assert body.get("required", False) is refused, (method, path, answer.status_code, answer.text)
         checked += 1
