@@ -269,9 +269,9 @@ class TokenStore:
         self._checked = 0.0
         self._reload(force=True)
 
-    def _reload(self, force: bool = False) -> None:
+    def _reload(self, force: bool = False, *, unthrottled: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self._checked < _RELOAD_EVERY_S:
+        if not force and not unthrottled and now - self._checked < _RELOAD_EVERY_S:
             return
         with self._lock:
             self._checked = now
@@ -302,8 +302,13 @@ class TokenStore:
     def authenticate(self, bearer: str) -> Principal | None:
         self._reload()
         candidates: list[TokenRecord] | None = None
-        if bearer.startswith("clt_") and bearer.count("_") >= 2:
-            record = self._by_id.get(bearer.split("_", 2)[1])
+        token_id = bearer.split("_", 2)[1] if bearer.startswith("clt_") and bearer.count("_") >= 2 else None
+        if token_id is not None and token_id not in self._by_id:
+            # A token made a moment ago (by the CLI, another worker): one stat, not a second's wait.
+            # Revocation keeps its bound (a known token is re-checked at most every second).
+            self._reload(unthrottled=True)
+        if token_id is not None:
+            record = self._by_id.get(token_id)
             candidates = [record] if record is not None else []
         # else: an operator-chosen bootstrap value: compare against every record
         return self._principal(digest(bearer), candidates)

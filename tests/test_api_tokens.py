@@ -241,3 +241,16 @@ def test_a_revocation_whose_entry_cannot_be_written_still_revokes_and_a_repeat_r
     assert third.json()["already_revoked"] is True
     revoked = [e for e in ledger.read() if e.type == "TokenRevoked"]
     assert [e.payload["token_id"] for e in revoked] == [reader_id]
+
+
+def test_a_token_made_by_another_process_works_at_once(api: Api) -> None:
+    """A token written to the file a moment ago (by `citeledger tokens create`, or another worker)
+    is known on the very next request: an unknown token id costs one stat of the file, not a wait
+    for the once-a-second re-read (which still bounds revocation of a known token)."""
+    assert api.client.get("/v1/keys", headers=api.headers()).status_code == 200  # the store is read
+    for _ in range(5):
+        made = create_token(api.config.token_path, "acme", ["audit.read"])
+        answer = api.client.get("/v1/keys", headers={"Authorization": f"Bearer {made}"})
+        assert answer.status_code == 200, answer.text
+    unknown = api.client.get("/v1/keys", headers={"Authorization": "Bearer clt_nosuchid_secret"})
+    assert unknown.status_code == 401
