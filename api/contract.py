@@ -40,7 +40,7 @@ from api.errors import to_api_error
 from ledger.deadline import Deadline
 from ledger.domain.events import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS, EventRejected
 from ledger.domain.timestamps import utc_now
-from ledger.usecases.commands import RULE_ERRORS
+from ledger.schemas.requests import RULE_ERRORS
 
 access_log = logging.getLogger("citeledger.api.access")
 error_log = logging.getLogger("citeledger.api.error")
@@ -52,6 +52,7 @@ _STATE_IDS = "citeledger.ids"
 _STATE_PRINCIPAL = "citeledger.principal"
 _STATE_ERROR = "citeledger.error_code"
 _STATE_DEADLINE = "citeledger.deadline"
+
 
 @dataclass(frozen=True)
 class Correlation:

@@ -27,8 +27,8 @@ from ledger.evidence.bundle import build_bundle, verify_bundle
 from ledger.evidence.verify import VerifyReport
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
+from ledger.schemas.requests import RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.storage.audit import verify_store
-from ledger.usecases.commands import RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.usecases.context import Caller
 from ledger.usecases.errors import UseCaseError
 from ledger.usecases.retrievals import record_retrieval

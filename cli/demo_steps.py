@@ -22,9 +22,9 @@ from rich.console import Console
 
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits, denied_by
+from ledger.schemas.requests import ErasureIn, PolicyBundleIn, SearchIn, SearchInput
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.citations import read_citation
-from ledger.usecases.commands import ErasureIn, PolicyBundleIn, SearchIn, SearchInput
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.errors import CitationUnavailable
 from ledger.usecases.policy import publish_policy

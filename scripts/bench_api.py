@@ -62,7 +62,7 @@ import os, sqlite3, threading, uuid
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 from litestar import Litestar, Response, get, post
-from ledger.usecases.commands import RetrievalIn
+from ledger.schemas.requests import RetrievalIn
 
 class Receipt(Aggregate):
     @event("Recorded")

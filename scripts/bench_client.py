@@ -32,7 +32,7 @@ from api.metrics import Metrics
 from api.services import Services
 from client import Client
 from ledger.config import LedgerConfig
-from ledger.usecases.commands import DocumentIn, RetrievalIn
+from ledger.schemas.requests import DocumentIn, RetrievalIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.retrievals import BatchItem, record_retrievals

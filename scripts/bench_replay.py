@@ -56,7 +56,7 @@ from ledger.domain.events import (
 )
 from ledger.policy.policy_rules import ChunkFacts
 from ledger.retrieval.search_text import query_terms, term_counts
-from ledger.usecases.commands import SearchIn
+from ledger.schemas.requests import SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, draft
 from ledger.usecases.policy import bundle_rules
 from ledger.usecases.ranking import ENGINE

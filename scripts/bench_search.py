@@ -39,8 +39,8 @@ from ledger.domain.events import SearchRequest  # noqa: E402
 from ledger.policy.policy_rules import PolicyRules  # noqa: E402
 from ledger.retrieval.chunking import chunk_markdown  # noqa: E402
 from ledger.retrieval.search_text import terms  # noqa: E402
+from ledger.schemas.requests import DocumentIn, PolicyBundleIn, SearchIn  # noqa: E402
 from ledger.storage.claims import DocumentClaims  # noqa: E402
-from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn  # noqa: E402
 from ledger.usecases.context import Caller  # noqa: E402
 from ledger.usecases.documents import ingest_batch  # noqa: E402
 from ledger.usecases.errors import Invalid  # noqa: E402

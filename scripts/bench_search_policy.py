@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from ledger.policy.path_glob import SplitPath  # noqa: E402
 from ledger.policy.policy_rules import RuleMatcher  # noqa: E402
-from ledger.usecases.commands import PolicyBundleIn  # noqa: E402
+from ledger.schemas.requests import PolicyBundleIn  # noqa: E402
 from ledger.usecases.policy import publish_policy  # noqa: E402
 from ledger.writing.application import Ledger  # noqa: E402
 from scripts.bench_search import (  # noqa: E402

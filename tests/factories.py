@@ -22,8 +22,8 @@ from ledger.domain.events import (
     SelectedEntry,
     TaskEnvelope,
 )
+from ledger.schemas.requests import DocumentIn, RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.storage.claims import DocumentClaims
-from ledger.usecases.commands import DocumentIn, RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.usecases.context import Caller, draft
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.retrievals import record_retrieval

@@ -12,8 +12,8 @@ import bm25s
 import yaml
 
 from ledger.retrieval.search_text import STOPWORDS, split_words, stem_word
+from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import DocumentClaims
-from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document
 

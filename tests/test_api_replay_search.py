@@ -284,8 +284,8 @@ def test_a_search_that_timed_out_is_unverifiable_not_a_mismatch(
     server: SearchServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A receipt of a search cut short by its deadline holds no ranking to reproduce."""
+    from ledger.schemas.requests import SearchIn
     from ledger.usecases import search as search_module
-    from ledger.usecases.commands import SearchIn
     from ledger.usecases.context import Caller
 
     server.corpus()

@@ -60,8 +60,8 @@ def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> 
     """A `citeledger-bm25` receipt whose corpus lost a document since: exit 0 (not a finding),
     the cause and the erased document named."""
     from bootstrap import ledger_context
+    from ledger.schemas.requests import DocumentIn, ErasureIn, SearchIn
     from ledger.storage.claims import DocumentClaims
-    from ledger.usecases.commands import DocumentIn, ErasureIn, SearchIn
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document
     from ledger.usecases.retention import erase
@@ -97,8 +97,8 @@ def test_piped_replay_prints_full_width_rows_and_an_edited_sections_changed_line
     """Off a terminal the tables keep their full width (whole chunk ids and paths), and a
     section edited since the receipt shows as a unified diff of its text."""
     from bootstrap import ledger_context
+    from ledger.schemas.requests import DocumentIn, SearchIn
     from ledger.storage.claims import DocumentClaims
-    from ledger.usecases.commands import DocumentIn, SearchIn
     from ledger.usecases.context import Caller
     from ledger.usecases.documents import ingest_document
     from ledger.usecases.search import search

@@ -26,7 +26,7 @@ from client.spool import ItemVerdict, Spool, SpoolRecord
 from ledger.config import LedgerConfig
 from ledger.retrieval import search_text
 from ledger.retrieval.search_text import stem_word
-from ledger.usecases.commands import DocumentIn, ErasureIn, RetrievalIn, SearchIn
+from ledger.schemas.requests import DocumentIn, ErasureIn, RetrievalIn, SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.retention import erase
 from ledger.usecases.scopes import SCOPES

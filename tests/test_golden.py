@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from bootstrap import ledger_context
-from ledger.usecases.commands import SearchIn
+from ledger.schemas.requests import SearchIn
 from ledger.usecases.context import Caller
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger

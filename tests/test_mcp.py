@@ -19,10 +19,11 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from api.mcp.tools import TOOLS
-from api.responses import CitationOut, ReceiptOut, ReceiptVerificationOut, SearchOut
 from ledger.config import LedgerConfig
+from ledger.schemas.answers import CitationOut, SearchOut
+from ledger.schemas.reads import ReceiptOut, ReceiptVerificationOut
+from ledger.schemas.requests import DocumentIn, RetrievalIn, SearchIn
 from ledger.storage.store import LEDGER_STREAM_ID
-from ledger.usecases.commands import DocumentIn, RetrievalIn, SearchIn
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.mcp_support import TRANSPORTS, Ledger, answer, comparable, refusal

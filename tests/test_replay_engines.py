@@ -11,7 +11,7 @@ import pytest
 from bootstrap import ledger_context
 from ledger.domain.events import RetrievalRecorded, SearchRequest, TaskEnvelope
 from ledger.policy.policy_rules import NO_POLICY
-from ledger.usecases.commands import PolicyBundleIn
+from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy

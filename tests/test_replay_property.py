@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from bootstrap import ledger_context
 from ledger.domain.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.schemas.requests import DocumentIn, PolicyBundleIn, SearchIn
 from ledger.storage.claims import DocumentClaims
-from ledger.usecases.commands import DocumentIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import live_rules, publish_policy

@@ -15,10 +15,10 @@ from bootstrap import ledger_context
 from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import PolicyRules
 from ledger.retrieval.search_text import terms as text_terms
+from ledger.schemas.requests import DocumentIn, ErasureIn, PolicyBundleIn, SearchIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases import ranking
 from ledger.usecases import search as search_module
-from ledger.usecases.commands import DocumentIn, ErasureIn, PolicyBundleIn, SearchIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import bundle_rules, live_rules, publish_policy

@@ -26,7 +26,7 @@ from api.console.web import (
     services_of,
     sessions_of,
 )
-from ledger.usecases.commands import ErasureIn, LegalHoldIn
+from ledger.schemas.requests import ErasureIn, LegalHoldIn
 from ledger.usecases.held_checkpoint import check_held_checkpoint
 from ledger.usecases.replay import replay
 from ledger.usecases.retention import erase, place_hold, release_hold

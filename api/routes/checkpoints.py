@@ -13,10 +13,11 @@ from pydantic import Field
 from api.api_error import ApiError, not_found
 from api.auth import requires, requires_operator
 from api.openapi import contract
-from api.responses import Answer, CheckpointOut, ConsistencyOut, KeysOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
 from ledger.evidence.bundle import proof_json
+from ledger.schemas.answers import Answer
+from ledger.schemas.reads import CheckpointOut, ConsistencyOut, KeysOut
 from ledger.tlog.note import verifier_key
 from ledger.tlog.signing import b64, unb64
 from ledger.usecases.export import tenant_export, whole_log_export

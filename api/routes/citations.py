@@ -16,10 +16,10 @@ from litestar.params import FromPath
 from api.api_error import ApiError
 from api.auth import requires
 from api.openapi import contract
-from api.responses import CitationOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.routes.events import ContentMode
 from api.services import Services
+from ledger.schemas.answers import CitationOut
 from ledger.usecases.citations import read_citation
 from ledger.usecases.content import read_citation_content, require_content_scope
 from ledger.usecases.context import Caller

@@ -15,11 +15,11 @@ from api.api_error import ApiError
 from api.auth import requires
 from api.contract import rule_refusal
 from api.openapi import contract
-from api.responses import DocumentOut, DocumentRemovedOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from api.services import Services
 from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
-from ledger.usecases.commands import MAX_DOCUMENT_CHARS, DocumentIn
+from ledger.schemas.answers import DocumentOut, DocumentRemovedOut
+from ledger.schemas.requests import MAX_DOCUMENT_CHARS, DocumentIn
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document, remove_document
 

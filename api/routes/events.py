@@ -11,7 +11,6 @@ from litestar.params import Parameter, QueryParameter
 from api.api_error import ApiError, not_found
 from api.auth import requires
 from api.openapi import contract
-from api.responses import EventOut, EventPage, InclusionProofOut
 from api.routes import listing
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
@@ -19,6 +18,7 @@ from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.domain.events import EventType
 from ledger.evidence.bundle import proof_json
+from ledger.schemas.reads import EventOut, EventPage, InclusionProofOut
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller
 from projections.queries import HistoryFilter

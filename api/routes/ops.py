@@ -10,9 +10,9 @@ from litestar import Response, Router, get
 from api.api_error import RETRY_AFTER_S
 from api.contract import correlation, error_body
 from api.openapi import contract
-from api.responses import HealthOut, VersionOut
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.services import Services
+from ledger.schemas.reads import HealthOut, VersionOut
 from ledger.writing.integrity import report
 
 

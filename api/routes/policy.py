@@ -7,9 +7,9 @@ from litestar.params import JSONBody
 
 from api.auth import requires
 from api.openapi import contract
-from api.responses import PolicyOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
-from ledger.usecases.commands import PolicyBundleIn
+from ledger.schemas.answers import PolicyOut
+from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.policy import publish_policy
 
 

@@ -10,13 +10,13 @@ from litestar.params import Parameter, QueryParameter
 
 from api.auth import requires
 from api.openapi import contract
-from api.responses import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from api.routes import listing
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
 from api.routes.events import ContentMode
 from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
+from ledger.schemas.reads import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from ledger.usecases.content import require_content_scope
 from ledger.usecases.context import Caller
 from ledger.usecases.errors import NotFound

@@ -9,10 +9,10 @@ from litestar.params import JSONBody, Parameter
 
 from api.auth import requires
 from api.openapi import contract
-from api.responses import ErasureOut, HoldOut, HoldReleasedOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
-from ledger.usecases.commands import ErasureIn, LegalHoldIn
+from ledger.schemas.answers import ErasureOut, HoldOut, HoldReleasedOut
+from ledger.schemas.requests import ErasureIn, LegalHoldIn
 from ledger.usecases.retention import erase, place_hold, release_hold
 
 HoldId = Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)]

@@ -12,10 +12,10 @@ from litestar.params import JSONBody
 from api.auth import requires
 from api.contract import describe
 from api.openapi import contract
-from api.responses import ReceiptRecordedOut, RetrievalBatchOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, fingerprint, ok, write
+from ledger.schemas.answers import ReceiptRecordedOut, RetrievalBatchOut
+from ledger.schemas.requests import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
 from ledger.storage.adapters import store_unavailable
-from ledger.usecases.commands import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
 from ledger.usecases.context import Caller
 from ledger.usecases.retrievals import BatchItem, ItemOutcome, record_retrieval, record_retrievals
 from ledger.writing.idempotency import IdempotencyKey

@@ -8,9 +8,9 @@ from litestar.params import JSONBody
 
 from api.auth import requires
 from api.openapi import contract
-from api.responses import SearchOut
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
-from ledger.usecases.commands import SearchIn
+from ledger.schemas.answers import SearchOut
+from ledger.schemas.requests import SearchIn
 from ledger.usecases.search import search
 
 

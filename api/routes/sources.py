@@ -13,9 +13,9 @@ from litestar.params import Body, Parameter
 
 from api.auth import requires
 from api.openapi import contract
-from api.responses import SourcesOut, SourceSyncOut
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from ledger.usecases.commands import SourceSyncIn
+from ledger.schemas.answers import SourcesOut, SourceSyncOut
+from ledger.schemas.requests import SourceSyncIn
 from ledger.usecases.sources import list_sources, sync_source
 
 # Any other shape of name is just a name that is not there (404), never a 400 that tells more.

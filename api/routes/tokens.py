@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.auth import principal_of, requires_operator
 from api.openapi import contract
-from api.responses import Answer
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.token_admin import issue_token, list_tokens, parse_expiry, revoke_token
 from ledger.domain.events import IDENTIFIER_PATTERN, MAX_AUTH_SCOPES, MAX_IDENTIFIER_CHARS
+from ledger.schemas.answers import Answer
 from ledger.usecases.scopes import SCOPES
 
 TokenId = Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)]

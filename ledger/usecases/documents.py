@@ -26,8 +26,8 @@ from ledger.domain.events import (
     Sealed,
 )
 from ledger.retrieval.chunking import TextChunk, chunk_markdown, stable_chunk_ids
+from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import ClaimBusy, DocumentClaims
-from ledger.usecases.commands import DocumentIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
 from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge, UseCaseError
 from ledger.usecases.policy import warm_ingested

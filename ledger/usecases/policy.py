@@ -29,8 +29,8 @@ from ledger.policy.policy_rules import (
     rules_from_bundle,
 )
 from ledger.policy.policy_yaml import BundleLimitError, load_bundle_yaml
+from ledger.schemas.requests import PolicyBundleIn
 from ledger.tlog.canonical import canonical_json
-from ledger.usecases.commands import PolicyBundleIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import Invalid, TooLarge, Unavailable
 from ledger.usecases.policy_warm import log as warm_log

@@ -19,7 +19,7 @@ from typing import Any
 from ledger.deadline import claim_or_raise
 from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import LegalHoldPlaced, LegalHoldReleased
-from ledger.usecases.commands import ErasureIn, LegalHoldIn
+from ledger.schemas.requests import ErasureIn, LegalHoldIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import NotFound, UnderLegalHold
 from ledger.writing.retention import record_pending, run_retention, shred

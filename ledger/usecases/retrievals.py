@@ -29,8 +29,8 @@ from ledger.domain.events import (
     TaskEnvelope,
 )
 from ledger.domain.timestamps import parse_timestamp
+from ledger.schemas.requests import MAX_BATCH_ITEMS, RetrievalIn
 from ledger.tlog.canonical import canonical_json
-from ledger.usecases.commands import MAX_BATCH_ITEMS, RetrievalIn
 from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts, record
 from ledger.usecases.errors import (
     ChunkScrubbed,

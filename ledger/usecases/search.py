@@ -23,7 +23,7 @@ from ledger.domain.events import (
     Span,
     TaskEnvelope,
 )
-from ledger.usecases.commands import SearchIn
+from ledger.schemas.requests import SearchIn
 from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
 from ledger.usecases.errors import ChunkScrubbed, Invalid
 from ledger.usecases.policy import live_rules

@@ -36,8 +36,8 @@ from ledger.retrieval.sources import (
     denied_by,
     scan,
 )
+from ledger.schemas.requests import UNSAFE_PATH, DocumentIn
 from ledger.storage.claims import DocumentClaims
-from ledger.usecases.commands import UNSAFE_PATH, DocumentIn
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch
 from ledger.usecases.errors import Invalid, NotFound
