@@ -73,8 +73,11 @@ def main() -> None:
         for name, venv in (("new", ROOT / ".venv"), ("base", args.base_venv)):
             servers[name] = _serve(venv, Path(tmp) / name)
         try:
-            clients = {n: httpx.Client(base_url=b, headers=headers, timeout=120) for n, (_, b) in servers.items()}
-            docs = {n: c.post("/v1/documents", json={"path": "a.md", "text": DOC}).json() for n, c in clients.items()}
+            clients = {
+                n: httpx.Client(base_url=b, headers=headers, timeout=120) for n, (_, b) in servers.items()
+            }
+            document = {"path": "a.md", "text": DOC}
+            docs = {n: c.post("/v1/documents", json=document).json() for n, c in clients.items()}
             batch: dict[str, list[float]] = {"new": [], "base": []}
             single: dict[str, list[float]] = {"new": [], "base": []}
             search: dict[str, list[float]] = {"new": [], "base": []}
@@ -92,16 +95,18 @@ def main() -> None:
                     for i in range(50):
                         assert client.post("/v1/retrievals", json=_body(docs[name], i)).status_code == 201
                     single[name].append(50 / (time.perf_counter() - started))
-                    for i in range(20):
+                    for _ in range(20):
                         started = time.perf_counter()
                         body = {"input": {"query": "how long are backups kept", "top_k": 5}}
                         assert client.post("/v1/search", json=body).status_code == 200
                         search[name].append((time.perf_counter() - started) * 1000)
             med = statistics.median
             print("| measure | new | base | new ÷ base |\n| --- | --- | --- | --- |")
-            for label, data, unit in (("batched retrievals (events/s)", batch, ""),
-                                      ("single retrievals (events/s)", single, ""),
-                                      ("search median (ms)", search, "")):
+            for label, data in (
+                ("batched retrievals (events/s)", batch),
+                ("single retrievals (events/s)", single),
+                ("search median (ms)", search),
+            ):
                 print(f"| {label} | {med(data['new']):.0f} | {med(data['base']):.0f} | "
                       f"{med(data['new']) / med(data['base']):.2f}× |")
         finally:
