@@ -8,7 +8,6 @@ this run (how the outputs in the guide were made)."""
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -16,10 +15,11 @@ import sys
 from pathlib import Path
 
 from ledger.config import LedgerConfig
+from tests.guide_blocks import block_pattern, write_outputs
 from tests.server_process import CLI_MODULE, ROOT, ServerProcess, server_env
 
 GUIDE = ROOT / "docs" / "auditor-guide.md"
-BLOCK = re.compile(r"<!-- (guide|guide-setup) -->\n```sh\n(.*?)\n```\n(\n```text\n.*?\n```\n)?", re.S)
+BLOCK = block_pattern("guide")
 TOKEN = "guide-bootstrap-token-0123456789"
 MARK = "=== guide block "
 
@@ -65,27 +65,10 @@ def _run(tmp_path: Path) -> list[str]:
     return [o.replace(str(data_dir), "./guide-data").rstrip("\n") for o in outputs]
 
 
-def _write_outputs(outputs: list[str]) -> None:
-    text = GUIDE.read_text(encoding="utf-8")
-    pieces, last, index = [], 0, 0
-    for match in BLOCK.finditer(text):
-        pieces.append(text[last : match.start()])
-        kind, code = match.group(1), match.group(2)
-        block = f"<!-- {kind} -->\n```sh\n{code}\n```\n"
-        if kind == "guide":
-            output = outputs[index]
-            index += 1
-            if output.strip():
-                block += f"\n```text\n{output}\n```\n"
-        pieces.append(block)
-        last = match.end()
-    GUIDE.write_text("".join(pieces) + text[last:], encoding="utf-8")
-
-
 def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
     outputs = _run(tmp_path)
     if os.environ.get("WRITE_AUDITOR_GUIDE_OUTPUT"):
-        _write_outputs(outputs)
+        write_outputs(GUIDE, "guide", outputs)
     setup, who, asked, http_asked, replayed, erased, log, offline = outputs
     # Two sources, the same path, rules from the source and from front matter.
     assert '"retention_origin":"source"' in setup and '"sensitivity_origin":"front_matter"' in setup

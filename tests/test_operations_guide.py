@@ -23,10 +23,11 @@ import pytest
 
 from ledger.config import LedgerConfig
 from tests.conftest import PG_DSN, pg_connect
+from tests.guide_blocks import block_pattern, write_outputs
 from tests.server_process import CLI_MODULE, ROOT, ServerProcess, free_port, run_cli, server_env
 
 GUIDE = ROOT / "docs" / "operations.md"
-BLOCK = re.compile(r"<!-- (ops|ops-setup) -->\n```sh\n(.*?)\n```\n(\n```text\n.*?\n```\n)?", re.S)
+BLOCK = block_pattern("ops")
 TOKEN = "ops-guide-bootstrap-token-0123456789"
 MARK = "=== ops block "
 
@@ -112,27 +113,10 @@ def _run(tmp_path: Path, schema: str, database: str) -> list[str]:
     return [t.replace(schema, "citeledger") for t in texts]
 
 
-def _write_outputs(outputs: list[str]) -> None:
-    text = GUIDE.read_text(encoding="utf-8")
-    pieces, last, index = [], 0, 0
-    for match in BLOCK.finditer(text):
-        pieces.append(text[last : match.start()])
-        kind, code = match.group(1), match.group(2)
-        block = f"<!-- {kind} -->\n```sh\n{code}\n```\n"
-        if kind == "ops":
-            output = outputs[index]
-            index += 1
-            if output.strip():
-                block += f"\n```text\n{output}\n```\n"
-        pieces.append(block)
-        last = match.end()
-    GUIDE.write_text("".join(pieces) + text[last:], encoding="utf-8")
-
-
 def test_the_guide_runs_against_real_servers(tmp_path: Path, pg_scratch: tuple[str, str]) -> None:
     outputs = _run(tmp_path, *pg_scratch)
     if os.environ.get("WRITE_OPERATIONS_GUIDE_OUTPUT"):
-        _write_outputs(outputs)
+        write_outputs(GUIDE, "ops", outputs)
     seeded, backup, restored, pg_serve, pg_dump, pg_restored, master, rotated, proxy, lag = outputs
     assert seeded == ""
     # The SQLite backup under 30 concurrent writes is a data directory verify --deep accepts,
