@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import sqlite3
 import time
@@ -106,8 +107,23 @@ class SQLiteAdapter(StoreAdapter):
 
     @contextmanager
     def ddl_guard(self) -> Iterator[None]:
-        """Nothing to hold: SQLite's write lock already serialises the DDL transaction."""
-        yield
+        """An exclusive lock on a file beside the database, held across the DDL transaction.
+
+        SQLite's own write lock is not enough: the transaction reads first (the schema version),
+        and a deferred transaction that must then upgrade to write while another process writes
+        fails at once with "database is locked" (SQLite skips its busy wait there, to avoid a
+        deadlock). Two processes opening a new store together raced exactly so."""
+        path = self.config.data_dir / "ledger.sqlite.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            yield  # a directory we cannot write to: the store's own open reports it
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def maintenance(self, statement: str) -> None:
         with self.recorder.datastore.get_connection(commit=True) as conn:
