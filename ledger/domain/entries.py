@@ -25,16 +25,12 @@ from ledger.domain.entry_limit import check_size, envelope_bytes
 from ledger.domain.events import (
     CONTINUATION_OF,
     CONTINUED_LISTS,
-    MAX_ENVELOPE_BYTES,
     PAYLOAD_MODELS,
-    SYSTEM_TENANT,
-    EnvelopeTenantId,
     EventRejected,
-    Identifier,
     Schema,
-    TenantId,
     payload_to_json,
 )
+from ledger.domain.fields import MAX_ENVELOPE_BYTES, SYSTEM_TENANT, EnvelopeTenantId, Identifier, TenantId
 from ledger.domain.timestamps import utc_now
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import leaf_hash

@@ -15,16 +15,15 @@ from pydantic import ValidationError
 from ledger.domain.document_parts import ChunkTooLarge, all_chunks, split_version
 from ledger.domain.entries import RecordedEvent, prepare
 from ledger.domain.events import (
-    MAX_CHUNKS_PER_DOCUMENT,
     Chunk,
     DocumentContinued,
     DocumentIngested,
     DocumentRemoved,
     EventRejected,
     Locator,
-    RemovalReason,
     Sealed,
 )
+from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, RemovalReason
 from ledger.retrieval.chunking import TextChunk, chunk_markdown, stable_chunk_ids
 from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import ClaimBusy, DocumentClaims
