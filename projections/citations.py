@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ledger.domain.entries import RecordedEvent
-from ledger.storage.store import Store
+from ledger.storage.store import Store, in_batches
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
 
 CITATIONS_TABLE = "citeledger_rm_citations"
@@ -51,15 +51,13 @@ def scrub_rows(
     (first scrub wins) and drop their ciphertext."""
     nulls = ", ".join(f"{column}=NULL" for column in sealed_columns)
     for column, values in by.items():
-        for start in range(0, len(values), 500):
-            chunk = values[start : start + 500]
+        for batch, marks in in_batches(values):
             cursor.execute(
                 store.sql(
                     f"UPDATE {store.table(table)} SET scrubbed_position=?, scrub_reason=?, {nulls} "
-                    f"WHERE tenant_id=? AND scrubbed_position IS NULL AND {column} IN "
-                    f"({', '.join('?' * len(chunk))})"
+                    f"WHERE tenant_id=? AND scrubbed_position IS NULL AND {column} IN ({marks})"
                 ),
-                (event.position, event.payload["reason"], event.tenant_id, *chunk),
+                (event.position, event.payload["reason"], event.tenant_id, *batch),
             )
 
 
