@@ -204,6 +204,16 @@ def entry_signature_ok(entry: bytes | Mapping[str, Any], public_key: bytes | Ed2
     return True
 
 
+class _EnvelopeText:
+    """A string member of a recorded entry's envelope, read like a property of the same name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, event: RecordedEvent, owner: type | None = None) -> str:
+        return str(event.envelope[self.name])
+
+
 @dataclass(frozen=True)
 class RecordedEvent:
     """One committed, signed entry of the log; with `continuations` (`with_continuations`),
@@ -222,13 +232,12 @@ class RecordedEvent:
     def leaf_hash(self) -> bytes:
         return leaf_hash(self.entry)
 
-    @property
-    def type(self) -> str:
-        return str(self.envelope["type"])
-
-    @property
-    def tenant_id(self) -> str:
-        return str(self.envelope["tenant_id"])
+    # The envelope's string members, read as they are signed.
+    type = _EnvelopeText()
+    tenant_id = _EnvelopeText()
+    event_id = _EnvelopeText()
+    kid = _EnvelopeText()
+    signature = _EnvelopeText()
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -250,18 +259,6 @@ class RecordedEvent:
     def parts(self) -> int:
         """How many entries this head's document version or receipt takes (1: itself)."""
         return int(self.envelope["payload"].get("parts") or 1) if self.type in HEAD_TYPES else 1
-
-    @property
-    def event_id(self) -> str:
-        return str(self.envelope["event_id"])
-
-    @property
-    def kid(self) -> str:
-        return str(self.envelope["kid"])
-
-    @property
-    def signature(self) -> str:
-        return str(self.envelope["signature"])
 
 
 HEAD_TYPES = frozenset(CONTINUATION_OF.values())
