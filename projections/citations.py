@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store, in_batches
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.rows import insert_rows
 
 CITATIONS_TABLE = "citeledger_rm_citations"
 
@@ -152,12 +153,5 @@ class CitationsProjection(Projection):
         self._insert(cursor, store, pending)
 
     def _insert(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {store.table(CITATIONS_TABLE)} ({', '.join(_INSERT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))}) "
-                    "ON CONFLICT (tenant_id, citation_id) DO NOTHING"
-                ),
-                rows,
-            )
+        table = store.table(CITATIONS_TABLE)
+        insert_rows(cursor, store, table, _INSERT_COLUMNS, rows, first_wins_on="tenant_id, citation_id")

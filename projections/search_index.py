@@ -38,6 +38,7 @@ from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
+from projections.rows import insert_rows
 
 log = logging.getLogger("citeledger.search_index")
 
@@ -256,12 +257,5 @@ class SearchIndexProjection(Projection):
             self._keys.hasher(tenant_id).forget()
 
     def _flush(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {store.table(SEARCH_CHUNKS_TABLE)} ({', '.join(_INSERT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
-                ),
-                rows,
-            )
-            rows.clear()
+        insert_rows(cursor, store, store.table(SEARCH_CHUNKS_TABLE), _INSERT_COLUMNS, rows)
+        rows.clear()
