@@ -205,13 +205,15 @@ def entry_signature_ok(entry: bytes | Mapping[str, Any], public_key: bytes | Ed2
 
 
 class _EnvelopeText:
-    """A string member of a recorded entry's envelope, read like a property of the same name."""
+    """A string member of a recorded entry's envelope, read like a cached property of the
+    same name (the entry never changes; later reads are plain attribute lookups)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
     def __get__(self, event: RecordedEvent, owner: type | None = None) -> str:
-        return str(event.envelope[self.name])
+        value = event.__dict__[self.name] = str(event.envelope[self.name])
+        return value
 
 
 @dataclass(frozen=True)
