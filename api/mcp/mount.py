@@ -12,7 +12,6 @@ first request until the app stops.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
@@ -29,7 +28,6 @@ from api.config import ApiConfig
 
 MCP_PATH = "/mcp"
 SESSION_REFUSED = "MCP session state is not supported"
-_SERVER_MODULE = "api.mcp.server"
 
 
 class _SessionManager(Protocol):
@@ -38,6 +36,12 @@ class _SessionManager(Protocol):
     def run(self) -> AbstractAsyncContextManager[None]: ...
 
     async def handle_request(self, scope: Any, receive: Any, send: Any) -> None: ...
+
+
+def _load_session_manager() -> Callable[[ApiConfig], _SessionManager]:
+    from api.mcp.server import session_manager
+
+    return session_manager
 
 
 class _LazySessionManager:
@@ -68,8 +72,8 @@ class _LazySessionManager:
                     if self._task_group is None:
                         raise ApiError(503, "unavailable", "the server is not running")
                     # The import is the slow part: off the event loop, other requests go on.
-                    module = await anyio.to_thread.run_sync(importlib.import_module, _SERVER_MODULE)
-                    manager: _SessionManager = module.session_manager(self._config)
+                    build = await anyio.to_thread.run_sync(_load_session_manager)
+                    manager = build(self._config)
                     await self._task_group.start(self._run, manager)
                     self._manager = manager
         return self._manager
