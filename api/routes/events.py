@@ -9,10 +9,8 @@ from litestar import Response, Router, get
 from litestar.params import Parameter, QueryParameter
 
 from api.api_error import ApiError, not_found
-from api.auth import requires
-from api.openapi import contract
 from api.routes import listing
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.routes.common import CallDep, operation
 from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
@@ -67,13 +65,9 @@ def history_page(
     return body
 
 
-@get(
-    "/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)", **contract(422)
-)
+@get("/", **operation("audit.read", "List events (filters, cursor pagination)", 422))
 async def list_events(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None,
     actor: listing.Actor = None,
     trace_id: listing.TraceId = None,
@@ -101,8 +95,7 @@ async def list_events(
         recorded_from=time_bound(since, "since"),
         recorded_to=time_bound(until, "until"),
     )
-    body = await services.blocking(history_page, services, caller, flt, cursor, limit, content)
-    return ok(request, services, body)
+    return await call.answer(history_page, call.services, call.caller, flt, cursor, limit, content)
 
 
 def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
@@ -122,21 +115,9 @@ def _event_read(services: Services, caller: Caller, position: int, content: str)
     return body
 
 
-@get(
-    "/{position:int}",
-    guards=[requires("audit.read")],
-    summary="One event with its signature",
-    **contract(404),
-)
-async def get_event(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    position: Position,
-    content: ContentMode = "sealed",
-) -> Response[EventOut]:
-    body = await services.blocking(_event_read, services, caller, position, content)
-    return ok(request, services, body)
+@get("/{position:int}", **operation("audit.read", "One event with its signature", 404))
+async def get_event(call: CallDep, position: Position, content: ContentMode = "sealed") -> Response[EventOut]:
+    return await call.answer(_event_read, call.services, call.caller, position, content)
 
 
 def _inclusion(services: Services, tenant: str, position: int, tree_size: int | None) -> dict[str, Any]:
@@ -165,23 +146,11 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
     }
 
 
-@get(
-    "/{position:int}/inclusion-proof",
-    guards=[requires("audit.read")],
-    summary="Inclusion proof of one event",
-    **contract(404, 422),
-)
+@get("/{position:int}/inclusion-proof", **operation("audit.read", "Inclusion proof of one event", 404, 422))
 async def inclusion_proof(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    position: Position,
-    tree_size: Annotated[
-        int | None, QueryParameter(name="tree_size", ge=1, le=2**53 - 1, required=False)
-    ] = None,
+    call: CallDep, position: Position, tree_size: listing.TreeSize = None
 ) -> Response[InclusionProofOut]:
-    body = await services.blocking(_inclusion, services, caller.tenant_id, position, tree_size)
-    return ok(request, services, body)
+    return await call.answer(_inclusion, call.services, call.caller.tenant_id, position, tree_size)
 
 
 router = Router(path="/v1/events", route_handlers=[list_events, get_event, inclusion_proof], tags=["events"])

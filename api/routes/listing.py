@@ -78,7 +78,8 @@ def _id(name: str) -> Any:
     return QueryParameter(name=name, pattern=ID_PATTERN, required=False)
 
 
-def _position(name: str) -> Any:
+def position_query(name: str) -> Any:
+    """An optional query parameter naming a log position or tree size."""
     return QueryParameter(name=name, ge=1, le=MAX_POSITION, required=False)
 
 
@@ -87,8 +88,9 @@ Cursor = Annotated[
 ]
 Since = Annotated[str | None, _moment("since", "Inclusive lower bound on recorded_at (RFC 3339)")]
 Until = Annotated[str | None, _moment("until", "Exclusive upper bound on recorded_at (RFC 3339)")]
-FromPosition = Annotated[int | None, _position("from_position")]
-ToPosition = Annotated[int | None, _position("to_position")]
+FromPosition = Annotated[int | None, position_query("from_position")]
+ToPosition = Annotated[int | None, position_query("to_position")]
+TreeSize = Annotated[int | None, position_query("tree_size")]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=500)]
 Actor = Annotated[str | None, _id("actor")]
 TraceId = Annotated[str | None, _id("trace_id")]

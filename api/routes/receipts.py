@@ -8,38 +8,33 @@ from typing import Annotated, Any
 from litestar import Response, Router, get, post
 from litestar.params import Parameter, QueryParameter
 
-from api.auth import requires
-from api.openapi import contract
 from api.routes import listing
-from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
+from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from api.routes.events import ContentMode
 from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
 from ledger.schemas.reads import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from ledger.usecases.content import require_content_scope
-from ledger.usecases.context import Caller
+from ledger.usecases.context import Caller, Result
 from ledger.usecases.errors import NotFound
 from ledger.usecases.ports import Order, ReceiptFilter
 from ledger.usecases.receipt_reads import receipt_detail, receipts_page
 from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
+from ledger.writing.idempotency import IdempotencyKey
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
 
 
-@get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt", **contract(404))
+@get("/{receipt_id:str}", **operation("audit.read", "One receipt", 404))
 async def get_receipt(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    receipt_id: ReceiptId,
-    content: ContentMode = "sealed",
+    call: CallDep, receipt_id: ReceiptId, content: ContentMode = "sealed"
 ) -> Response[ReceiptOut]:
     plain = content == "plain"
     if plain:
-        require_content_scope(caller)  # before anything is looked up
-    return ok(request, services, await receipt_answer(services, caller, receipt_id, content=plain))
+        require_content_scope(call.caller)  # before anything is looked up
+    return call.ok(await receipt_answer(call.services, call.caller, receipt_id, content=plain))
 
 
 async def receipt_answer(
@@ -66,16 +61,9 @@ def _find(services: Services, tenant_id: str, receipt_id: str) -> tuple[Recorded
         return receipt_with_chain(services.context, tenant_id, receipt_id)
 
 
-@get(
-    "/{receipt_id:str}/bundle",
-    guards=[requires("audit.read")],
-    summary="Portable receipt bundle",
-    **contract(404),
-)
+@get("/{receipt_id:str}/bundle", **operation("audit.read", "Portable receipt bundle", 404))
 async def get_bundle(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     receipt_id: ReceiptId,
     checkpoint: Annotated[
         str,
@@ -88,39 +76,40 @@ async def get_bundle(
         ),
     ] = "first",
 ) -> Response[BundleOut]:
-    latest = checkpoint == "latest"
-    bundle = await services.blocking(
-        lambda: receipt_bundle(services.context, caller.tenant_id, receipt_id, latest=latest)
+    context, tenant_id, latest = call.services.context, call.caller.tenant_id, checkpoint == "latest"
+    bundle = await call.services.blocking(
+        lambda: receipt_bundle(context, tenant_id, receipt_id, latest=latest)
     )
-    return ok(request, services, {"bundle": bundle})
+    return call.ok({"bundle": bundle})
+
+
+COSE_SUMMARY = (
+    "The receipt's inclusion proof as a COSE Receipt (RFC 9942: COSE_Sign1, vds RFC9162_SHA256, "
+    "detached root)"
+)
 
 
 @get(
     "/{receipt_id:str}/receipt.cose",
-    guards=[requires("audit.read")],
-    summary="The receipt's inclusion proof as a COSE Receipt (RFC 9942: COSE_Sign1, vds RFC9162_SHA256, "
-    "detached root)",
     media_type="application/cose",
-    **contract(404),
+    **operation("audit.read", COSE_SUMMARY, 404),
 )
-async def get_cose_receipt(
-    services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
-) -> Response[bytes]:
-    body = await services.blocking(receipt_cose, services.context, caller.tenant_id, receipt_id)
+async def get_cose_receipt(call: CallDep, receipt_id: ReceiptId) -> Response[bytes]:
+    services = call.services
+    body = await services.blocking(receipt_cose, services.context, call.caller.tenant_id, receipt_id)
     return Response(body, media_type="application/cose")
+
+
+REPLAY_SUMMARY = "Replay a receipt under its frozen policy: integrity, data drift, policy drift"
 
 
 @post(
     "/{receipt_id:str}/replay",
-    guards=[requires("replay.run")],
     status_code=201,
-    summary="Replay a receipt under its frozen policy: integrity, data drift, policy drift",
-    **contract(404, 409, 422, dedup=ReplayOut),
+    **operation("replay.run", REPLAY_SUMMARY, 404, 409, 422, dedup=ReplayOut),
 )
 async def post_replay(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     receipt_id: ReceiptId,
     at_position: Annotated[
         int | None, QueryParameter(name="at_position", ge=1, le=2**53 - 1, required=False)
@@ -129,15 +118,12 @@ async def post_replay(
 ) -> Response[ReplayOut]:
     """201 with the replay receipt's id; 200 with `replay_receipt_id: null` when recording the
     replay failed (the diff is still the answer)."""
-    return await write(
-        request,
-        services,
-        caller,
-        idempotency_key,
-        "POST /v1/receipts/{id}/replay",
-        {"receipt_id": receipt_id, "at_position": at_position},
-        lambda idem: replay(services.context, caller, receipt_id, at_position, idem),
-    )
+    route, body = "POST /v1/receipts/{id}/replay", {"receipt_id": receipt_id, "at_position": at_position}
+
+    def run(idem: IdempotencyKey | None) -> Result:
+        return replay(call.services.context, call.caller, receipt_id, at_position, idem)
+
+    return await call.write(idempotency_key, route, body, run)
 
 
 def receipt_page(
@@ -164,16 +150,9 @@ def receipt_page(
     )
 
 
-@get(
-    "/",
-    guards=[requires("audit.read")],
-    summary="List receipts (filters, cursor pagination)",
-    **contract(422),
-)
+@get("/", **operation("audit.read", "List receipts (filters, cursor pagination)", 422))
 async def list_receipts(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     mode: Annotated[
         str | None, QueryParameter(name="mode", pattern="^(live|as_of_replay)$", required=False)
     ] = None,
@@ -231,8 +210,7 @@ async def list_receipts(
         document_id=document_id,
     )
     direction: Order = "desc" if order == "desc" else "asc"
-    body = await services.blocking(receipt_page, services, caller, flt, cursor, limit, direction, content)
-    return ok(request, services, body)
+    return await call.answer(receipt_page, call.services, call.caller, flt, cursor, limit, direction, content)
 
 
 router = Router(
