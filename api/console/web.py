@@ -16,7 +16,8 @@ from litestar.response import Redirect, Template
 
 from api.auth import Principal
 from api.console.session import COOKIE, CSRF_FIELD, ConsoleSession, ConsoleSessions, principal_of_session
-from api.contract import correlation, deadline_of, describe
+from api.contract import describe
+from api.routes.common import caller_of
 from api.services import Services
 from ledger.usecases.context import Caller
 
@@ -95,16 +96,8 @@ async def console_user(request: AnyRequest) -> ConsoleUser:
         raise SignInRequired()
     request.scope.setdefault("state", {})["citeledger.principal"] = principal
     await services.rate_limiter.check(principal.token_id)
-    ids = correlation(request.scope)
-    caller = Caller(
-        tenant_id=principal.tenant,
-        actor=principal.actor,
-        scopes=principal.scopes,
-        run_id=ids.run_id,
-        trace_id=ids.trace_id,
-        deadline=deadline_of(request.scope),  # a write past the request's deadline commits nothing
-    )
-    user = ConsoleUser(principal, session, caller)
+    # The caller's deadline is the request's: a write past it commits nothing.
+    user = ConsoleUser(principal, session, caller_of(request))
     request.scope["state"][_STATE_USER] = user  # for the error page's header, if one follows
     return user
 

@@ -60,7 +60,11 @@ def _integer_query_names(handler: Any) -> tuple[str, ...]:
 
 def _integer_names_of(handler: Any) -> tuple[str, ...]:
     names = []
-    for name, field in handler.parsed_fn_signature.parameters.items():
+    # A listing's query parameters may sit in a dependency of its own (`events.HistoryListing`).
+    signatures = [handler.parsed_fn_signature]
+    signatures += [provide.parsed_fn_signature for provide in handler.resolve_dependencies().values()]
+    parameters = [item for signature in signatures for item in signature.parameters.items()]
+    for name, field in parameters:
         kwarg = field.kwarg_definition
         if isinstance(kwarg, ParameterKwarg) and (kwarg.header or kwarg.cookie):
             continue

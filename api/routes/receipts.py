@@ -3,15 +3,17 @@ documents), and filtered listings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Response, Router, get, post
+from litestar.di import Provide
 from litestar.params import Parameter, QueryParameter
 
 from api.routes import listing
 from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from api.routes.events import ContentMode
-from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
+from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
 from ledger.schemas.reads import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
@@ -150,30 +152,31 @@ def receipt_page(
     )
 
 
-@get("/", **operation("audit.read", "List receipts (filters, cursor pagination)", 422))
-async def list_receipts(
-    call: CallDep,
+@dataclass(frozen=True)
+class ReceiptListing:
+    """`GET /v1/receipts`' query (a dependency: Litestar reads its fields as query parameters)."""
+
     mode: Annotated[
         str | None, QueryParameter(name="mode", pattern="^(live|as_of_replay)$", required=False)
-    ] = None,
+    ] = None
     status: Annotated[
         str | None,
         QueryParameter(name="status", pattern="^(ok|no_hit|denied|timeout|error)$", required=False),
-    ] = None,
+    ] = None
     engine: Annotated[
         str | None, QueryParameter(name="engine", max_length=80, pattern=ID_PATTERN, required=False)
-    ] = None,
-    actor: listing.Actor = None,
-    trace_id: listing.TraceId = None,
-    run_id: listing.RunId = None,
+    ] = None
+    actor: listing.Actor = None
+    trace_id: listing.TraceId = None
+    run_id: listing.RunId = None
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
-    ] = None,
-    since: listing.Since = None,
-    until: listing.Until = None,
-    from_position: listing.FromPosition = None,
-    to_position: listing.ToPosition = None,
-    task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None,
+    ] = None
+    since: listing.Since = None
+    until: listing.Until = None
+    from_position: listing.FromPosition = None
+    to_position: listing.ToPosition = None
+    task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None
     document_id: Annotated[
         str | None,
         QueryParameter(
@@ -182,35 +185,29 @@ async def list_receipts(
             required=False,
             description="Receipts citing this document",
         ),
-    ] = None,
-    cursor: listing.Cursor = None,
-    limit: listing.Limit = 100,
+    ] = None
+    cursor: listing.Cursor = None
+    limit: listing.Limit = 100
     order: Annotated[
         str,
         QueryParameter(
             name="order", pattern="^(asc|desc)$", required=False, description="`desc`: newest first"
         ),
-    ] = "asc",
-    content: ContentMode = "sealed",
-) -> Response[ReceiptPage]:
+    ] = "asc"
+    content: ContentMode = "sealed"
+
+
+@get(
+    "/",
+    dependencies={"receipts": Provide(ReceiptListing, sync_to_thread=False)},
+    **operation("audit.read", "List receipts (filters, cursor pagination)", 422),
+)
+async def list_receipts(call: CallDep, receipts: ReceiptListing) -> Response[ReceiptPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    flt = ReceiptFilter(
-        mode=mode,
-        status=status,
-        engine=engine,
-        actor=actor,
-        trace_id=trace_id,
-        run_id=run_id,
-        parent_receipt_id=parent_receipt_id,
-        from_position=from_position,
-        to_position=to_position,
-        recorded_from=time_bound(since, "since"),
-        recorded_to=time_bound(until, "until"),
-        task_id=task_id,
-        document_id=document_id,
-    )
-    direction: Order = "desc" if order == "desc" else "asc"
-    return await call.answer(receipt_page, call.services, call.caller, flt, cursor, limit, direction, content)
+    flt = listing_filter(ReceiptFilter, vars(receipts))
+    direction: Order = "desc" if receipts.order == "desc" else "asc"
+    page = (flt, receipts.cursor, receipts.limit, direction, receipts.content)
+    return await call.answer(receipt_page, call.services, call.caller, *page)
 
 
 router = Router(
