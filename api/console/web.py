@@ -102,8 +102,11 @@ async def console_user(request: AnyRequest) -> ConsoleUser:
     return user
 
 
-def check_form(request: AnyRequest, user: ConsoleUser | None, form: dict[str, Any]) -> None:
-    """A state-changing form: same origin, and (once signed in) the session's CSRF token.
+def check_form(
+    request: AnyRequest, user: ConsoleUser | None, form: dict[str, Any], scope: str | None = None
+) -> None:
+    """A state-changing form: same origin, (once signed in) the session's CSRF token, and the
+    `scope` the action needs, if it names one.
 
     Where the form came from must be shown, not assumed: the `Origin` header (every browser
     sends it on a POST), else the `Referer`, must name exactly this scheme, host and port. An
@@ -122,6 +125,8 @@ def check_form(request: AnyRequest, user: ConsoleUser | None, form: dict[str, An
         raise ConsoleRefusal(403, "Refused", "This form was posted from another site.")
     if user is not None and not user.session.csrf_ok(_one(form.get(CSRF_FIELD))):
         raise ConsoleRefusal(403, "Refused", "The form's CSRF token is missing or wrong; reload the page.")
+    if user is not None and scope is not None:
+        user.require(scope)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
