@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ledger.config import LedgerConfig, SettingError
+from ledger.config import LedgerConfig, SettingError, bounded_number
 from ledger.domain.fields import (
     MAX_BUNDLE_YAML_CHARS,
     MAX_RETENTION_DAYS,
@@ -133,14 +133,7 @@ __all__ = ["ApiConfig", "Limits", "SettingError", "server_version"]
 def _number(
     env: Mapping[str, str], name: str, default: str, kind: type[int] | type[float], low: float, high: float
 ) -> float:
-    raw = env.get(name, default)
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise SettingError(f"{name}={raw!r}: must be a{'n integer' if kind is int else ' number'}") from None
-    if not low <= value <= high:
-        raise SettingError(f"{name}={raw}: must be between {low:g} and {high:g}")
-    return value
+    return bounded_number(name, env.get(name, default), kind, low, high)
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

@@ -24,6 +24,9 @@ from typer import _click as click  # typer's own copy of click (its exceptions, 
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
     from ledger.config import LedgerConfig
 
 EXIT_FAILED = 1
@@ -132,3 +135,14 @@ class CommandGroup(TyperGroup):
                 f"(a bug; {TRACEBACK_SETTING}=1 shows where)",
                 EXIT_BUG,
             )
+
+
+def progress_bar(label: str, console: Console, done: str | None = None) -> Progress:
+    """The progress bar of a long command (rebuild, sync, verify), gone when it ends: the label,
+    the bar, done of total (or the `done` column template where the total is unknown), the time."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    count = MofNCompleteColumn() if done is None else TextColumn(done)
+    return Progress(
+        TextColumn(label), BarColumn(), count, TimeElapsedColumn(), console=console, transient=True
+    )

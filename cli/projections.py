@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cli.common import fail, ledger_config
+from cli.common import fail, ledger_config, progress_bar
 
 if TYPE_CHECKING:
     from ledger.storage.store import Store
@@ -59,7 +59,6 @@ def rebuild(
     batch_size: Annotated[int, typer.Option(help="Entries per transaction")] = 2_000,
 ) -> None:
     """Drop read models and rebuild them from position 0, then print their digests."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from projections.digest import digests
     from projections.tracking import NotificationSource
@@ -69,14 +68,7 @@ def rebuild(
         runner = _runner(store, batch_size)
         names = _check_names(runner, projection)
         head = NotificationSource(store).head_position()
-        with Progress(
-            TextColumn("rebuilding"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
+        with progress_bar("rebuilding", console) as progress:
             task = progress.add_task("rebuild", total=head)
             runner.rebuild(names, progress=lambda position: progress.update(task, completed=position))
         selected = [runner.projection(n) for n in names] if names else runner.projections

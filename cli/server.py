@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,11 @@ DataDirOption = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
 ]
+
+# What `serve` always passes uvicorn: each worker builds the app from the environment (the
+# settings checked above), no access log, up to 10 s for requests in flight when stopped.
+APP_FACTORY = "api.app:app_from_env"
+UVICORN_FIXED: dict[str, Any] = {"factory": True, "access_log": False, "timeout_graceful_shutdown": 10}
 
 
 def _prepare(data_dir: Path | None, *, create: bool = False) -> ApiConfig:
@@ -77,16 +82,7 @@ def serve(
     logging.basicConfig(
         level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stdout, format="%(message)s"
     )
-    uvicorn.run(
-        "api.app:app_from_env",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=log_level,
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
+    uvicorn.run(APP_FACTORY, host=host, port=port, workers=workers, log_level=log_level, **UVICORN_FIXED)
     log_repeats.flush_all()  # the counts of the last interval, before the process ends
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from cli.common import fail, ledger_config
+from cli.common import fail, ledger_config, progress_bar
 
 if TYPE_CHECKING:
     from ledger.retrieval.sources import SourceLimits
@@ -165,7 +165,6 @@ def sync(
 ) -> None:
     """Record new and changed files, dedupe unchanged ones, record removals; one line per file.
     A file erased from the ledger stays out (`skipped (erased)`) until named with --readmit."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from bootstrap import ledger_context
     from ledger.retrieval.source_registry import SourceRegistry
@@ -186,14 +185,7 @@ def sync(
     with Ledger(config) as ledger:
         ctx = ledger_context(ledger)
         claims = DocumentClaims(ledger.store)
-        with Progress(
-            TextColumn(f"syncing {name}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as bar:
+        with progress_bar(f"syncing {name}", console) as bar:
             task = bar.add_task("sync", total=None)
 
             def tick(done: int, total: int) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from cli.common import InputError, fail, open_output, read_input
+from cli.common import InputError, fail, open_output, progress_bar, read_input
 from cli.options import DataDir, MinWitnesses, PublicKey, WitnessKeys
 from cli.options import existing_config as _config
 from cli.trust import read_trusted_key, read_witnesses
@@ -77,7 +77,6 @@ def verify(
     min_witnesses: MinWitnesses = None,
 ) -> None:
     """Check signatures, Merkle roots and checkpoints; exit 1 naming the first bad position."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ledger.config import LedgerConfig
     from ledger.evidence.export_file import verify_export
@@ -107,14 +106,7 @@ def verify(
             if line:
                 typer.echo(line)
         raise typer.Exit(0 if tenant_report.ok else 1)
-    with Progress(
-        TextColumn("verifying"),
-        BarColumn(),
-        TextColumn("{task.completed} entries"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar("verifying", console, done="{task.completed} entries") as progress:
         task = progress.add_task("verify", total=None)
 
         def tick(done: int) -> None:

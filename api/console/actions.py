@@ -84,8 +84,7 @@ async def sign_out(request: AnyRequest, user: User, data: Form) -> Redirect:
 @post("/receipts/{receipt_id:str}/replay", name="console:replay", status_code=200)
 async def run_replay(request: AnyRequest, user: User, receipt_id: FromPath[str], data: Form) -> Template:
     """Replay as `POST /v1/receipts/{id}/replay`; `at_position` replays as of that position."""
-    check_form(request, user, data)
-    user.require("replay.run")
+    check_form(request, user, data, "replay.run")
     at = field(data, "at_position")
     if at and (not at.isdigit() or not 1 <= int(at) <= 2**53 - 1):
         raise ConsoleRefusal(422, "Not accepted", "at_position: a whole number from 1")
@@ -102,8 +101,7 @@ async def check_held(request: AnyRequest, user: User, data: Form) -> Template:
     """Paste the checkpoint kept from the last audit: checked from its size on (signatures,
     the consistency proof to the newest signed checkpoint, the entries since), within the
     request's deadline (`ledger.usecases.held_checkpoint`)."""
-    check_form(request, user, data)
-    user.require("audit.read")
+    check_form(request, user, data, "audit.read")
     held = field(data, "checkpoint")
     if not held or len(held) > 16_384:
         raise ConsoleRefusal(
@@ -131,24 +129,35 @@ def _ids(text: str) -> list[str]:
     return [part for part in text.replace(",", " ").split() if part]
 
 
+async def _confirmed(
+    request: AnyRequest, user: User, data: Form, step: tuple[str, str, str], use_case: Any, **target: Any
+) -> Template:
+    """An admin action in two posts to `action`: the first shows what it will do, the second
+    (confirm=yes) runs `use_case(context, caller, value)` and shows the outcome. `step` is
+    (action, what, title); `target` the one value acted on, named as confirm.html shows it."""
+    action, what, title = step
+    if field(data, "confirm") != "yes":
+        return page("confirm.html", user, action=action, what=what, **target)
+    services = services_of(request)
+    (value,) = target.values()
+    outcome = await services.blocking(use_case, services.context, user.caller, value)
+    return page("done.html", user, title=title, outcome=outcome, back="/console/erasures")
+
+
 @post("/erasures", name="console:erase", status_code=200)
 async def erase_target(request: AnyRequest, user: User, data: Form) -> Template:
     """First post: the confirmation page; the second (confirm=yes) erases."""
-    check_form(request, user, data)
-    user.require("admin")
+    check_form(request, user, data, "admin")
     document_id, subject_id = field(data, "document_id") or None, field(data, "subject_id") or None
     command = _command(ErasureIn, {"document_id": document_id, "subject_id": subject_id})
-    if field(data, "confirm") != "yes":
-        return page("confirm.html", user, action="/console/erasures", what="erase", command=command)
-    services = services_of(request)
-    erased = await services.blocking(erase, services.context, user.caller, command)
-    return page("done.html", user, title="Erased", outcome=erased, back="/console/erasures")
+    return await _confirmed(
+        request, user, data, ("/console/erasures", "erase", "Erased"), erase, command=command
+    )
 
 
 @post("/holds", name="console:hold", status_code=200)
 async def hold(request: AnyRequest, user: User, data: Form) -> Template:
-    check_form(request, user, data)
-    user.require("admin")
+    check_form(request, user, data, "admin")
     command = _command(
         LegalHoldIn,
         {
@@ -157,25 +166,25 @@ async def hold(request: AnyRequest, user: User, data: Form) -> Template:
             "legal_basis": field(data, "legal_basis"),
         },
     )
-    if field(data, "confirm") != "yes":
-        return page("confirm.html", user, action="/console/holds", what="hold", command=command)
-    services = services_of(request)
-    placed = await services.blocking(place_hold, services.context, user.caller, command)
-    return page("done.html", user, title="Hold placed", outcome=placed, back="/console/erasures")
+    return await _confirmed(
+        request, user, data, ("/console/holds", "hold", "Hold placed"), place_hold, command=command
+    )
 
 
 @post("/holds/release", name="console:release", status_code=200)
 async def release(request: AnyRequest, user: User, data: Form) -> Template:
-    check_form(request, user, data)
-    user.require("admin")
+    check_form(request, user, data, "admin")
     hold_id = field(data, "hold_id")
     if not hold_id or len(hold_id) > 128:
         raise ConsoleRefusal(422, "Not accepted", "hold_id: the id of a hold")
-    if field(data, "confirm") != "yes":
-        return page("confirm.html", user, action="/console/holds/release", what="release", hold_id=hold_id)
-    services = services_of(request)
-    released = await services.blocking(release_hold, services.context, user.caller, hold_id)
-    return page("done.html", user, title="Hold released", outcome=released, back="/console/erasures")
+    return await _confirmed(
+        request,
+        user,
+        data,
+        ("/console/holds/release", "release", "Hold released"),
+        release_hold,
+        hold_id=hold_id,
+    )
 
 
 ACTIONS = [sign_in_form, sign_in, sign_out, run_replay, check_held, erase_target, hold, release]

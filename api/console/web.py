@@ -16,7 +16,8 @@ from litestar.response import Redirect, Template
 
 from api.auth import Principal
 from api.console.session import COOKIE, CSRF_FIELD, ConsoleSession, ConsoleSessions, principal_of_session
-from api.contract import correlation, deadline_of, describe
+from api.contract import describe
+from api.routes.common import caller_of
 from api.services import Services
 from ledger.usecases.context import Caller
 
@@ -95,22 +96,17 @@ async def console_user(request: AnyRequest) -> ConsoleUser:
         raise SignInRequired()
     request.scope.setdefault("state", {})["citeledger.principal"] = principal
     await services.rate_limiter.check(principal.token_id)
-    ids = correlation(request.scope)
-    caller = Caller(
-        tenant_id=principal.tenant,
-        actor=principal.actor,
-        scopes=principal.scopes,
-        run_id=ids.run_id,
-        trace_id=ids.trace_id,
-        deadline=deadline_of(request.scope),  # a write past the request's deadline commits nothing
-    )
-    user = ConsoleUser(principal, session, caller)
+    # The caller's deadline is the request's: a write past it commits nothing.
+    user = ConsoleUser(principal, session, caller_of(request))
     request.scope["state"][_STATE_USER] = user  # for the error page's header, if one follows
     return user
 
 
-def check_form(request: AnyRequest, user: ConsoleUser | None, form: dict[str, Any]) -> None:
-    """A state-changing form: same origin, and (once signed in) the session's CSRF token.
+def check_form(
+    request: AnyRequest, user: ConsoleUser | None, form: dict[str, Any], scope: str | None = None
+) -> None:
+    """A state-changing form: same origin, (once signed in) the session's CSRF token, and the
+    `scope` the action needs, if it names one.
 
     Where the form came from must be shown, not assumed: the `Origin` header (every browser
     sends it on a POST), else the `Referer`, must name exactly this scheme, host and port. An
@@ -129,6 +125,8 @@ def check_form(request: AnyRequest, user: ConsoleUser | None, form: dict[str, An
         raise ConsoleRefusal(403, "Refused", "This form was posted from another site.")
     if user is not None and not user.session.csrf_ok(_one(form.get(CSRF_FIELD))):
         raise ConsoleRefusal(403, "Refused", "The form's CSRF token is missing or wrong; reload the page.")
+    if user is not None and scope is not None:
+        user.require(scope)
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

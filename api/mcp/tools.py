@@ -29,7 +29,7 @@ from api.mcp.arguments import (
 from api.mcp.calls import Call, Forward, Operation, Surface, Work
 from api.mcp.outcomes import log_call, refusal, success, tool_error
 from api.routes.common import run_write
-from api.routes.listing import time_bound
+from api.routes.listing import listing_filter
 from api.routes.receipts import receipt_answer, receipt_page
 from api.services import Services
 from ledger.schemas.answers import CitationOut, DocumentOut, ReceiptRecordedOut, SearchOut
@@ -103,19 +103,7 @@ async def _get_receipt(services: Services, caller: Caller, ref: ReceiptRef) -> d
 
 
 async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery) -> dict[str, Any]:
-    flt = ReceiptFilter(
-        mode=query.mode,
-        status=query.status,
-        engine=query.engine,
-        actor=query.actor,
-        trace_id=query.trace_id,
-        run_id=query.run_id,
-        parent_receipt_id=query.parent_receipt_id,
-        from_position=query.from_position,
-        to_position=query.to_position,
-        recorded_from=time_bound(query.since, "since"),
-        recorded_to=time_bound(query.until, "until"),
-    )
+    flt = listing_filter(ReceiptFilter, query.model_dump())
     return await services.blocking(
         receipt_page, services, caller, flt, query.cursor, query.limit, "asc", "sealed"
     )

@@ -11,9 +11,10 @@ from litestar.response import Stream
 from pydantic import Field
 
 from api.api_error import ApiError, not_found
-from api.auth import requires, requires_operator
+from api.auth import requires_operator
 from api.openapi import contract
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.routes import listing
+from api.routes.common import CallDep, ServicesDep, operation
 from api.services import Services
 from ledger.evidence.bundle import proof_json
 from ledger.schemas.answers import Answer
@@ -32,9 +33,9 @@ def latest_checkpoint_body(services: Services) -> dict[str, Any]:
     return {"checkpoint": services.ledger.cosigned(record).to_json(), "origin": services.ledger.origin}
 
 
-@get("/latest", guards=[requires("audit.read")], summary="The latest signed checkpoint", **contract(404))
-async def latest_checkpoint(request: AnyRequest, services: ServicesDep) -> Response[CheckpointOut]:
-    return ok(request, services, await services.blocking(latest_checkpoint_body, services))
+@get("/latest", **operation("audit.read", "The latest signed checkpoint", 404))
+async def latest_checkpoint(call: CallDep) -> Response[CheckpointOut]:
+    return await call.answer(latest_checkpoint_body, call.services)
 
 
 def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any]:
@@ -62,19 +63,13 @@ def _consistency(services: Services, old: int, new: int | None) -> dict[str, Any
     }
 
 
-@get(
-    "/consistency",
-    guards=[requires("audit.read")],
-    summary="Consistency proof between two tree sizes",
-    **contract(404, 422),
-)
+@get("/consistency", **operation("audit.read", "Consistency proof between two tree sizes", 404, 422))
 async def consistency(
-    request: AnyRequest,
-    services: ServicesDep,
+    call: CallDep,
     old: Annotated[int, QueryParameter(name="from", ge=1, le=2**53 - 1)],
-    new: Annotated[int | None, QueryParameter(name="to", ge=1, le=2**53 - 1, required=False)] = None,
+    new: Annotated[int | None, listing.position_query("to")] = None,
 ) -> Response[ConsistencyOut]:
-    return ok(request, services, await services.blocking(_consistency, services, old, new))
+    return await call.answer(_consistency, call.services, old, new)
 
 
 class KeyChainOut(Answer):
@@ -109,19 +104,17 @@ def _key_chain(services: Services, size: int | None) -> dict[str, Any]:
     }
 
 
-@get(
-    "/key-chain",
-    guards=[requires("audit.read")],
-    summary="The signing-key entries up to a tree size (default: the latest checkpoint's), with "
-    "inclusion proofs: what `citeledger check-checkpoint` checks from the root key",
-    **contract(404),
+KEY_CHAIN_SUMMARY = (
+    "The signing-key entries up to a tree size (default: the latest checkpoint's), with "
+    "inclusion proofs: what `citeledger check-checkpoint` checks from the root key"
 )
+
+
+@get("/key-chain", **operation("audit.read", KEY_CHAIN_SUMMARY, 404))
 async def key_chain(
-    request: AnyRequest,
-    services: ServicesDep,
-    size: Annotated[int | None, QueryParameter(name="size", ge=1, le=2**53 - 1, required=False)] = None,
+    call: CallDep, size: Annotated[int | None, listing.position_query("size")] = None
 ) -> Response[KeyChainOut]:
-    return ok(request, services, await services.blocking(_key_chain, services, size))
+    return await call.answer(_key_chain, call.services, size)
 
 
 checkpoints_router = Router(
@@ -165,13 +158,11 @@ def keys_body(services: Services) -> dict[str, Any]:
 
 @get(
     "/v1/keys",
-    guards=[requires("audit.read")],
-    summary="Every signing public key with its validity",
     tags=["tamper evidence"],
-    **contract(),
+    **operation("audit.read", "Every signing public key with its validity"),
 )
-async def public_keys(request: AnyRequest, services: ServicesDep) -> Response[KeysOut]:
-    return ok(request, services, await services.blocking(keys_body, services))
+async def public_keys(call: CallDep) -> Response[KeysOut]:
+    return await call.answer(keys_body, call.services)
 
 
 def _ndjson(body: Iterator[bytes], services: Services, filename: str) -> Stream:
@@ -185,28 +176,29 @@ def _ndjson(body: Iterator[bytes], services: Services, filename: str) -> Stream:
     )
 
 
-@get(
-    "/v1/export",
-    guards=[requires("audit.read")],
-    summary="The caller's tenant's entries with inclusion proofs, as NDJSON for offline "
-    "`citeledger verify --export`",
-    tags=["tamper evidence"],
-    media_type="application/x-ndjson",
-    response_description="One JSON object per line (`application/x-ndjson`)",
-    **contract(),
+# What both exports' operations say beside their guard and summary.
+NDJSON_EXPORT: dict[str, Any] = {
+    "tags": ["tamper evidence"],
+    "media_type": "application/x-ndjson",
+    "response_description": "One JSON object per line (`application/x-ndjson`)",
+}
+EXPORT_SUMMARY = (
+    "The caller's tenant's entries with inclusion proofs, as NDJSON for offline `citeledger verify --export`"
 )
-async def export(request: AnyRequest, services: ServicesDep, caller: CallerDep) -> Stream:
-    return _ndjson(tenant_export(services.context, caller), services, "citeledger-tenant-export.jsonl")
+
+
+@get("/v1/export", **NDJSON_EXPORT, **operation("audit.read", EXPORT_SUMMARY))
+async def export(call: CallDep) -> Stream:
+    services = call.services
+    return _ndjson(tenant_export(services.context, call.caller), services, "citeledger-tenant-export.jsonl")
 
 
 @get(
     "/v1/operator/export",
     guards=[requires_operator],
     summary="The whole log (every tenant) as NDJSON; operator token only",
-    tags=["tamper evidence"],
-    media_type="application/x-ndjson",
-    response_description="One JSON object per line (`application/x-ndjson`)",
+    **NDJSON_EXPORT,
     **contract(),
 )
-async def whole_log_export_route(request: AnyRequest, services: ServicesDep) -> Stream:
+async def whole_log_export_route(services: ServicesDep) -> Stream:
     return _ndjson(whole_log_export(services.context), services, "citeledger-export.jsonl")

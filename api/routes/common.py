@@ -1,22 +1,27 @@
-"""What every route module shares: dependencies (`Provide`), success bodies, and
-running a use case with `Idempotency-Key`."""
+"""What every route module shares: dependencies (`Provide`), the one way a route declares its
+guard, summary and contract (`operation`), the request it serves (`RouteCall`: its caller and
+services, its success bodies), and running a use case with `Idempotency-Key`."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, get_args
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import orjson
 from litestar import Request, Response
 from litestar.di import NamedDependency, Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import HeaderParameter, ParameterKwarg
+from pydantic import BaseModel
 
 from api.api_error import ApiError
-from api.auth import principal_of
+from api.auth import principal_of, requires
 from api.contract import correlation, deadline_of
+from api.openapi import contract
 from api.services import Services
 from ledger.usecases.context import Caller, Result, UseCaseContext
 from ledger.usecases.visibility import sees_restricted
@@ -24,6 +29,9 @@ from ledger.writing.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
+WriteUseCase = Callable[[IdempotencyKey | None], Result]
+C = TypeVar("C", bound=BaseModel)
+CommandUseCase = Callable[[UseCaseContext, Caller, C, IdempotencyKey | None], Result]
 IdempotencyKeyHeader = Annotated[
     str | None,
     HeaderParameter(
@@ -52,7 +60,11 @@ def _integer_query_names(handler: Any) -> tuple[str, ...]:
 
 def _integer_names_of(handler: Any) -> tuple[str, ...]:
     names = []
-    for name, field in handler.parsed_fn_signature.parameters.items():
+    # A listing's query parameters may sit in a dependency of its own (`events.HistoryListing`).
+    signatures = [handler.parsed_fn_signature]
+    signatures += [provide.parsed_fn_signature for provide in handler.resolve_dependencies().values()]
+    parameters = [item for signature in signatures for item in signature.parameters.items()]
+    for name, field in parameters:
         kwarg = field.kwarg_definition
         if isinstance(kwarg, ParameterKwarg) and (kwarg.header or kwarg.cookie):
             continue
@@ -118,9 +130,8 @@ def _services(request: AnyRequest) -> Services:
     return services
 
 
-def _caller(request: AnyRequest, services: NamedDependency[Services]) -> Caller:
-    # Depending on `services` orders the two: Litestar then resolves them one after the
-    # other instead of spawning a task group for every request.
+def caller_of(request: AnyRequest) -> Caller:
+    """Who calls, from the request's token and correlation ids (after the route's guard)."""
     principal = principal_of(request)
     ids = correlation(request.scope)
     return Caller(
@@ -133,6 +144,65 @@ def _caller(request: AnyRequest, services: NamedDependency[Services]) -> Caller:
     )
 
 
+def _caller(request: AnyRequest, services: NamedDependency[Services]) -> Caller:
+    # Depending on `services` orders the two: Litestar then resolves them one after the
+    # other instead of spawning a task group for every request.
+    return caller_of(request)
+
+
+@dataclass(frozen=True)
+class RouteCall:
+    """One HTTP request to a use case, as its route sees it: who calls, with which services, and
+    the answer's envelope. One dependency instead of the same three in every signature."""
+
+    request: AnyRequest
+    services: Services
+
+    @cached_property
+    def caller(self) -> Caller:
+        # Read when used: a public route has no token, so no caller.
+        return caller_of(self.request)
+
+    def ok(self, body: dict[str, Any], status: int = 200) -> Response[Any]:
+        return ok(self.request, self.services, body, status)
+
+    async def answer(
+        self, read: Callable[..., dict[str, Any]], *args: Any, status: int = 200
+    ) -> Response[Any]:
+        """The success answer of `read(*args)`, run off the event loop."""
+        return self.ok(await self.services.blocking(read, *args), status)
+
+    async def write(
+        self, key: str | None, route: str, body: Any, use_case: WriteUseCase, *, created_status: int = 201
+    ) -> Response[Any]:
+        """Run a write use case at most once per (tenant, Idempotency-Key): a repeat of a
+        recorded request gets the first answer (`dedup: true`) without running again."""
+        result = await run_write(self.services, self.caller, key, route, body, use_case)
+        return self.ok(result.body, created_status if result.created else 200)
+
+    async def write_command(
+        self,
+        route: str,
+        use_case: CommandUseCase[C],
+        command: C,
+        key: str | None,
+        *,
+        created_status: int = 201,
+    ) -> Response[Any]:
+        """`write` of the common use case: `use_case(context, caller, command, key)` on the
+        request's body, which is also what makes two requests the same."""
+
+        def run(idempotency: IdempotencyKey | None) -> Result:
+            return use_case(self.services.context, self.caller, command, idempotency)
+
+        body = command.model_dump(mode="json")
+        return await self.write(key, route, body, run, created_status=created_status)
+
+
+def _route_call(request: AnyRequest, services: NamedDependency[Services]) -> RouteCall:
+    return RouteCall(request, services)
+
+
 def _context(services: NamedDependency[Services]) -> UseCaseContext:
     return services.context
 
@@ -143,13 +213,23 @@ def _read_models(services: NamedDependency[Services]) -> ReadModels:
 
 ServicesDep = NamedDependency[Services]
 CallerDep = NamedDependency[Caller]
+CallDep = NamedDependency[RouteCall]
 
 DEPENDENCIES = {
     "services": Provide(_services, sync_to_thread=False),
     "caller": Provide(_caller, sync_to_thread=False),
+    "call": Provide(_route_call, sync_to_thread=False),
     "ctx": Provide(_context, sync_to_thread=False),
     "read_models": Provide(_read_models, sync_to_thread=False),
 }
+
+
+def operation(
+    scope: str, summary: str, *statuses: int, dedup: type[BaseModel] | None = None
+) -> dict[str, Any]:
+    """A route decorator's keywords besides its path and status: the token scope it needs
+    (`api.auth.requires`), its summary and its contract (`api.openapi.contract`)."""
+    return {"guards": [requires(scope)], "summary": summary, **contract(*statuses, dedup=dedup)}
 
 
 def ok(
@@ -192,32 +272,15 @@ def fingerprint(route: str, value: Any, caller: Caller) -> str:
     ).hexdigest()
 
 
-async def write(
-    request: AnyRequest,
-    services: Services,
-    caller: Caller,
-    key: str | None,
-    route: str,
-    body: Any,
-    use_case: Callable[[IdempotencyKey | None], Result],
-    *,
-    created_status: int = 201,
-) -> Response[Any]:
-    """Run a write use case at most once per (tenant, Idempotency-Key): a repeat of a
-    recorded request gets the first answer (`dedup: true`) without running again."""
-    result = await run_write(services, caller, key, route, body, use_case)
-    return ok(request, services, result.body, created_status if result.created else 200)
-
-
 async def run_write(
     services: Services,
     caller: Caller,
     key: str | None,
     route: str,
     body: Any,
-    use_case: Callable[[IdempotencyKey | None], Result],
+    use_case: WriteUseCase,
 ) -> Result:
-    """`write` without HTTP (the MCP tools share it): the same key over either surface is the
+    """`RouteCall.write` without HTTP (the MCP tools share it): the same key over either surface is the
     same request, since `route` names the HTTP route in both."""
     idempotency: IdempotencyKey | None = None
     if key is not None:

@@ -12,47 +12,35 @@ from litestar.params import Body, JSONBody, Parameter, QueryParameter
 from pydantic import ValidationError
 
 from api.api_error import ApiError
-from api.auth import requires
 from api.contract import rule_refusal
-from api.openapi import contract
-from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
-from api.services import Services
+from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import DocumentOut, DocumentRemovedOut
 from ledger.schemas.requests import MAX_DOCUMENT_CHARS, DocumentIn
-from ledger.usecases.context import Caller
+from ledger.usecases.context import Result
 from ledger.usecases.documents import ingest_document, remove_document
+from ledger.writing.idempotency import IdempotencyKey
 
 
-async def _record(
-    request: AnyRequest, services: Services, caller: Caller, doc: DocumentIn, key: str | None
-) -> Response[Any]:
-    return await write(
-        request,
-        services,
-        caller,
-        key,
-        "POST /v1/documents",
-        doc.model_dump(mode="json"),
-        lambda idem: ingest_document(services.context, services.claims, caller, doc, idem),
-    )
+async def _record(call: CallDep, doc: DocumentIn, key: str | None) -> Response[Any]:
+    services = call.services
+
+    def ingest(idem: IdempotencyKey | None) -> Result:
+        return ingest_document(services.context, services.claims, call.caller, doc, idem)
+
+    return await call.write(key, "POST /v1/documents", doc.model_dump(mode="json"), ingest)
 
 
-@post(
-    "/",
-    guards=[requires("ingest.write")],
-    status_code=201,
-    summary="Record a markdown document (JSON)",
-    **contract(409, 413, 422, dedup=DocumentOut),
-)
+def _recording(summary: str) -> dict[str, Any]:
+    """The decorator keywords of the two ways to record a document (JSON and multipart)."""
+    return {"status_code": 201, **operation("ingest.write", summary, 409, 413, 422, dedup=DocumentOut)}
+
+
+@post("/", **_recording("Record a markdown document (JSON)"))
 async def post_document(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    data: JSONBody[DocumentIn],
-    idempotency_key: IdempotencyKeyHeader = None,
+    call: CallDep, data: JSONBody[DocumentIn], idempotency_key: IdempotencyKeyHeader = None
 ) -> Response[DocumentOut]:
-    return await _record(request, services, caller, data, idempotency_key)
+    return await _record(call, data, idempotency_key)
 
 
 @dataclass
@@ -70,23 +58,15 @@ class DocumentUpload:
 UPLOAD_FIELDS = frozenset(field.name for field in fields(DocumentUpload))
 
 
-@post(
-    "/upload",
-    guards=[requires("ingest.write")],
-    status_code=201,
-    summary="Record a markdown document (multipart)",
-    **contract(409, 413, 422, dedup=DocumentOut),
-)
+@post("/upload", **_recording("Record a markdown document (multipart)"))
 async def upload_document(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     data: Annotated[DocumentUpload, Body(media_type=RequestEncodingType.MULTI_PART)],
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[DocumentOut]:
     # Litestar drops form fields the form does not name; a misspelt `retention_day` would
     # quietly give the default window, so an unknown field is refused.
-    unknown = sorted(set((await request.form()).keys()) - UPLOAD_FIELDS)
+    unknown = sorted(set((await call.request.form()).keys()) - UPLOAD_FIELDS)
     if unknown:
         raise ApiError(
             422,
@@ -121,36 +101,28 @@ async def upload_document(
         raise rule_refusal(exc.errors()) or ApiError(
             400, "bad_request", f"invalid request: {'.'.join(map(str, first['loc']))}: {first['msg']}"
         ) from None
-    return await _record(request, services, caller, doc, idempotency_key)
+    return await _record(call, doc, idempotency_key)
 
 
 @delete(
     "/{document_id:str}",
-    guards=[requires("ingest.write")],
     status_code=200,
-    summary="Record DocumentRemoved",
-    **contract(404, 409, 422),
+    **operation("ingest.write", "Record DocumentRemoved", 404, 409, 422),
 )
 async def delete_document(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     document_id: Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENTIFIER_PATTERN)],
     reason: Annotated[
         str, QueryParameter(name="reason", pattern="^(source_deleted|withdrawn)$")
     ] = "withdrawn",
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[DocumentRemovedOut]:
-    return await write(
-        request,
-        services,
-        caller,
-        idempotency_key,
-        f"DELETE /v1/documents/{document_id}",
-        {"reason": reason},
-        lambda idem: remove_document(services.context, services.claims, caller, document_id, reason, idem),
-        created_status=200,
-    )
+    services, route = call.services, f"DELETE /v1/documents/{document_id}"
+
+    def remove(idem: IdempotencyKey | None) -> Result:
+        return remove_document(services.context, services.claims, call.caller, document_id, reason, idem)
+
+    return await call.write(idempotency_key, route, {"reason": reason}, remove, created_status=200)
 
 
 router = Router(

@@ -3,17 +3,17 @@ cursor pagination, and inclusion proofs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from litestar import Response, Router, get
+from litestar.di import Provide
 from litestar.params import Parameter, QueryParameter
 
 from api.api_error import ApiError, not_found
-from api.auth import requires
-from api.openapi import contract
 from api.routes import listing
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
+from api.routes.common import CallDep, operation
+from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.domain.events import EventType
@@ -67,42 +67,39 @@ def history_page(
     return body
 
 
-@get(
-    "/", guards=[requires("audit.read")], summary="List events (filters, cursor pagination)", **contract(422)
-)
-async def list_events(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None,
-    actor: listing.Actor = None,
-    trace_id: listing.TraceId = None,
-    run_id: listing.RunId = None,
+@dataclass(frozen=True)
+class HistoryListing:
+    """`GET /v1/events`' query (a dependency: Litestar reads its fields as query parameters)."""
+
+    event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None
+    actor: listing.Actor = None
+    trace_id: listing.TraceId = None
+    run_id: listing.RunId = None
     receipt_id: Annotated[
         str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
-    ] = None,
-    since: listing.Since = None,
-    until: listing.Until = None,
-    from_position: listing.FromPosition = None,
-    to_position: listing.ToPosition = None,
-    cursor: listing.Cursor = None,
-    limit: listing.Limit = 100,
-    content: ContentMode = "sealed",
-) -> Response[EventPage]:
+    ] = None
+    since: listing.Since = None
+    until: listing.Until = None
+    from_position: listing.FromPosition = None
+    to_position: listing.ToPosition = None
+    cursor: listing.Cursor = None
+    limit: listing.Limit = 100
+    content: ContentMode = "sealed"
+
+    def filter(self) -> HistoryFilter:
+        types = list(self.event_type) if self.event_type else None
+        return replace(listing_filter(HistoryFilter, vars(self)), types=types)
+
+
+@get(
+    "/",
+    dependencies={"history": Provide(HistoryListing, sync_to_thread=False)},
+    **operation("audit.read", "List events (filters, cursor pagination)", 422),
+)
+async def list_events(call: CallDep, history: HistoryListing) -> Response[EventPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    flt = HistoryFilter(
-        types=list(event_type) if event_type else None,
-        actor=actor,
-        trace_id=trace_id,
-        run_id=run_id,
-        receipt_id=receipt_id,
-        from_position=from_position,
-        to_position=to_position,
-        recorded_from=time_bound(since, "since"),
-        recorded_to=time_bound(until, "until"),
-    )
-    body = await services.blocking(history_page, services, caller, flt, cursor, limit, content)
-    return ok(request, services, body)
+    page = (history.filter(), history.cursor, history.limit, history.content)
+    return await call.answer(history_page, call.services, call.caller, *page)
 
 
 def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
@@ -122,21 +119,9 @@ def _event_read(services: Services, caller: Caller, position: int, content: str)
     return body
 
 
-@get(
-    "/{position:int}",
-    guards=[requires("audit.read")],
-    summary="One event with its signature",
-    **contract(404),
-)
-async def get_event(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    position: Position,
-    content: ContentMode = "sealed",
-) -> Response[EventOut]:
-    body = await services.blocking(_event_read, services, caller, position, content)
-    return ok(request, services, body)
+@get("/{position:int}", **operation("audit.read", "One event with its signature", 404))
+async def get_event(call: CallDep, position: Position, content: ContentMode = "sealed") -> Response[EventOut]:
+    return await call.answer(_event_read, call.services, call.caller, position, content)
 
 
 def _inclusion(services: Services, tenant: str, position: int, tree_size: int | None) -> dict[str, Any]:
@@ -165,23 +150,11 @@ def _inclusion(services: Services, tenant: str, position: int, tree_size: int | 
     }
 
 
-@get(
-    "/{position:int}/inclusion-proof",
-    guards=[requires("audit.read")],
-    summary="Inclusion proof of one event",
-    **contract(404, 422),
-)
+@get("/{position:int}/inclusion-proof", **operation("audit.read", "Inclusion proof of one event", 404, 422))
 async def inclusion_proof(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    position: Position,
-    tree_size: Annotated[
-        int | None, QueryParameter(name="tree_size", ge=1, le=2**53 - 1, required=False)
-    ] = None,
+    call: CallDep, position: Position, tree_size: listing.TreeSize = None
 ) -> Response[InclusionProofOut]:
-    body = await services.blocking(_inclusion, services, caller.tenant_id, position, tree_size)
-    return ok(request, services, body)
+    return await call.answer(_inclusion, call.services, call.caller.tenant_id, position, tree_size)
 
 
 router = Router(path="/v1/events", route_handlers=[list_events, get_event, inclusion_proof], tags=["events"])

@@ -5,9 +5,10 @@ console's lists and MCP page through the same functions."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
 from litestar.openapi.spec.enums import OpenAPIFormat
@@ -19,6 +20,7 @@ from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from projections.queries import InvalidCursor
 
 T = TypeVar("T")
+F = TypeVar("F")
 ID_PATTERN = IDENTIFIER_PATTERN
 MAX_POSITION = 2**53 - 1
 
@@ -44,6 +46,16 @@ def time_bound(value: str | None, name: str) -> str | None:
     """A `since`/`until` bound in the ledger's written form (text order is time order)."""
     moment = parse_time(value, name)
     return None if moment is None else format_timestamp(moment)
+
+
+def listing_filter(cls: Callable[..., F], query: Mapping[str, Any]) -> F:
+    """A listing's filter (`HistoryFilter`, `ReceiptFilter`) from its query's values by name (the
+    HTTP parameters, the MCP tool's arguments): `since`/`until` become checked bounds on
+    recorded_at in the ledger's written form; what is not a filter (cursor, limit) is left out."""
+    names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    given = {name: value for name, value in query.items() if name in names}
+    since, until = time_bound(query.get("since"), "since"), time_bound(query.get("until"), "until")
+    return cls(**given, recorded_from=since, recorded_to=until)
 
 
 def invalid_cursor() -> ApiError:
@@ -78,7 +90,8 @@ def _id(name: str) -> Any:
     return QueryParameter(name=name, pattern=ID_PATTERN, required=False)
 
 
-def _position(name: str) -> Any:
+def position_query(name: str) -> Any:
+    """An optional query parameter naming a log position or tree size."""
     return QueryParameter(name=name, ge=1, le=MAX_POSITION, required=False)
 
 
@@ -87,8 +100,9 @@ Cursor = Annotated[
 ]
 Since = Annotated[str | None, _moment("since", "Inclusive lower bound on recorded_at (RFC 3339)")]
 Until = Annotated[str | None, _moment("until", "Exclusive upper bound on recorded_at (RFC 3339)")]
-FromPosition = Annotated[int | None, _position("from_position")]
-ToPosition = Annotated[int | None, _position("to_position")]
+FromPosition = Annotated[int | None, position_query("from_position")]
+ToPosition = Annotated[int | None, position_query("to_position")]
+TreeSize = Annotated[int | None, position_query("tree_size")]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=500)]
 Actor = Annotated[str | None, _id("actor")]
 TraceId = Annotated[str | None, _id("trace_id")]

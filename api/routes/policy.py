@@ -5,9 +5,7 @@ from __future__ import annotations
 from litestar import Response, Router, post
 from litestar.params import JSONBody
 
-from api.auth import requires
-from api.openapi import contract
-from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
+from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from ledger.schemas.answers import PolicyOut
 from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.policy import publish_policy
@@ -15,27 +13,13 @@ from ledger.usecases.policy import publish_policy
 
 @post(
     "/",
-    guards=[requires("admin")],
     status_code=201,
-    summary="Publish a policy bundle (YAML)",
-    **contract(409, 413, 422, dedup=PolicyOut),
+    **operation("admin", "Publish a policy bundle (YAML)", 409, 413, 422, dedup=PolicyOut),
 )
 async def post_policy_bundle(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    data: JSONBody[PolicyBundleIn],
-    idempotency_key: IdempotencyKeyHeader = None,
+    call: CallDep, data: JSONBody[PolicyBundleIn], idempotency_key: IdempotencyKeyHeader = None
 ) -> Response[PolicyOut]:
-    return await write(
-        request,
-        services,
-        caller,
-        idempotency_key,
-        "POST /v1/policy-bundles",
-        data.model_dump(mode="json"),
-        lambda idem: publish_policy(services.context, caller, data, idem),
-    )
+    return await call.write_command("POST /v1/policy-bundles", publish_policy, data, idempotency_key)
 
 
 router = Router(path="/v1/policy-bundles", route_handlers=[post_policy_bundle], tags=["policy"])

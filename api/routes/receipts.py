@@ -3,43 +3,40 @@ documents), and filtered listings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Response, Router, get, post
+from litestar.di import Provide
 from litestar.params import Parameter, QueryParameter
 
-from api.auth import requires
-from api.openapi import contract
 from api.routes import listing
-from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, ok, write
+from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from api.routes.events import ContentMode
-from api.routes.listing import ID_PATTERN, refusing_bad_pages, time_bound
+from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
 from ledger.schemas.reads import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from ledger.usecases.content import require_content_scope
-from ledger.usecases.context import Caller
+from ledger.usecases.context import Caller, Result
 from ledger.usecases.errors import NotFound
 from ledger.usecases.ports import Order, ReceiptFilter
 from ledger.usecases.receipt_reads import receipt_detail, receipts_page
 from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
+from ledger.writing.idempotency import IdempotencyKey
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
 
 
-@get("/{receipt_id:str}", guards=[requires("audit.read")], summary="One receipt", **contract(404))
+@get("/{receipt_id:str}", **operation("audit.read", "One receipt", 404))
 async def get_receipt(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    receipt_id: ReceiptId,
-    content: ContentMode = "sealed",
+    call: CallDep, receipt_id: ReceiptId, content: ContentMode = "sealed"
 ) -> Response[ReceiptOut]:
     plain = content == "plain"
     if plain:
-        require_content_scope(caller)  # before anything is looked up
-    return ok(request, services, await receipt_answer(services, caller, receipt_id, content=plain))
+        require_content_scope(call.caller)  # before anything is looked up
+    return call.ok(await receipt_answer(call.services, call.caller, receipt_id, content=plain))
 
 
 async def receipt_answer(
@@ -66,16 +63,9 @@ def _find(services: Services, tenant_id: str, receipt_id: str) -> tuple[Recorded
         return receipt_with_chain(services.context, tenant_id, receipt_id)
 
 
-@get(
-    "/{receipt_id:str}/bundle",
-    guards=[requires("audit.read")],
-    summary="Portable receipt bundle",
-    **contract(404),
-)
+@get("/{receipt_id:str}/bundle", **operation("audit.read", "Portable receipt bundle", 404))
 async def get_bundle(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     receipt_id: ReceiptId,
     checkpoint: Annotated[
         str,
@@ -88,39 +78,40 @@ async def get_bundle(
         ),
     ] = "first",
 ) -> Response[BundleOut]:
-    latest = checkpoint == "latest"
-    bundle = await services.blocking(
-        lambda: receipt_bundle(services.context, caller.tenant_id, receipt_id, latest=latest)
+    context, tenant_id, latest = call.services.context, call.caller.tenant_id, checkpoint == "latest"
+    bundle = await call.services.blocking(
+        lambda: receipt_bundle(context, tenant_id, receipt_id, latest=latest)
     )
-    return ok(request, services, {"bundle": bundle})
+    return call.ok({"bundle": bundle})
+
+
+COSE_SUMMARY = (
+    "The receipt's inclusion proof as a COSE Receipt (RFC 9942: COSE_Sign1, vds RFC9162_SHA256, "
+    "detached root)"
+)
 
 
 @get(
     "/{receipt_id:str}/receipt.cose",
-    guards=[requires("audit.read")],
-    summary="The receipt's inclusion proof as a COSE Receipt (RFC 9942: COSE_Sign1, vds RFC9162_SHA256, "
-    "detached root)",
     media_type="application/cose",
-    **contract(404),
+    **operation("audit.read", COSE_SUMMARY, 404),
 )
-async def get_cose_receipt(
-    services: ServicesDep, caller: CallerDep, receipt_id: ReceiptId
-) -> Response[bytes]:
-    body = await services.blocking(receipt_cose, services.context, caller.tenant_id, receipt_id)
+async def get_cose_receipt(call: CallDep, receipt_id: ReceiptId) -> Response[bytes]:
+    services = call.services
+    body = await services.blocking(receipt_cose, services.context, call.caller.tenant_id, receipt_id)
     return Response(body, media_type="application/cose")
+
+
+REPLAY_SUMMARY = "Replay a receipt under its frozen policy: integrity, data drift, policy drift"
 
 
 @post(
     "/{receipt_id:str}/replay",
-    guards=[requires("replay.run")],
     status_code=201,
-    summary="Replay a receipt under its frozen policy: integrity, data drift, policy drift",
-    **contract(404, 409, 422, dedup=ReplayOut),
+    **operation("replay.run", REPLAY_SUMMARY, 404, 409, 422, dedup=ReplayOut),
 )
 async def post_replay(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+    call: CallDep,
     receipt_id: ReceiptId,
     at_position: Annotated[
         int | None, QueryParameter(name="at_position", ge=1, le=2**53 - 1, required=False)
@@ -129,15 +120,12 @@ async def post_replay(
 ) -> Response[ReplayOut]:
     """201 with the replay receipt's id; 200 with `replay_receipt_id: null` when recording the
     replay failed (the diff is still the answer)."""
-    return await write(
-        request,
-        services,
-        caller,
-        idempotency_key,
-        "POST /v1/receipts/{id}/replay",
-        {"receipt_id": receipt_id, "at_position": at_position},
-        lambda idem: replay(services.context, caller, receipt_id, at_position, idem),
-    )
+    route, body = "POST /v1/receipts/{id}/replay", {"receipt_id": receipt_id, "at_position": at_position}
+
+    def run(idem: IdempotencyKey | None) -> Result:
+        return replay(call.services.context, call.caller, receipt_id, at_position, idem)
+
+    return await call.write(idempotency_key, route, body, run)
 
 
 def receipt_page(
@@ -164,37 +152,31 @@ def receipt_page(
     )
 
 
-@get(
-    "/",
-    guards=[requires("audit.read")],
-    summary="List receipts (filters, cursor pagination)",
-    **contract(422),
-)
-async def list_receipts(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
+@dataclass(frozen=True)
+class ReceiptListing:
+    """`GET /v1/receipts`' query (a dependency: Litestar reads its fields as query parameters)."""
+
     mode: Annotated[
         str | None, QueryParameter(name="mode", pattern="^(live|as_of_replay)$", required=False)
-    ] = None,
+    ] = None
     status: Annotated[
         str | None,
         QueryParameter(name="status", pattern="^(ok|no_hit|denied|timeout|error)$", required=False),
-    ] = None,
+    ] = None
     engine: Annotated[
         str | None, QueryParameter(name="engine", max_length=80, pattern=ID_PATTERN, required=False)
-    ] = None,
-    actor: listing.Actor = None,
-    trace_id: listing.TraceId = None,
-    run_id: listing.RunId = None,
+    ] = None
+    actor: listing.Actor = None
+    trace_id: listing.TraceId = None
+    run_id: listing.RunId = None
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
-    ] = None,
-    since: listing.Since = None,
-    until: listing.Until = None,
-    from_position: listing.FromPosition = None,
-    to_position: listing.ToPosition = None,
-    task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None,
+    ] = None
+    since: listing.Since = None
+    until: listing.Until = None
+    from_position: listing.FromPosition = None
+    to_position: listing.ToPosition = None
+    task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None
     document_id: Annotated[
         str | None,
         QueryParameter(
@@ -203,36 +185,29 @@ async def list_receipts(
             required=False,
             description="Receipts citing this document",
         ),
-    ] = None,
-    cursor: listing.Cursor = None,
-    limit: listing.Limit = 100,
+    ] = None
+    cursor: listing.Cursor = None
+    limit: listing.Limit = 100
     order: Annotated[
         str,
         QueryParameter(
             name="order", pattern="^(asc|desc)$", required=False, description="`desc`: newest first"
         ),
-    ] = "asc",
-    content: ContentMode = "sealed",
-) -> Response[ReceiptPage]:
+    ] = "asc"
+    content: ContentMode = "sealed"
+
+
+@get(
+    "/",
+    dependencies={"receipts": Provide(ReceiptListing, sync_to_thread=False)},
+    **operation("audit.read", "List receipts (filters, cursor pagination)", 422),
+)
+async def list_receipts(call: CallDep, receipts: ReceiptListing) -> Response[ReceiptPage]:
     """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    flt = ReceiptFilter(
-        mode=mode,
-        status=status,
-        engine=engine,
-        actor=actor,
-        trace_id=trace_id,
-        run_id=run_id,
-        parent_receipt_id=parent_receipt_id,
-        from_position=from_position,
-        to_position=to_position,
-        recorded_from=time_bound(since, "since"),
-        recorded_to=time_bound(until, "until"),
-        task_id=task_id,
-        document_id=document_id,
-    )
-    direction: Order = "desc" if order == "desc" else "asc"
-    body = await services.blocking(receipt_page, services, caller, flt, cursor, limit, direction, content)
-    return ok(request, services, body)
+    flt = listing_filter(ReceiptFilter, vars(receipts))
+    direction: Order = "desc" if receipts.order == "desc" else "asc"
+    page = (flt, receipts.cursor, receipts.limit, direction, receipts.content)
+    return await call.answer(receipt_page, call.services, call.caller, *page)
 
 
 router = Router(

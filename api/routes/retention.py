@@ -7,9 +7,7 @@ from typing import Annotated
 from litestar import Response, Router, delete, post
 from litestar.params import JSONBody, Parameter
 
-from api.auth import requires
-from api.openapi import contract
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.routes.common import CallDep, operation
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import ErasureOut, HoldOut, HoldReleasedOut
 from ledger.schemas.requests import ErasureIn, LegalHoldIn
@@ -20,41 +18,21 @@ HoldId = Annotated[str, Parameter(max_length=MAX_IDENTIFIER_CHARS, pattern=IDENT
 
 @post(
     "/v1/erasures",
-    guards=[requires("admin")],
     status_code=200,
-    summary="Erase a document or data subject",
-    **contract(404, 409, 413, 422),
+    **operation("admin", "Erase a document or data subject", 404, 409, 413, 422),
 )
-async def post_erasure(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[ErasureIn]
-) -> Response[ErasureOut]:
-    return ok(request, services, await services.blocking(erase, services.context, caller, data))
+async def post_erasure(call: CallDep, data: JSONBody[ErasureIn]) -> Response[ErasureOut]:
+    return await call.answer(erase, call.services.context, call.caller, data)
 
 
-@post(
-    "/v1/legal-holds",
-    guards=[requires("admin")],
-    status_code=201,
-    summary="Place a legal hold",
-    **contract(404, 409, 413, 422),
-)
-async def post_hold(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[LegalHoldIn]
-) -> Response[HoldOut]:
-    return ok(request, services, await services.blocking(place_hold, services.context, caller, data), 201)
+@post("/v1/legal-holds", status_code=201, **operation("admin", "Place a legal hold", 404, 409, 413, 422))
+async def post_hold(call: CallDep, data: JSONBody[LegalHoldIn]) -> Response[HoldOut]:
+    return await call.answer(place_hold, call.services.context, call.caller, data, status=201)
 
 
-@delete(
-    "/v1/legal-holds/{hold_id:str}",
-    guards=[requires("admin")],
-    status_code=200,
-    summary="Release a hold",
-    **contract(404, 409),
-)
-async def delete_hold(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, hold_id: HoldId
-) -> Response[HoldReleasedOut]:
-    return ok(request, services, await services.blocking(release_hold, services.context, caller, hold_id))
+@delete("/v1/legal-holds/{hold_id:str}", status_code=200, **operation("admin", "Release a hold", 404, 409))
+async def delete_hold(call: CallDep, hold_id: HoldId) -> Response[HoldReleasedOut]:
+    return await call.answer(release_hold, call.services.context, call.caller, hold_id)
 
 
 router = Router(path="/", route_handlers=[post_erasure, post_hold, delete_hold], tags=["retention"])

@@ -9,10 +9,8 @@ from typing import Any
 from litestar import Response, Router, post
 from litestar.params import JSONBody
 
-from api.auth import requires
 from api.contract import describe
-from api.openapi import contract
-from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, fingerprint, ok, write
+from api.routes.common import CallDep, IdempotencyKeyHeader, fingerprint, operation
 from ledger.schemas.answers import ReceiptRecordedOut, RetrievalBatchOut
 from ledger.schemas.requests import RetrievalBatchIn, RetrievalBatchItemIn, RetrievalIn
 from ledger.storage.adapters import store_unavailable
@@ -31,27 +29,21 @@ def _key(caller: Caller, key: str, body: RetrievalIn) -> IdempotencyKey:
 
 @post(
     "/",
-    guards=[requires("retrieval.write")],
     status_code=201,
-    summary="Record an external retrieval receipt",
-    **contract(404, 409, 413, 422, dedup=ReceiptRecordedOut),
+    **operation(
+        "retrieval.write",
+        "Record an external retrieval receipt",
+        404,
+        409,
+        413,
+        422,
+        dedup=ReceiptRecordedOut,
+    ),
 )
 async def post_retrieval(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    data: JSONBody[RetrievalIn],
-    idempotency_key: IdempotencyKeyHeader = None,
+    call: CallDep, data: JSONBody[RetrievalIn], idempotency_key: IdempotencyKeyHeader = None
 ) -> Response[ReceiptRecordedOut]:
-    return await write(
-        request,
-        services,
-        caller,
-        idempotency_key,
-        ROUTE,
-        data.model_dump(mode="json"),
-        lambda idem: record_retrieval(services.context, caller, data, idem),
-    )
+    return await call.write_command(ROUTE, record_retrieval, data, idempotency_key)
 
 
 def _item(caller: Caller, item: RetrievalBatchItemIn) -> BatchItem:
@@ -88,24 +80,21 @@ def _results(outcomes: Sequence[ItemOutcome]) -> dict[str, Any]:
     }
 
 
-@post(
-    "/batch",
-    guards=[requires("retrieval.write")],
-    status_code=200,
-    summary="Record up to 1,000 retrievals, each with its own Idempotency-Key and its own result",
-    **contract(413, 422),
-)
+BATCH_SUMMARY = "Record up to 1,000 retrievals, each with its own Idempotency-Key and its own result"
+
+
+@post("/batch", status_code=200, **operation("retrieval.write", BATCH_SUMMARY, 413, 422))
 async def post_retrieval_batch(
-    request: AnyRequest, services: ServicesDep, caller: CallerDep, data: JSONBody[RetrievalBatchIn]
+    call: CallDep, data: JSONBody[RetrievalBatchIn]
 ) -> Response[RetrievalBatchOut]:
     """Per-item results: a bad item is refused by its index and reason while the others are
     recorded (all in one transaction); 200 whenever the batch itself was well-formed."""
-    items = [_item(caller, item) for item in data.items]
-    outcomes = await services.blocking(record_retrievals, services.context, caller, items)
+    items = [_item(call.caller, item) for item in data.items]
+    outcomes = await call.services.blocking(record_retrievals, call.services.context, call.caller, items)
     for outcome in outcomes:
         if outcome.error is not None and store_unavailable(outcome.error):
             raise outcome.error  # the batch's one transaction did not commit: 503 for the whole
-    return ok(request, services, _results(outcomes))
+    return call.ok(_results(outcomes))
 
 
 router = Router(

@@ -11,9 +11,7 @@ from typing import Annotated
 from litestar import Response, Router, get, post
 from litestar.params import Body, Parameter
 
-from api.auth import requires
-from api.openapi import contract
-from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
+from api.routes.common import CallDep, operation
 from ledger.schemas.answers import SourcesOut, SourceSyncOut
 from ledger.schemas.requests import SourceSyncIn
 from ledger.usecases.sources import list_sources, sync_source
@@ -23,44 +21,36 @@ SourceName = Annotated[str, Parameter(max_length=256)]
 DEADLINE_SHARE = 0.8  # of the request deadline: stop in time to answer with what was done
 
 
-@post(
-    "/{name:str}/sync",
-    guards=[requires("ingest.write")],
-    status_code=200,
-    summary="Sync a source: record new, changed and removed markdown files",
-    **contract(404, 409, 422),
-)
+SYNC_SUMMARY = "Sync a source: record new, changed and removed markdown files"
+
+
+@post("/{name:str}/sync", status_code=200, **operation("ingest.write", SYNC_SUMMARY, 404, 409, 422))
 async def post_sync(
-    request: AnyRequest,
-    services: ServicesDep,
-    caller: CallerDep,
-    name: SourceName,
-    data: Annotated[SourceSyncIn | None, Body()] = None,
+    call: CallDep, name: SourceName, data: Annotated[SourceSyncIn | None, Body()] = None
 ) -> Response[SourceSyncOut]:
+    services, config, caller = call.services, call.services.config, call.caller
+    under = data.under if data is not None else None
+    budget_s = config.request_deadline_s * DEADLINE_SHARE
     report = await services.blocking(
         lambda: sync_source(
             services.context,
             services.claims,
             services.sources,
-            services.config.source_limits,
+            config.source_limits,
             caller,
             name,
-            under=data.under if data is not None else None,
-            time_budget_s=services.config.request_deadline_s * DEADLINE_SHARE,
+            under=under,
+            time_budget_s=budget_s,
         )
     )
-    return ok(request, services, report)
+    return call.ok(report)
 
 
-@get(
-    "/",
-    guards=[requires("ingest.write")],
-    summary="The caller's tenant's sources (names)",
-    **contract(),
-)
-async def get_sources(request: AnyRequest, services: ServicesDep, caller: CallerDep) -> Response[SourcesOut]:
-    listed = await services.blocking(lambda: list_sources(services.sources, caller.tenant_id))
-    return ok(request, services, {"sources": [{"name": s["name"]} for s in listed]})
+@get("/", **operation("ingest.write", "The caller's tenant's sources (names)"))
+async def get_sources(call: CallDep) -> Response[SourcesOut]:
+    sources, tenant_id = call.services.sources, call.caller.tenant_id
+    listed = await call.services.blocking(lambda: list_sources(sources, tenant_id))
+    return call.ok({"sources": [{"name": s["name"]} for s in listed]})
 
 
 router = Router(path="/v1/sources", route_handlers=[post_sync, get_sources], tags=["sources"])
