@@ -69,11 +69,18 @@ def server_env(config: LedgerConfig, bootstrap_token: str, **extra: str) -> dict
     return env
 
 
-def run_cli(
-    args: list[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
+def without_citeledger_settings() -> dict[str, str]:
+    """This process's environment minus every CITELEDGER_ setting, so a child sees only what
+    its command line says."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+
+
+def run_python(
+    args: Sequence[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` from ROOT with `env`, its output captured as text; never raises on exit code."""
     return subprocess.run(
-        [*prefix, sys.executable, "-m", CLI_MODULE, *args],
+        [*prefix, sys.executable, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -81,6 +88,12 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def run_cli(
+    args: list[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    return run_python(["-m", CLI_MODULE, *args], env, timeout, prefix)
 
 
 def _group_alive(pgid: int) -> bool:

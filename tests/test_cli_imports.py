@@ -9,14 +9,12 @@ store; after each one, none of `litestar`, `uvicorn`, `api` may be in `sys.modul
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.server_process import ROOT, run_python, without_citeledger_settings
+
 FORBIDDEN = ("litestar", "uvicorn", "api")
 
 # Runs in the child: each command in turn through the real typer app, then the forbidden
@@ -40,16 +38,8 @@ print("PROBE " + json.dumps(results))
 
 
 def _probe(commands: list[list[str]], forbidden: tuple[str, ...] = FORBIDDEN) -> list[dict[str, object]]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, ",".join(forbidden), json.dumps(commands)],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    env = {**without_citeledger_settings(), "PYTHONPATH": str(ROOT)}
+    done = run_python(["-c", PROBE, ",".join(forbidden), json.dumps(commands)], env, timeout=300)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("PROBE "))
     results: list[dict[str, object]] = json.loads(line.removeprefix("PROBE "))
