@@ -4,6 +4,7 @@ PostgreSQL schema, from conftest's `ledger_config`), real tokens."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -108,6 +109,17 @@ def make_api(ledger_config: LedgerConfig) -> Iterator[Callable[..., Api]]:
 @pytest.fixture
 def api(make_api: Callable[..., Api]) -> Api:
     return make_api()
+
+
+@contextmanager
+def serving(
+    ledger_config: LedgerConfig, **overrides: Any
+) -> Iterator[tuple[LoopbackServer, ApiConfig, dict[str, str]]]:
+    """The real app on loopback with the usual tokens: (the server, its config, tokens by role)."""
+    config = api_config(ledger_config, **overrides)
+    tokens = make_tokens(config)
+    with LoopbackServer(config) as server:
+        yield server, config, tokens
 
 
 class LoopbackServer:

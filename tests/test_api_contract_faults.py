@@ -28,7 +28,7 @@ from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.errors import Invalid
 from ledger.usecases.sources import add_source
 from projections.receipt_index import RECEIPTS_TABLE
-from tests.api_support import DOC, Api, LoopbackServer, api_config, make_api, make_tokens  # noqa: F401
+from tests.api_support import DOC, Api, LoopbackServer, api_config, make_api, make_tokens, serving  # noqa: F401
 from tests.server_process import ROOT, run_cli
 
 LIMITS = SourceLimits()
@@ -63,9 +63,7 @@ class Served:
 
 @pytest.fixture
 def served(ledger_config: LedgerConfig) -> Iterator[Served]:
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server:
+    with serving(ledger_config) as (server, config, tokens):
         live = Served(server, config, tokens)
         yield live
         live.http.close()

@@ -46,12 +46,21 @@ def _probe(commands: list[list[str]], forbidden: tuple[str, ...] = FORBIDDEN) ->
     return results
 
 
+def _auditor_files(tmp_path: Path) -> tuple[str, str, str, str, str]:
+    """The data dir, its public key, and where the log export, tenant export and bundle go."""
+    data = tmp_path / "data"
+    return (
+        str(data),
+        str(data / "keys" / "root.pub"),
+        str(tmp_path / "log.jsonl"),
+        str(tmp_path / "tenant.jsonl"),
+        str(tmp_path / "bundle.json"),
+    )
+
+
 @pytest.mark.slow
 def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
-    data = str(tmp_path / "data")
-    public_key = str(tmp_path / "data" / "keys" / "root.pub")
-    export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
-    tenant_export = str(tmp_path / "tenant.jsonl")
+    data, public_key, export, tenant_export, bundle = _auditor_files(tmp_path)
     # The auditor's three commands first, each in a fresh interpreter on a store made
     # by the same command line.
     assert _probe([["demo", "--events", "5", "--data-dir", data]])[0]["exit"] == 0
@@ -93,10 +102,7 @@ STORE_PACKAGES = ("psycopg", "psycopg_pool", "sqlite3", "_sqlite3", "eventsourci
 
 @pytest.mark.slow
 def test_offline_verification_imports_no_database_driver(tmp_path: Path) -> None:
-    data = str(tmp_path / "data")
-    public_key = str(tmp_path / "data" / "keys" / "root.pub")
-    export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
-    tenant_export = str(tmp_path / "tenant.jsonl")
+    data, public_key, export, tenant_export, bundle = _auditor_files(tmp_path)
     made = _probe(
         [
             ["demo", "--events", "5", "--data-dir", data],

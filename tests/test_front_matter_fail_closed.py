@@ -23,7 +23,7 @@ from ledger.policy.front_matter import FrontMatterRefused, file_rules
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import serving
 from tests.server_process import run_cli, server_env
 
 BODY = "# Vault\n\nThe {word} rota is kept here.\n"
@@ -102,9 +102,10 @@ def test_http_sync_skips_unreadable_front_matter_and_syncs_the_rest(
     root = _folder(tmp_path)
     registry = SourceRegistry(ledger_config.data_dir)
     add_source(registry, SourceLimits(), "vault", str(root), "acme", sensitivity="internal")
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=60) as http:
+    with (
+        serving(ledger_config) as (server, _, tokens),
+        httpx.Client(base_url=server.base_url, timeout=60) as http,
+    ):
         admin = {"Authorization": f"Bearer {tokens['admin']}"}
         response = http.post("/v1/sources/vault/sync", headers=admin)
         assert response.status_code == 200, response.text

@@ -113,6 +113,14 @@ def _log_lines(log: Path, since: int) -> list[str]:
     return log.read_text(errors="replace")[since:].splitlines()
 
 
+def _assert_logged_briefly(lines: list[str], during: list[Answer]) -> None:
+    """The fault named, in about a line per ten refusals and at most two tracebacks."""
+    refused = sum(1 for a in during if a[0] >= 400)
+    assert any("storage unavailable" in line for line in lines), lines[:20]
+    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
+    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
+
+
 def _set_writable(data_dir: Path, writable: bool) -> None:
     for path in [data_dir, *sorted(data_dir.rglob("*"))]:
         mode = path.stat().st_mode & 0o777
@@ -134,7 +142,6 @@ def test_sqlite_read_only_data_dir_answers_503_and_recovers_without_restart(tmp_
         finally:
             _set_writable(config.data_dir, True)
         _assert_refusals_are_503(during)
-        refused = sum(1 for a in during if a[0] >= 400)
         lines = _log_lines(log, before)
         after = _recovered(server.base_url)
         _assert_refusals_are_503(after)
@@ -142,10 +149,8 @@ def test_sqlite_read_only_data_dir_answers_503_and_recovers_without_restart(tmp_
     finally:
         server.stop()
     # Logged once, then counted: a bounded number of lines, no traceback per request.
-    assert any("storage unavailable" in line for line in lines), lines[:20]
+    _assert_logged_briefly(lines, during)
     assert any("repeated" in line and "more times" in line for line in lines), lines[:40]
-    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
-    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
 
 
 @pytest.fixture
@@ -201,7 +206,6 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
             # read-only, and must not be used again.
             _sql(f'ALTER ROLE "{role}" RESET default_transaction_read_only')
         _assert_refusals_are_503(during)
-        refused = sum(1 for a in during if a[0] >= 400)
         lines = _log_lines(log, before)
         _assert_refusals_are_503(_recovered(server.base_url))
         # A restart of the database: every session dropped at once, then back at once.
@@ -210,9 +214,7 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
         assert server.process is not None and server.process.poll() is None
     finally:
         server.stop()
-    assert any("storage unavailable" in line for line in lines), lines[:20]
-    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
-    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
+    _assert_logged_briefly(lines, during)
 
 
 @pytest.fixture
@@ -262,12 +264,9 @@ def test_sqlite_full_disk_answers_503_and_recovers_when_space_is_freed(
         finally:
             filler.unlink()
         _assert_refusals_are_503(during)
-        refused = sum(1 for a in during if a[0] >= 400)
         lines = _log_lines(log, before)
         _assert_refusals_are_503(_recovered(server.base_url))
         assert server.process is not None and server.process.poll() is None
     finally:
         server.stop()
-    assert any("storage unavailable" in line for line in lines), lines[:20]
-    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
-    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
+    _assert_logged_briefly(lines, during)

@@ -53,13 +53,15 @@ def _wipe_local_evidence(raw: RawStore, above: int) -> None:
         raw.execute(f"DELETE FROM {table}")
 
 
+def _vkey(config: LedgerConfig) -> str:
+    """The log's note verifier key, read by opening the store once."""
+    with _open(config) as ledger:
+        return ledger.vkey
+
+
 @pytest.fixture
 def log_vkey(ledger_config: LedgerConfig) -> str:
-    ledger = _open(ledger_config)
-    try:
-        return ledger.vkey
-    finally:
-        ledger.close()
+    return _vkey(ledger_config)
 
 
 def test_witness_cosigns_consistent_checkpoints(
@@ -67,8 +69,7 @@ def test_witness_cosigns_consistent_checkpoints(
 ) -> None:
     with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
         trusted = [parse_cosigner_vkey(witness.vkey)]
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 30)
             first = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
             [cosignature] = open_cosignatures(first.note, trusted)
@@ -80,23 +81,17 @@ def test_witness_cosigns_consistent_checkpoints(
             assert ledger.findings == [] and not ledger.cosigner.alarms  # type: ignore[union-attr]
             bundle_checkpoint = ledger.checkpoint_covering(5)
             assert open_cosignatures(bundle_checkpoint.note, trusted)  # bundles carry cosignatures
-        finally:
-            ledger.close()
 
 
 def test_a_log_cut_back_after_the_witness_saw_it_is_refused_and_held(
     ledger_config: LedgerConfig, raw_store: RawStore, log_vkey: str, tmp_path: Path
 ) -> None:
     with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 40)
             assert ledger.cosign(ledger.issue_checkpoint()).note.count("\u2014 ") == 2  # type: ignore[arg-type]
-        finally:
-            ledger.close()
         _wipe_local_evidence(raw_store, above=20)
-        restarted = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as restarted:
             assert restarted.size == 20 and restarted.findings == []  # nothing local is left to see
             _fill(restarted, 3)
             shorter = restarted.cosign(restarted.issue_checkpoint())  # type: ignore[arg-type]
@@ -106,8 +101,6 @@ def test_a_log_cut_back_after_the_witness_saw_it_is_refused_and_held(
             assert [f.kind for f in restarted.findings] == ["log_shorter_than_witnessed"]
             with pytest.raises(IntegrityHold):
                 _fill(restarted, 1)
-        finally:
-            restarted.close()
         # The witness's monitoring view still shows the longer tree.
         origin_hash = __import__("hashlib").sha256(ledger.origin.encode()).hexdigest()
         seen = httpx.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=5)
@@ -118,16 +111,12 @@ def test_a_forked_log_of_the_same_size_is_refused(
     ledger_config: LedgerConfig, raw_store: RawStore, log_vkey: str, tmp_path: Path
 ) -> None:
     with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 15)
             original = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
             assert original.tree_size == 16 and original.note.count("\u2014 ") == 2
-        finally:
-            ledger.close()
         _wipe_local_evidence(raw_store, above=10)
-        forked = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as forked:
             _fill(forked, 6, query="something else entirely")
             fork = forked.cosign(forked.issue_checkpoint())  # type: ignore[arg-type]
             assert fork.tree_size == 16 and fork.root != original.root
@@ -136,20 +125,15 @@ def test_a_forked_log_of_the_same_size_is_refused(
             assert [f.kind for f in forked.findings] == ["witness_disagrees"]
             with pytest.raises(IntegrityHold):
                 _fill(forked, 1)
-        finally:
-            forked.close()
 
 
 def test_witness_restart_keeps_its_state(ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path) -> None:
     witness = WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey).start()
     try:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 12)
             record = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
             assert record.note.count("\u2014 ") == 2
-        finally:
-            ledger.close()
         witness.stop()
         witness.start()
         # A fresh client that knows nothing sends old 0: the restarted witness answers with its size.
@@ -196,11 +180,8 @@ def test_auditor_checks_bundles_and_exports_against_witness_keys_alone(
         stranger = WitnessProcess(tmp_path / "w2", "witness.test/w1", log_vkey)  # same name, other key
         stranger_file = tmp_path / "w2.vkey"
         stranger_file.write_text(stranger.vkey + "\n")
-        ledger = _open(ledger_config)
-        try:
+        with _open(ledger_config) as ledger:
             _fill(ledger, 10)
-        finally:
-            ledger.close()
         root_pub = str(ledger_config.data_dir / "keys" / "root.pub")
         plain = server_env(ledger_config, "t", CITELEDGER_DATA_DIR=str(ledger_config.data_dir))
         witnessed = {**plain, "CITELEDGER_WITNESSES": witness.setting}
@@ -264,11 +245,8 @@ def test_a_witness_that_does_not_trust_the_key_is_alarmed_in_healthz(
         other_key = impostor.signing_key().public_raw
     finally:
         impostor.close()
-    ledger = _open(ledger_config)
-    try:
+    with _open(ledger_config) as ledger:
         wrong_vkey = verifier_key(ledger.origin, other_key)  # our origin, someone else's key
-    finally:
-        ledger.close()
     with WitnessProcess(tmp_path / "w1", "witness.test/w1", wrong_vkey) as witness:
         config = LedgerConfig(
             **{**ledger_config.__dict__, "run_checkpointer": False, "witnesses": witness.setting}
@@ -293,8 +271,7 @@ def test_verify_receipt_names_the_witnesses_that_cosigned(
     from tests.factories import UseCases
 
     with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             cases = UseCases(ledger)
             receipt = cases.retrieve(cases.ingest())
             receipt_id = receipt.payload["receipt_id"]
@@ -303,5 +280,3 @@ def test_verify_receipt_names_the_witnesses_that_cosigned(
             ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
             after = verify_receipt(cases.ctx, TENANT, receipt_id)
             assert after["intact"] and after["witnesses"]["cosigned_by"] == ["witness.test/w1"]
-        finally:
-            ledger.close()
