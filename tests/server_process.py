@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -73,6 +74,15 @@ def without_citeledger_settings() -> dict[str, str]:
     """This process's environment minus every CITELEDGER_ setting, so a child sees only what
     its command line says."""
     return {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+
+
+def chromium() -> str:
+    """The system Chromium for the browser tests (a missing one fails them, never skips)."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise AssertionError("Chromium is required for the browser tests: apt-get install chromium")
 
 
 def run_python(
