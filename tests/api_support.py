@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import httpx
 import pytest
 from litestar.testing import TestClient
 
@@ -120,6 +121,18 @@ def serving(
     tokens = make_tokens(config)
     with LoopbackServer(config) as server:
         yield server, config, tokens
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@contextmanager
+def http_to_served(ledger_config: LedgerConfig) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
+    """`serving`, with an HTTP client on its address: (the client, tokens by role)."""
+    with serving(ledger_config) as (server, _, tokens):
+        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+            yield http, tokens
 
 
 class LoopbackServer:

@@ -17,7 +17,7 @@ from ledger.domain.path_names import normalise, path_problem
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
-from tests.api_support import serving
+from tests.api_support import bearer, http_to_served
 from tests.mcp_support import Ledger, answer, mcp_ledger, refusal  # noqa: F401 - fixture
 
 DOC = "# Note\n\nSome text.\n"
@@ -154,11 +154,8 @@ def test_a_sync_skips_deceptive_file_names_with_the_rule_and_one_spelling_per_na
     (notes / NFD).write_text(DOC + "Other spelling.\n")
     (notes / ("only-" + NFD)).write_text(DOC)  # the NFD name alone: synced under its NFC form
     add_source(SourceRegistry(ledger_config.data_dir), SourceLimits(), "notes", str(notes), "acme")
-    with (
-        serving(ledger_config) as (server, _, tokens),
-        httpx.Client(base_url=server.base_url, timeout=60) as http,
-    ):
-        admin = {"Authorization": f"Bearer {tokens['admin']}"}
+    with http_to_served(ledger_config) as (http, tokens):
+        admin = bearer(tokens["admin"])
         report = http.post("/v1/sources/notes/sync", headers=admin)
         assert report.status_code == 200, report.text
         rows = {row["path"]: (row["status"], row.get("reason")) for row in report.json()["files"]}

@@ -109,6 +109,19 @@ def _recovered(base: str, within_s: float = 20, streak: int = 30) -> list[Answer
     return answers
 
 
+def _serve_warm(config: LedgerConfig, log: Path, prefix: tuple[str, ...] = ()) -> tuple[ServerProcess, int]:
+    """`serve` on `config`'s store logging to `log` (repeats counted every REPEAT_INTERVAL_S),
+    warmed up; with how much of the log was written before any fault."""
+    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
+    server = ServerProcess(config.data_dir, env, log_path=log, prefix=prefix).start()
+    try:
+        _warm(server.base_url)
+    except BaseException:
+        server.stop()
+        raise
+    return server, len(log.read_text(errors="replace"))
+
+
 def _log_lines(log: Path, since: int) -> list[str]:
     return log.read_text(errors="replace")[since:].splitlines()
 
@@ -130,11 +143,8 @@ def _set_writable(data_dir: Path, writable: bool) -> None:
 def test_sqlite_read_only_data_dir_answers_503_and_recovers_without_restart(tmp_path: Path) -> None:
     config = LedgerConfig(data_dir=tmp_path / "data", run_checkpointer=False)
     log = tmp_path / "serve.log"
-    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
-    server = ServerProcess(config.data_dir, env, log_path=log, prefix=UNPRIVILEGED).start()
+    server, before = _serve_warm(config, log, UNPRIVILEGED)
     try:
-        _warm(server.base_url)
-        before = len(log.read_text(errors="replace"))
         _set_writable(config.data_dir, False)
         try:
             during = _fault_answers(server.base_url)
@@ -190,11 +200,8 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
     role, schema = pg_role_schema
     config = LedgerConfig(data_dir=tmp_path / "data", database_url=_role_dsn(role, schema))
     log = tmp_path / "serve.log"
-    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
-    server = ServerProcess(config.data_dir, env, log_path=log).start()
+    server, before = _serve_warm(config, log)
     try:
-        _warm(server.base_url)
-        before = len(log.read_text(errors="replace"))
         # As a failover to a read-only standby: every new session refuses writes.
         _sql(f'ALTER ROLE "{role}" SET default_transaction_read_only = on')
         try:
@@ -252,11 +259,8 @@ def test_sqlite_full_disk_answers_503_and_recovers_when_space_is_freed(
 ) -> None:
     config = LedgerConfig(data_dir=small_disk / "data", run_checkpointer=False)
     log = tmp_path / "serve.log"
-    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
-    server = ServerProcess(config.data_dir, env, log_path=log).start()
+    server, before = _serve_warm(config, log)
     try:
-        _warm(server.base_url)
-        before = len(log.read_text(errors="replace"))
         filler = _fill(small_disk)
         try:
             during = _fault_answers(server.base_url)

@@ -150,17 +150,17 @@ def _forger_key() -> SigningKey:
     return SigningKey(kid=kid_for(public_raw), public_raw=public_raw, private=private)
 
 
+def _forged(origin: str, like: CheckpointRecord, root: bytes) -> CheckpointRecord:
+    """A checkpoint of `like`'s size and time over `root`, signed by a key the log never had."""
+    return make_checkpoint(
+        seq=1, origin=origin, tree_size=like.tree_size, root=root, issued_at=like.issued_at, key=_forger_key()
+    )
+
+
 def test_replaced_checkpoint_is_named(ledger: Ledger, raw_store: RawStore) -> None:
     _fill(ledger)
     original = CheckpointRecord.from_bytes(_state(raw_store, CHECKPOINT_STREAM_ID, 1))
-    forged = make_checkpoint(
-        seq=1,
-        origin=ledger.origin,
-        tree_size=original.tree_size,
-        root=b"\x11" * 32,
-        issued_at=original.issued_at,
-        key=_forger_key(),
-    )
+    forged = _forged(ledger.origin, original, b"\x11" * 32)
     forged = CheckpointRecord(**{**forged.__dict__, "kid": original.kid})
     _set_state(raw_store, CHECKPOINT_STREAM_ID, 1, forged.to_bytes())
     finding = _first_bad(ledger)
@@ -239,14 +239,7 @@ def test_rewritten_history_is_caught_by_a_held_checkpoint(ledger: Ledger, raw_st
     _fill(ledger, 4)
     held = ledger.latest_checkpoint()
     assert held is not None
-    forged = make_checkpoint(
-        seq=1,
-        origin=ledger.origin,
-        tree_size=held.tree_size,
-        root=b"\x22" * 32,
-        issued_at=held.issued_at,
-        key=_forger_key(),
-    )
+    forged = _forged(ledger.origin, held, b"\x22" * 32)
     report = verify_store(ledger.store, ledger.root_public_key, held=[forged.note])
     assert (
         not report.ok and report.first_bad is not None and "not signed by any key" in report.first_bad.problem
