@@ -89,14 +89,9 @@ def run_python(
     args: Sequence[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
     """`python ARGS` from ROOT with `env`, its output captured as text; never raises on exit code."""
+    argv = [*prefix, sys.executable, *args]
     return subprocess.run(
-        [*prefix, sys.executable, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
