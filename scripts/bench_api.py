@@ -106,6 +106,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def start_quiet(args: list[str], cwd: Path, env: dict[str, str], **popen: Any) -> subprocess.Popen[bytes]:
+    """`python ARGS` in the background with its output discarded: only its answers are measured."""
+    quiet = subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=quiet, stderr=quiet, **popen)
+
+
 def wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -444,30 +450,16 @@ def run_scale_out(
             conn.execute(f'CREATE SCHEMA "{schema}"')
         env["CITELEDGER_DATABASE_URL"] = f"{dsn}?schema={schema}"
     port = free_port()
-    cli = [sys.executable, "-m", "cli.main"]
-    quiet = {"cwd": ROOT, "env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    server = subprocess.Popen(
-        [
-            *cli,
-            "serve",
-            "--data-dir",
-            str(run_dir),
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
-        start_new_session=True,
-        **quiet,  # type: ignore[arg-type]
+    serve = ["-m", "cli.main", "serve", "--data-dir", str(run_dir), "--log-level", "warning"]
+    server = start_quiet(
+        [*serve, "--port", str(port), "--workers", str(workers)], ROOT, env, start_new_session=True
     )
     procs = [server]
     try:
         url = f"http://127.0.0.1:{port}"
         wait_up(url + "/v1/healthz", server)
         if dsn is not None:
-            procs.append(subprocess.Popen([*cli, "project", "--data-dir", str(run_dir)], **quiet))  # type: ignore[arg-type]
+            procs.append(start_quiet(["-m", "cli.main", "project", "--data-dir", str(run_dir)], ROOT, env))
         doc = httpx.post(
             url + "/v1/documents",
             json={"path": "bench.md", "text": "# Bench\n\nAudit logs are kept for 180 days.\n"},
@@ -509,7 +501,10 @@ def run_scale_out(
         for proc in procs:
             proc.wait(timeout=60)
     verify = subprocess.run(
-        [*cli, "verify", "--deep", "--data-dir", str(run_dir)], cwd=ROOT, env=env, capture_output=True
+        [sys.executable, "-m", "cli.main", "verify", "--deep", "--data-dir", str(run_dir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
     )
     from ledger.config import LedgerConfig
     from ledger.writing.application import Ledger
@@ -685,41 +680,10 @@ def main() -> None:
     env.pop("CITELEDGER_DATABASE_URL", None)
     api_port, base_port = free_port(), free_port()
     (work / "baseline_app.py").write_text(BASELINE)
-    api = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "serve",
-            "--data-dir",
-            str(work / "data"),
-            "--port",
-            str(api_port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    baseline = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "baseline_app:app",
-            "--port",
-            str(base_port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    serve = ["-m", "cli.main", "serve", "--data-dir", str(work / "data"), "--log-level", "warning"]
+    api = start_quiet([*serve, "--port", str(api_port)], ROOT, env)
+    uvicorn = ["-m", "uvicorn", "baseline_app:app", "--log-level", "warning", "--no-access-log"]
+    baseline = start_quiet([*uvicorn, "--port", str(base_port)], work, env)
     try:
         api_url, base_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{base_port}"
         wait_up(api_url + "/v1/healthz", api)

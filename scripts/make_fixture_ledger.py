@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ledger.config import LedgerConfig  # noqa: E402
+from tests.fixture_ledgers import stable, verdict  # noqa: E402 - the readers of what this records
 from tests.server_process import ServerProcess, run_cli, server_env  # noqa: E402
 from tests.witness_support import WitnessProcess  # noqa: E402
 
@@ -53,8 +54,6 @@ BOOTSTRAP = "fixture-bootstrap-token-not-a-secret-0001"
 WITNESS_NAME = "fixture.example/w1"
 # Far beyond any test run: no citation of the fixture expires, so replay verdicts stay put.
 RETENTION_DAYS = 36_500
-# Answer fields a later run may legitimately change (per request or per build).
-VOLATILE = ("run_id", "trace_id", "server_version", "policy_version", "metrics")
 
 DOCUMENTS: list[dict[str, Any]] = [
     {
@@ -196,7 +195,7 @@ class Maker:
         answer = self.http.post(
             f"/v1/receipts/{receipt_id}/replay", headers={"Authorization": f"Bearer {self.tokens[tenant]}"}
         )
-        return {"tenant": tenant, **verdict(answer)}
+        return {"tenant": tenant, **verdict(answer.status_code, answer.json())}
 
     # -- the story -----------------------------------------------------------------
     def build(self) -> dict[str, Any]:
@@ -398,31 +397,6 @@ class Maker:
             "checkpoint": self.notes["checkpoint"],
             "entry_count": self.notes["entry_count"],
         }
-
-
-def verdict(answer: httpx.Response) -> dict[str, Any]:
-    """What a replay's answer says that must not change when a later version opens the ledger."""
-    body = answer.json()
-    if answer.status_code >= 400:
-        return {"status": answer.status_code, "error": body["error"]["code"]}
-    reason = body.get("integrity_reason") or {}
-    found: dict[str, Any] = {
-        "status": answer.status_code,
-        "integrity": body["integrity"],
-        "cause": reason.get("cause"),
-    }
-    if body.get("entries") is not None:
-        found["fates"] = [entry.get("status") for entry in body["entries"]]
-    return found
-
-
-def stable(body: Any) -> Any:
-    """`body` without the fields a later run may legitimately change."""
-    if isinstance(body, dict):
-        return {key: stable(value) for key, value in body.items() if key not in VOLATILE}
-    if isinstance(body, list):
-        return [stable(item) for item in body]
-    return body
 
 
 def commit() -> str:

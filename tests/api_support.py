@@ -4,9 +4,11 @@ PostgreSQL schema, from conftest's `ledger_config`), real tokens."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import httpx
 import pytest
 from litestar.testing import TestClient
 
@@ -108,6 +110,29 @@ def make_api(ledger_config: LedgerConfig) -> Iterator[Callable[..., Api]]:
 @pytest.fixture
 def api(make_api: Callable[..., Api]) -> Api:
     return make_api()
+
+
+@contextmanager
+def serving(
+    ledger_config: LedgerConfig, **overrides: Any
+) -> Iterator[tuple[LoopbackServer, ApiConfig, dict[str, str]]]:
+    """The real app on loopback with the usual tokens: (the server, its config, tokens by role)."""
+    config = api_config(ledger_config, **overrides)
+    tokens = make_tokens(config)
+    with LoopbackServer(config) as server:
+        yield server, config, tokens
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@contextmanager
+def http_to_served(ledger_config: LedgerConfig) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
+    """`serving`, with an HTTP client on its address: (the client, tokens by role)."""
+    with serving(ledger_config) as (server, _, tokens):
+        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+            yield http, tokens
 
 
 class LoopbackServer:

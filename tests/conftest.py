@@ -35,22 +35,29 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @contextmanager
+def fresh_schema(prefix: str = "t_", digits: int = 16) -> Iterator[str]:
+    """A new PostgreSQL schema's name, the schema dropped with all it holds afterwards."""
+    schema = prefix + uuid.uuid4().hex[:digits]
+    with pg_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield schema
+    finally:
+        with pg_connect() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@contextmanager
 def fresh_config(backend: str, root: Path) -> Iterator[LedgerConfig]:
     """A ledger config on a new SQLite directory or a new PostgreSQL schema, dropped afterwards."""
     data_dir = root / uuid.uuid4().hex[:12]
     if backend == "sqlite":
         yield LedgerConfig(data_dir=data_dir, run_checkpointer=False)
         return
-    schema = "t_" + uuid.uuid4().hex[:16]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
+    with fresh_schema() as schema:
         yield LedgerConfig(
             data_dir=data_dir, database_url=f"{PG_DSN}?schema={schema}", run_checkpointer=False
         )
-    finally:
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

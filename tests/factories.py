@@ -4,12 +4,14 @@
 API and the demo do. `document_draft` and `retrieval_draft` build drafts for the
 tests of the append path itself (batches, refusals, the group committer), whose
 types come from their payload classes (`ledger.usecases.context.draft`).
+`search_receipt` builds a search receipt as an older engine or version recorded it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from typing import Any
 
 from bootstrap import ledger_context
 from ledger.domain.entries import EventDraft, RecordedEvent
@@ -19,14 +21,18 @@ from ledger.domain.events import (
     Locator,
     PolicySnapshot,
     RetrievalRecorded,
+    SearchRequest,
     SelectedEntry,
     TaskEnvelope,
 )
 from ledger.schemas.requests import DocumentIn, RetrievalIn, SelectedEntryIn, TaskIn
 from ledger.storage.claims import DocumentClaims
-from ledger.usecases.context import Caller, draft
+from ledger.usecases.context import Caller, UseCaseContext, draft
 from ledger.usecases.documents import ingest_document
-from ledger.usecases.retrievals import record_retrieval
+from ledger.usecases.ports import PolicyState
+from ledger.usecases.ranking import SearchRun
+from ledger.usecases.retrievals import policy_snapshot, record_retrieval, seal_query
+from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
 from ledger.writing.sealing import document_key_ref
 from projections.lookups import ProjectedLookups
@@ -155,3 +161,32 @@ def retrieval_draft(
         status="ok",
     )
     return draft(Caller(tenant, "svc-rag", run_id=run_id, trace_id="trace-1"), payload)
+
+
+def search_receipt(
+    ctx: UseCaseContext,
+    caller: Caller,
+    query: str,
+    run: SearchRun,
+    request: SearchRequest,
+    engine: str,
+    policy_state: PolicyState | None = None,
+    **fields: Any,
+) -> RetrievalRecorded:
+    """The receipt of `run` as the search use case builds one (`ledger.usecases.search`), but
+    made by `engine` and carrying only the optional `fields` given: what an older engine or
+    an older version of the code recorded."""
+    entries, expiry = seal_hits(ctx, caller.tenant_id, run.hits, query_keys=True)
+    return RetrievalRecorded(
+        receipt_id=uuid.uuid4().hex,
+        query=seal_query(ctx, caller.tenant_id, query, None, expiry),
+        task=TaskEnvelope(auth_scope=sorted(caller.scopes)),
+        engine=engine,
+        mode="live",
+        policy_snapshot=policy_snapshot(policy_state),
+        search=request,
+        selected_entries=entries,
+        context_hash=run.context_hash,
+        status=run.status,
+        **fields,
+    )

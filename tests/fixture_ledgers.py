@@ -22,8 +22,8 @@ from tests.conftest import PG_DSN, pg_connect
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "ledgers"
 STORES = ("sqlite", "postgres")
-# Answer fields a later run may legitimately change (per request or per build); the same
-# list as scripts/make_fixture_ledger.py used when it recorded the answers.
+# Answer fields a later run may legitimately change (per request or per build).
+# scripts/make_fixture_ledger.py records answers through `stable` and `verdict` below.
 VOLATILE = ("run_id", "trace_id", "server_version", "policy_version", "metrics")
 
 

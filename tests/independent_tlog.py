@@ -48,38 +48,39 @@ def split_note(note: str) -> tuple[str, list[tuple[str, bytes]]]:
     return text, lines
 
 
-def verify_note(note: str, vkey: str) -> str:
-    """The note's text if the vkey's Ed25519 (type 0x01) key signed it."""
-    name, key_id, kind, key = parse_vkey(vkey)
-    if kind != 0x01:
-        raise Rejected("not an Ed25519 note key")
+def signed_by(note: str, vkey: str, kind: int, wrong_kind: str, unsigned: str) -> tuple[str, bytes, bytes]:
+    """(the note's text, the first signature line's blob by vkey's key, the key); refused as
+    `wrong_kind` if vkey is not of type `kind`, as `unsigned` if no line is by its key."""
+    name, key_id, vkey_kind, key = parse_vkey(vkey)
+    if vkey_kind != kind:
+        raise Rejected(wrong_kind)
     text, lines = split_note(note)
     for signer, blob in lines:
         if signer == name and blob[:4] == key_id:
-            try:
-                Ed25519PublicKey.from_public_bytes(key).verify(blob[4:], text.encode())
-            except InvalidSignature:
-                raise Rejected("bad log signature") from None
-            return text
-    raise Rejected("no signature by the log key")
+            return text, blob, key
+    raise Rejected(unsigned)
+
+
+def verify_note(note: str, vkey: str) -> str:
+    """The note's text if the vkey's Ed25519 (type 0x01) key signed it."""
+    text, blob, key = signed_by(note, vkey, 0x01, "not an Ed25519 note key", "no signature by the log key")
+    try:
+        Ed25519PublicKey.from_public_bytes(key).verify(blob[4:], text.encode())
+    except InvalidSignature:
+        raise Rejected("bad log signature") from None
+    return text
 
 
 def verify_cosignature(note: str, vkey: str) -> int:
     """The timestamp of a valid cosignature/v1 by the witness vkey (type 0x04)."""
-    name, key_id, kind, key = parse_vkey(vkey)
-    if kind != 0x04:
-        raise Rejected("not a cosignature/v1 key")
-    text, lines = split_note(note)
-    for signer, blob in lines:
-        if signer == name and blob[:4] == key_id:
-            (timestamp,) = struct.unpack(">Q", blob[4:12])
-            message = b"cosignature/v1\ntime " + str(timestamp).encode() + b"\n" + text.encode()
-            try:
-                Ed25519PublicKey.from_public_bytes(key).verify(blob[12:], message)
-            except InvalidSignature:
-                raise Rejected("bad cosignature") from None
-            return timestamp
-    raise Rejected("no cosignature by the witness")
+    text, blob, key = signed_by(note, vkey, 0x04, "not a cosignature/v1 key", "no cosignature by the witness")
+    (timestamp,) = struct.unpack(">Q", blob[4:12])
+    message = b"cosignature/v1\ntime " + str(timestamp).encode() + b"\n" + text.encode()
+    try:
+        Ed25519PublicKey.from_public_bytes(key).verify(blob[12:], message)
+    except InvalidSignature:
+        raise Rejected("bad cosignature") from None
+    return timestamp
 
 
 def checkpoint(text: str) -> tuple[str, int, bytes]:

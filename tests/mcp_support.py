@@ -7,20 +7,22 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
 from api.config import ApiConfig
-from tests.api_support import LoopbackServer
+from ledger.config import LedgerConfig
+from tests.api_support import LoopbackServer, serving
 from tests.server_process import CLI_MODULE, ROOT
 
 TRANSPORTS = ("http", "stdio", "stdio-url")
@@ -84,6 +86,12 @@ class Ledger:
         async with httpx2.AsyncClient(headers=self.headers(who), timeout=60) as http:
             async with Client(streamable_http_client(self.base_url + "/mcp", http_client=http)) as client:
                 yield client
+
+
+@pytest.fixture
+def mcp_ledger(ledger_config: LedgerConfig) -> Iterator[Ledger]:
+    with serving(ledger_config) as (server, config, tokens):
+        yield Ledger(config, tokens, server)
 
 
 def answer(result: CallToolResult) -> dict[str, Any]:

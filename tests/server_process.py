@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -69,18 +70,35 @@ def server_env(config: LedgerConfig, bootstrap_token: str, **extra: str) -> dict
     return env
 
 
+def without_citeledger_settings() -> dict[str, str]:
+    """This process's environment minus every CITELEDGER_ setting, so a child sees only what
+    its command line says."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
+
+
+def chromium() -> str:
+    """The system Chromium for the browser tests (a missing one fails them, never skips)."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise AssertionError("Chromium is required for the browser tests: apt-get install chromium")
+
+
+def run_python(
+    args: Sequence[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`python ARGS` from ROOT with `env`, its output captured as text; never raises on exit code."""
+    argv = [*prefix, sys.executable, *args]
+    return subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def run_cli(
     args: list[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", CLI_MODULE, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_python(["-m", CLI_MODULE, *args], env, timeout, prefix)
 
 
 def _group_alive(pgid: int) -> bool:

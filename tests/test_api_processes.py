@@ -23,7 +23,7 @@ from ledger.config import LedgerConfig
 from ledger.storage.store import LEDGER_STREAM_ID, Store
 from tests.api_support import DOC
 from tests.conftest import PG_DSN, pg_connect
-from tests.server_process import free_port
+from tests.server_process import free_port, run_cli
 
 SNIPPETS = ("Audit logs are kept for 180 days.", "Restricted documents need a scope.")
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,15 +135,7 @@ def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> N
         assert receipts[receipt_id] == 1
         assert position in positions
     assert sum(receipts.values()) == len(acknowledged)
-    verify = subprocess.run(
-        [sys.executable, "-m", "cli.main", "verify", "--deep", "--data-dir", str(data_dir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    verify = run_cli(["verify", "--deep", "--data-dir", str(data_dir)], env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     with pg_connect() as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -8,7 +8,8 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Self
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from ledger.config import LedgerConfig
 from ledger.storage.audit import verify_store
 from projections.receipt_index import RECEIPTS_TABLE
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import LoopbackServer, serving
 from tests.factories import retrieval_draft
 
 IDS = {"X-Run-Id": "run-fixed", "X-Trace-Id": "trace-fixed"}
@@ -35,6 +36,17 @@ class Server:
         self.loopback = loopback
         self.client = httpx.Client(base_url=loopback.base_url, timeout=30)
         self.tokens = tokens
+
+    @classmethod
+    @contextmanager
+    def running(cls, ledger_config: LedgerConfig) -> Iterator[Self]:
+        """One served on `ledger_config`'s store for the length of the block."""
+        with serving(ledger_config) as (loopback, _, tokens):
+            server = cls(loopback, tokens)
+            try:
+                yield server
+            finally:
+                server.client.close()
 
     @property
     def services(self) -> Any:
@@ -100,12 +112,8 @@ class Server:
 
 @pytest.fixture
 def server(ledger_config: LedgerConfig) -> Iterator[Server]:
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as loopback:
-        running = Server(loopback, tokens)
+    with Server.running(ledger_config) as running:
         yield running
-        running.client.close()
 
 
 def _refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from ledger.config import LedgerConfig
 from ledger.usecases.ranking import ENGINE
 from projections.receipt_index import RECEIPTS_TABLE
 from projections.search_index import SEARCH_CHUNKS_TABLE
-from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.test_api_replay import ALLOW_ALL, Server, _refused
 
 QUERY = "salary bands"
@@ -54,12 +53,8 @@ class SearchServer(Server):
 
 @pytest.fixture
 def server(ledger_config: LedgerConfig) -> Iterator[SearchServer]:
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as loopback:
-        running = SearchServer(loopback, tokens)
+    with SearchServer.running(ledger_config) as running:
         yield running
-        running.client.close()
 
 
 def _hashes(body: dict[str, Any]) -> dict[str, tuple[str, str, bool]]:

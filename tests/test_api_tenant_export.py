@@ -6,9 +6,7 @@ token bound to no tenant. Real app on SQLite and PostgreSQL, real offline checks
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from ledger.evidence.tenant_export import TENANT_EXPORT_FORMAT, verify_tenant_ex
 from ledger.tlog.checkpoints import make_checkpoint
 from ledger.tlog.signing import SigningKey
 from tests.api_support import Api, api, make_api  # noqa: F401 - fixtures
+from tests.server_process import run_cli, without_citeledger_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ACME_DOC = "# Acme onboarding\n\nAcme badges are issued on day one.\n"
@@ -271,16 +270,7 @@ def test_whole_log_needs_an_operator_token(api: Api, tmp_path: Path) -> None:
 
 
 def _cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--data-dir", str(data_dir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli([*args, "--data-dir", str(data_dir)], without_citeledger_settings())
 
 
 def test_cli_verify_says_what_a_partial_export_proves(api: Api, tmp_path: Path) -> None:

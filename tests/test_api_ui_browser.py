@@ -5,26 +5,18 @@ Chromium is a system package (`.ci/run` installs it); without it this test fails
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 from ledger.config import LedgerConfig
 from tests.api_support import LoopbackServer, api_config
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise AssertionError("Chromium is required for the browser test: apt-get install chromium")
+from tests.server_process import chromium
 
 
 def _browse(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
-            _chromium(),
+            chromium(),
             "--headless",
             "--no-sandbox",  # the suite runs as root in CI
             "--disable-gpu",

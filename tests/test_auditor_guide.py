@@ -8,28 +8,17 @@ this run (how the outputs in the guide were made)."""
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from ledger.config import LedgerConfig
-from tests.guide_blocks import block_pattern, write_outputs
-from tests.server_process import CLI_MODULE, ROOT, ServerProcess, server_env
+from tests.guide_blocks import guide_blocks, script_start, write_outputs
+from tests.server_process import ROOT, ServerProcess, server_env
 
 GUIDE = ROOT / "docs" / "auditor-guide.md"
-BLOCK = block_pattern("guide")
 TOKEN = "guide-bootstrap-token-0123456789"
 MARK = "=== guide block "
-
-
-def _blocks() -> list[str]:
-    text = GUIDE.read_text(encoding="utf-8")
-    found = BLOCK.findall(text)
-    assert text.count("<!-- guide") == len(found), "a marked block the pattern did not take"
-    assert [kind for kind, _, _ in found].count("guide-setup") == 1
-    return [code for kind, code, _ in found if kind == "guide"]
 
 
 def _run(tmp_path: Path) -> list[str]:
@@ -39,12 +28,8 @@ def _run(tmp_path: Path) -> list[str]:
     env = server_env(LedgerConfig(data_dir=data_dir), TOKEN)
     work = tmp_path / "work"
     work.mkdir()
-    script = [
-        "set -euo pipefail",
-        f'citeledger() {{ {shlex.quote(sys.executable)} -m {CLI_MODULE} "$@"; }}',
-        f"export DATA_DIR={shlex.quote(str(data_dir))}",
-    ]
-    for number, code in enumerate(_blocks(), start=1):
+    script = script_start(data_dir)
+    for number, code in enumerate(guide_blocks(GUIDE, "guide"), start=1):
         script += [f"echo '{MARK}{number}'", code]
     script.append(f"echo '{MARK}done'")
     with ServerProcess(data_dir, env, log_path=tmp_path / "server.log") as server:
@@ -90,7 +75,7 @@ def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
 
 
 def test_every_guide_block_is_taken() -> None:
-    blocks = _blocks()
+    blocks = guide_blocks(GUIDE, "guide")
     assert len(blocks) == 8
     joined = "\n".join(blocks)
     for needed in ("citeledger receipts list", "citeledger receipts show", "content=plain", "/replay",

@@ -5,10 +5,8 @@ regrown underneath (the witness tests' `_wipe_local_evidence`), a checkpoint row
 
 from __future__ import annotations
 
-import os
 import stat
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from ledger.storage.store import CHECKPOINT_STREAM_ID
 from ledger.tlog.checkpoints import make_checkpoint
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
-from tests.server_process import CLI_MODULE, ROOT
+from tests.server_process import ROOT, run_cli, without_citeledger_settings
 from tests.test_cli_imports import _probe
 from tests.test_client_checkpoints import _grow
 from tests.test_tamper import _forger_key, _set_state
@@ -32,30 +30,9 @@ from tests.witness_support import cli as witness_cli
 def _check(
     base_url: str, token: str, root_key: Path, held: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CITELEDGER_")}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            CLI_MODULE,
-            "check-checkpoint",
-            "--url",
-            base_url,
-            "--token",
-            token,
-            "--root-key",
-            str(root_key),
-            "--held",
-            str(held),
-            *extra,
-        ],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    args = ["check-checkpoint", "--url", base_url, "--token", token, "--root-key", str(root_key)]
+    env = {**without_citeledger_settings(), "PYTHONPATH": str(ROOT)}
+    return run_cli([*args, "--held", str(held), *extra], env)
 
 
 def _keep(base_url: str, token: str, path: Path) -> str:

@@ -11,14 +11,13 @@ created an empty ledger where the mistyped directory pointed.
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ledger.config import LedgerConfig
-from tests.conftest import PG_DSN, pg_connect
+from tests.conftest import PG_DSN, fresh_schema, pg_connect
 from tests.server_process import UNPRIVILEGED, run_cli, server_env
 
 TOKEN = "cli-failures-token-0123456789abcdef"
@@ -94,14 +93,8 @@ def test_init_creates_a_ledger_once_and_read_commands_then_work(tmp_path: Path) 
 
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
-    name = "clif_" + uuid.uuid4().hex[:12]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    try:
+    with fresh_schema("clif_", 12) as name:
         yield name
-    finally:
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def _tables(schema: str) -> int:

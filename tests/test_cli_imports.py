@@ -9,14 +9,12 @@ store; after each one, none of `litestar`, `uvicorn`, `api` may be in `sys.modul
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.server_process import ROOT, run_python, without_citeledger_settings
+
 FORBIDDEN = ("litestar", "uvicorn", "api")
 
 # Runs in the child: each command in turn through the real typer app, then the forbidden
@@ -40,28 +38,29 @@ print("PROBE " + json.dumps(results))
 
 
 def _probe(commands: list[list[str]], forbidden: tuple[str, ...] = FORBIDDEN) -> list[dict[str, object]]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, ",".join(forbidden), json.dumps(commands)],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    env = {**without_citeledger_settings(), "PYTHONPATH": str(ROOT)}
+    done = run_python(["-c", PROBE, ",".join(forbidden), json.dumps(commands)], env, timeout=300)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith("PROBE "))
     results: list[dict[str, object]] = json.loads(line.removeprefix("PROBE "))
     return results
 
 
+def _auditor_files(tmp_path: Path) -> tuple[str, str, str, str, str]:
+    """The data dir, its public key, and where the log export, tenant export and bundle go."""
+    data = tmp_path / "data"
+    return (
+        str(data),
+        str(data / "keys" / "root.pub"),
+        str(tmp_path / "log.jsonl"),
+        str(tmp_path / "tenant.jsonl"),
+        str(tmp_path / "bundle.json"),
+    )
+
+
 @pytest.mark.slow
 def test_offline_commands_import_no_web_package(tmp_path: Path) -> None:
-    data = str(tmp_path / "data")
-    public_key = str(tmp_path / "data" / "keys" / "root.pub")
-    export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
-    tenant_export = str(tmp_path / "tenant.jsonl")
+    data, public_key, export, tenant_export, bundle = _auditor_files(tmp_path)
     # The auditor's three commands first, each in a fresh interpreter on a store made
     # by the same command line.
     assert _probe([["demo", "--events", "5", "--data-dir", data]])[0]["exit"] == 0
@@ -103,10 +102,7 @@ STORE_PACKAGES = ("psycopg", "psycopg_pool", "sqlite3", "_sqlite3", "eventsourci
 
 @pytest.mark.slow
 def test_offline_verification_imports_no_database_driver(tmp_path: Path) -> None:
-    data = str(tmp_path / "data")
-    public_key = str(tmp_path / "data" / "keys" / "root.pub")
-    export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
-    tenant_export = str(tmp_path / "tenant.jsonl")
+    data, public_key, export, tenant_export, bundle = _auditor_files(tmp_path)
     made = _probe(
         [
             ["demo", "--events", "5", "--data-dir", data],

@@ -27,6 +27,21 @@ def _grow(ledger: Ledger, count: int, query: str = "how long are logs kept?") ->
     return record.tree_size
 
 
+def async_checkpoint_verdict(base_url: str, token: str, spool: Path) -> str:
+    """What a fresh AsyncClient keeping its checkpoint in `spool` says of the server's newest
+    checkpoint: the CheckpointMismatch code, or "accepted"."""
+
+    async def check() -> str:
+        async with AsyncClient(base_url, token, spool_dir=str(spool)) as client:
+            try:
+                await client.latest_checkpoint()
+            except CheckpointMismatch as error:
+                return error.code
+        return "accepted"
+
+    return asyncio.run(check())
+
+
 def test_client_detects_a_rolled_back_and_a_rewritten_server(
     ledger_config: LedgerConfig, raw_store: RawStore, tmp_path: Path
 ) -> None:
@@ -48,16 +63,7 @@ def test_client_detects_a_rolled_back_and_a_rewritten_server(
         ledger = server.app.state.services.ledger
         assert ledger.findings == []
         assert _grow(ledger, 3) == 15
-
-        async def async_client_sees_it() -> str:
-            async with AsyncClient(server.base_url, token, spool_dir=str(spool)) as client:
-                try:
-                    await client.latest_checkpoint()
-                except CheckpointMismatch as error:
-                    return error.code
-            return "accepted"
-
-        assert asyncio.run(async_client_sees_it()) == "checkpoint_rollback"
+        assert async_checkpoint_verdict(server.base_url, token, spool) == "checkpoint_rollback"
         # A new client process with the same spool directory remembers the longer tree.
         with Client(server.base_url, token, spool_dir=str(spool), drain_interval_s=None) as client:
             with pytest.raises(CheckpointMismatch) as rolled_back:

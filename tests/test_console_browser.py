@@ -27,6 +27,7 @@ from playwright.sync_api import Page, sync_playwright
 from api.auth import create_token
 from ledger.config import LedgerConfig
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
+from tests.server_process import chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 # The committed pictures in docs/console/ are made by scripts/console_screenshots.sh, which names
@@ -35,19 +36,11 @@ SHOTS_ENV = "CITELEDGER_SCREENSHOT_DIR"
 SECRET = "# Salaries\n\nThe salary bands of the board are confidential.\n"
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise AssertionError("Chromium is required for the browser tests: apt-get install chromium")
-
-
 @contextmanager
 def _browser() -> Iterator[Any]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=_chromium(),
+            executable_path=chromium(),
             args=["--no-sandbox", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"],
         )
         try:

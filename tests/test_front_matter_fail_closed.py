@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from ledger.config import LedgerConfig
@@ -23,7 +22,7 @@ from ledger.policy.front_matter import FrontMatterRefused, file_rules
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import bearer, http_to_served
 from tests.server_process import run_cli, server_env
 
 BODY = "# Vault\n\nThe {word} rota is kept here.\n"
@@ -102,15 +101,13 @@ def test_http_sync_skips_unreadable_front_matter_and_syncs_the_rest(
     root = _folder(tmp_path)
     registry = SourceRegistry(ledger_config.data_dir)
     add_source(registry, SourceLimits(), "vault", str(root), "acme", sensitivity="internal")
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=60) as http:
-        admin = {"Authorization": f"Bearer {tokens['admin']}"}
+    with http_to_served(ledger_config) as (http, tokens):
+        admin = bearer(tokens["admin"])
         response = http.post("/v1/sources/vault/sync", headers=admin)
         assert response.status_code == 200, response.text
         _check_rows({row["path"]: row for row in response.json()["files"]})
         # A token without knowledge.restricted.read finds none of them; the plain file it does.
-        writer = {"Authorization": f"Bearer {tokens['writer']}"}
+        writer = bearer(tokens["writer"])
         for name in [*REFUSED, *READ]:
             word = "w" + name.removesuffix(".md").replace("-", "")
             found = http.post("/v1/search", headers=writer, json={"input": {"query": f"{word} rota"}})

@@ -10,7 +10,6 @@ log raises the rollback error, not "not found"."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -20,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from client import AsyncClient, CheckpointMismatch, Client
+from client import CheckpointMismatch, Client
 from ledger.config import LedgerConfig
 from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
 from ledger.writing.application import Ledger
@@ -29,7 +28,8 @@ from ledger.writing.integrity_records import RECHECK_S
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.server_process import ServerProcess, run_cli, server_env
-from tests.test_witness import _fill, _open, _wipe_local_evidence
+from tests.test_client_checkpoints import async_checkpoint_verdict
+from tests.test_witness import _fill, _open, _vkey, _wipe_local_evidence
 from tests.witness_support import WitnessProcess
 
 WITNESS = "witness.test/w1"
@@ -49,14 +49,6 @@ def _integrity(base: str) -> dict[str, Any]:
     return body
 
 
-def _vkey(config: LedgerConfig) -> str:
-    ledger = _open(config)
-    try:
-        return ledger.vkey
-    finally:
-        ledger.close()
-
-
 def _assert_named(finding: dict[str, Any]) -> None:
     """What an operator needs: what, when, by what, which witness and the sizes."""
     assert finding["kind"] == "log_shorter_than_witnessed", finding
@@ -70,12 +62,9 @@ def test_a_witness_refusal_holds_across_restarts_until_repair(
     ledger_config: LedgerConfig, raw_store: RawStore, tmp_path: Path
 ) -> None:
     with WitnessProcess(tmp_path / "w1", WITNESS, _vkey(ledger_config)) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 40)
             assert ledger.cosign(ledger.issue_checkpoint()).note.count("\u2014 ") == 2  # type: ignore[arg-type]
-        finally:
-            ledger.close()
         _wipe_local_evidence(raw_store, above=20)  # nothing local shows the cut any more
 
         token = "t-" + uuid.uuid4().hex
@@ -158,30 +147,21 @@ def test_a_fork_found_by_a_witness_is_still_held_when_the_ledger_opens_again(
     """A log cut back and regrown differently (the witness answers 422): the finding is
     stored, so a ledger opened afterwards, without witnesses, holds as well."""
     with WitnessProcess(tmp_path / "w1", WITNESS, _vkey(ledger_config)) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 15)
             ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
-        finally:
-            ledger.close()
         _wipe_local_evidence(raw_store, above=10)
-        forked = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as forked:
             _fill(forked, 8, query="something else entirely")
             forked.cosign(forked.issue_checkpoint())  # type: ignore[arg-type]
             assert [f.kind for f in forked.findings] == ["witness_disagrees"]
-        finally:
-            forked.close()
-    reopened = _open(ledger_config)
-    try:
+    with _open(ledger_config) as reopened:
         [finding] = reopened.findings
         assert finding.kind == "witness_disagrees" and finding.source == "witness"
         assert finding.detail["witness"] == WITNESS and finding.detail["witness_size"] == 16
         assert finding.detail["checkpoint_size"] == 18 and len(finding.detail["checkpoint_root"]) == 64
         with pytest.raises(IntegrityHold):
             _fill(reopened, 1)
-    finally:
-        reopened.close()
 
 
 def test_a_finding_made_by_one_process_holds_every_other(
@@ -189,8 +169,7 @@ def test_a_finding_made_by_one_process_holds_every_other(
 ) -> None:
     """The opening check goes the same durable way: a ledger opened before the log was
     cut back refuses writes within RECHECK_S of another process finding the cut."""
-    running = _open(ledger_config)
-    try:
+    with _open(ledger_config) as running:
         _fill(running, 30)
         running.issue_checkpoint()
         running.tree.flush()
@@ -208,8 +187,6 @@ def test_a_finding_made_by_one_process_holds_every_other(
             _fill(running, 1)
         assert "log_shorter_than_tiles" in {f.kind for f in held.value.findings}
         assert all(f.source == "open" and f.found_at for f in held.value.findings)
-    finally:
-        running.close()
 
 
 def _cut_keeping(ledger_config: LedgerConfig, raw_store: RawStore, *, keep_checkpoints: bool) -> None:
@@ -252,12 +229,4 @@ def test_a_client_shown_a_truncated_held_log_raises_the_rollback_error(
                 client.latest_checkpoint()
             assert rolled_back.value.code == "checkpoint_rollback"
 
-        async def async_client() -> str:
-            async with AsyncClient(server.base_url, token, spool_dir=str(spool)) as client:
-                try:
-                    await client.latest_checkpoint()
-                except CheckpointMismatch as error:
-                    return error.code
-            return "accepted"
-
-        assert asyncio.run(async_client()) == "checkpoint_rollback"
+        assert async_checkpoint_verdict(server.base_url, token, spool) == "checkpoint_rollback"

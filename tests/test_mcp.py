@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -24,22 +23,14 @@ from ledger.schemas.answers import CitationOut, SearchOut
 from ledger.schemas.reads import ReceiptOut, ReceiptVerificationOut
 from ledger.schemas.requests import DocumentIn, RetrievalIn, SearchIn
 from ledger.storage.store import LEDGER_STREAM_ID
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import serving
 from tests.conftest import RawStore
-from tests.mcp_support import TRANSPORTS, Ledger, answer, comparable, refusal
+from tests.mcp_support import TRANSPORTS, Ledger, answer, comparable, mcp_ledger, refusal  # noqa: F401 - fixture
 from tests.server_process import CLI_MODULE, ROOT
 
 TEXT = "# Retention\n\nAudit logs are kept for 180 days.\n\n## Access\n\nRestricted documents need a scope.\n"
 SNIPPET = "Audit logs are kept for 180 days."
 NOT_FOUND = "The requested citation was not found"
-
-
-@pytest.fixture
-def mcp_ledger(ledger_config: LedgerConfig) -> Iterator[Ledger]:
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server:
-        yield Ledger(config, tokens, server)
 
 
 def _event(ledger: Ledger, position: int) -> dict[str, Any]:
@@ -502,9 +493,8 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(mcp_ledger: Ledger) -> None
 def test_rate_limit_applies_to_both_transports_and_history_is_an_opt_in_resource(
     ledger_config: LedgerConfig,
 ) -> None:
-    config = api_config(ledger_config, rate_limit_rps=0.001, rate_limit_burst=4, mcp_history_resource=True)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server:
+    limits = {"rate_limit_rps": 0.001, "rate_limit_burst": 4, "mcp_history_resource": True}
+    with serving(ledger_config, **limits) as (server, config, tokens):
         ledger = Ledger(config, tokens, server)
         assert (
             ledger.v1("POST", "/v1/documents", who="writer", json={"path": "a.md", "text": TEXT}).status_code

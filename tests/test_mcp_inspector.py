@@ -7,27 +7,16 @@ Inspector 0.15 (stdio: it cannot send a bearer header) must show the refusal, no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledger.config import LedgerConfig
-from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.inspector_support import InspectorRun, call_tool, call_tool_stdio
-from tests.mcp_support import Ledger
+from tests.mcp_support import Ledger, mcp_ledger  # noqa: F401 - fixture
 
 TEXT = "# Retention\n\nAudit logs are kept for 180 days.\n"
 TOOL_ERROR = 5  # the Inspector's exit code for a result with isError: true
-
-
-@pytest.fixture
-def served(ledger_config: LedgerConfig) -> Iterator[Ledger]:
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server:
-        yield Ledger(config, tokens, server)
 
 
 def _envelope(run: InspectorRun) -> dict[str, Any]:
@@ -42,8 +31,8 @@ def _envelope(run: InspectorRun) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # the transport's shape, not the store, is tested
-def test_inspector_cli_reads_answers_and_refusals(served: Ledger, tmp_path: Path) -> None:
-    doc = served.v1("POST", "/v1/documents", json={"path": "a/retention.md", "text": TEXT}).json()
+def test_inspector_cli_reads_answers_and_refusals(mcp_ledger: Ledger, tmp_path: Path) -> None:
+    doc = mcp_ledger.v1("POST", "/v1/documents", json={"path": "a/retention.md", "text": TEXT}).json()
     retrieval = {
         "query": "how long are audit logs kept?",
         "engine": "external:agent",
@@ -56,11 +45,11 @@ def test_inspector_cli_reads_answers_and_refusals(served: Ledger, tmp_path: Path
             }
         ],
     }
-    receipt = served.v1("POST", "/v1/retrievals", json=retrieval).json()
-    url = served.base_url + "/mcp"
+    receipt = mcp_ledger.v1("POST", "/v1/retrievals", json=retrieval).json()
+    url = mcp_ledger.base_url + "/mcp"
 
     def run(who: str, tool: str, **args: str) -> InspectorRun:
-        return call_tool(url, served.tokens[who], tool, args, tmp_path)
+        return call_tool(url, mcp_ledger.tokens[who], tool, args, tmp_path)
 
     found = run("admin", "get_document_chunk", citation_id=receipt["citation_ids"][0])
     assert found.returncode == 0, found.stderr  # its structuredContent passed the Inspector's check
@@ -79,8 +68,8 @@ def test_inspector_cli_reads_answers_and_refusals(served: Ledger, tmp_path: Path
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_inspector_0_15_over_stdio_shows_the_refusal(served: Ledger, tmp_path: Path) -> None:
-    params = served.stdio_params("admin")
+def test_inspector_0_15_over_stdio_shows_the_refusal(mcp_ledger: Ledger, tmp_path: Path) -> None:
+    params = mcp_ledger.stdio_params("admin")
     env = {k: v for k, v in (params.env or {}).items() if k.startswith("CITELEDGER_") or k == "PYTHONPATH"}
     server = [params.command, *params.args]
     refused = call_tool_stdio(server, env, "get_document_chunk", {"citation_id": "never-was"}, tmp_path)

@@ -23,21 +23,12 @@ import pytest
 
 from ledger.config import LedgerConfig
 from tests.conftest import PG_DSN, pg_connect
-from tests.guide_blocks import block_pattern, write_outputs
+from tests.guide_blocks import block_pattern, guide_blocks, write_outputs
 from tests.server_process import CLI_MODULE, ROOT, ServerProcess, free_port, run_cli, server_env
 
 GUIDE = ROOT / "docs" / "operations.md"
-BLOCK = block_pattern("ops")
 TOKEN = "ops-guide-bootstrap-token-0123456789"
 MARK = "=== ops block "
-
-
-def _blocks() -> list[str]:
-    text = GUIDE.read_text(encoding="utf-8")
-    found = BLOCK.findall(text)
-    assert text.count("<!-- ops") == len(found), "a marked block the pattern did not take"
-    assert [kind for kind, _, _ in found].count("ops-setup") == 1
-    return [code for kind, code, _ in found if kind == "ops"]
 
 
 @pytest.fixture
@@ -67,7 +58,7 @@ def _run(tmp_path: Path, schema: str, database: str) -> list[str]:
     wrapper.chmod(0o755)
     ports = {"8001": str(free_port()), "8002": str(free_port())}
     script = ["set -euo pipefail", f"export DATA_DIR={shlex.quote(str(data_dir))}"]
-    for number, code in enumerate(_blocks(), start=1):
+    for number, code in enumerate(guide_blocks(GUIDE, "ops"), start=1):
         for fixed, port in ports.items():
             code = code.replace(f"127.0.0.1:{fixed}", f"127.0.0.1:{port}")
             code = code.replace(f"--port {fixed}", f"--port {port}")
@@ -152,9 +143,9 @@ def test_the_guide_runs_against_real_servers(tmp_path: Path, pg_scratch: tuple[s
 
 
 def test_every_guide_block_is_taken() -> None:
-    blocks = _blocks()
+    blocks = guide_blocks(GUIDE, "ops")
     # The set-up block is the reader's; the test provides what it exports (`_run`).
-    setup = BLOCK.findall(GUIDE.read_text(encoding="utf-8"))[0][1]
+    setup = block_pattern("ops").findall(GUIDE.read_text(encoding="utf-8"))[0][1]
     exported = ("DATA_DIR", "TOKEN", "CITELEDGER_BOOTSTRAP_TOKEN", "BASE", "PGURL", "PGSCHEMA", "RESTORE_DB")
     for name in exported:
         assert re.search(rf"^export (.* )?{name}=", setup, re.M), name

@@ -6,21 +6,19 @@ rule as the reason by a source sync; real server, real SDK client, real folders,
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import pytest
 
 from ledger.config import LedgerConfig
 from ledger.domain.path_names import normalise, path_problem
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
-from tests.api_support import LoopbackServer, api_config, make_tokens
-from tests.mcp_support import Ledger, answer, refusal
+from tests.api_support import bearer, http_to_served
+from tests.mcp_support import Ledger, answer, mcp_ledger, refusal  # noqa: F401 - fixture
 
 DOC = "# Note\n\nSome text.\n"
 NFC = unicodedata.normalize("NFC", "café.md")
@@ -82,14 +80,6 @@ def test_the_rule_alone() -> None:
     assert path_problem("docs/x ", whole_names=False) is None  # a prefix may end inside a name
 
 
-@pytest.fixture
-def served(ledger_config: LedgerConfig) -> Iterator[Ledger]:
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server:
-        yield Ledger(config, tokens, server)
-
-
 def _size(ledger: Ledger) -> int:
     return int(ledger.server.app.state.services.ledger.sync())
 
@@ -99,53 +89,53 @@ def _code(response: httpx.Response) -> str:
     return str(response.json()["error"]["code"])
 
 
-def test_every_entry_point_refuses_deceptive_paths_and_merges_spellings(served: Ledger) -> None:
-    real = served.v1("POST", "/v1/documents", json={"path": "docs/x.md", "text": DOC})
+def test_every_entry_point_refuses_deceptive_paths_and_merges_spellings(mcp_ledger: Ledger) -> None:
+    real = mcp_ledger.v1("POST", "/v1/documents", json={"path": "docs/x.md", "text": DOC})
     assert real.status_code == 201, real.text
-    before = _size(served)
+    before = _size(mcp_ledger)
     for path, rule in DECEPTIVE.items():
-        body = served.v1("POST", "/v1/documents", json={"path": path, "text": DOC})
+        body = mcp_ledger.v1("POST", "/v1/documents", json={"path": path, "text": DOC})
         assert _code(body) == rule, path
         message = body.json()["error"]["message"]
         assert message.startswith("path: a document path must") and path.strip() not in message
-        form = served.v1(
+        form = mcp_ledger.v1(
             "POST", "/v1/documents/upload", files={"file": ("n.md", DOC.encode())}, data={"path": path}
         )
         assert _code(form) == rule, path
         if "/" not in path:  # a file's own name is the path when the form names none
-            named = served.v1("POST", "/v1/documents/upload", files={"file": (path, DOC.encode())})
+            named = mcp_ledger.v1("POST", "/v1/documents/upload", files={"file": (path, DOC.encode())})
             assert _code(named) == rule, path
-    search = served.v1(
+    search = mcp_ledger.v1(
         "POST", "/v1/search", json={"input": {"query": "text", "target_roots": ["docs\u202e"]}}
     )
     assert _code(search) == "bidi_control"
     prefixes = {"query": "text", "filters": {"path_prefixes": ["docs\u200b/"]}}
-    assert _code(served.v1("POST", "/v1/search", json={"input": prefixes})) == "invisible_character"
+    assert _code(mcp_ledger.v1("POST", "/v1/search", json={"input": prefixes})) == "invisible_character"
     bundle = "version: v\nrules:\n  - id: r\n    action: deny\n    match: {paths: ['hr\uff0f**']}\n"
-    published = served.v1("POST", "/v1/policy-bundles", json={"bundle_yaml": bundle})
+    published = mcp_ledger.v1("POST", "/v1/policy-bundles", json={"bundle_yaml": bundle})
     assert _code(published) == "invalid_policy_bundle"
     assert "lookalike_separator" in published.json()["error"]["message"]
-    assert _size(served) == before  # nothing written by any refusal
+    assert _size(mcp_ledger) == before  # nothing written by any refusal
 
     # Two spellings of one name are one document: the NFD one is a new version of the NFC one.
-    first = served.v1("POST", "/v1/documents", json={"path": NFC, "text": DOC}).json()
-    second = served.v1("POST", "/v1/documents", json={"path": NFD, "text": DOC + "More.\n"}).json()
+    first = mcp_ledger.v1("POST", "/v1/documents", json={"path": NFC, "text": DOC}).json()
+    second = mcp_ledger.v1("POST", "/v1/documents", json={"path": NFD, "text": DOC + "More.\n"}).json()
     assert second["document_id"] == first["document_id"] and second["version"] == 2, second
     # A deny rule written in NFD still applies to the document stored in NFC.
     nfd_rule = f"version: v\nrules:\n  - id: r\n    action: deny\n    match: {{paths: ['{NFD}']}}\n"
-    assert served.v1("POST", "/v1/policy-bundles", json={"bundle_yaml": nfd_rule}).status_code == 201
-    found = served.v1("POST", "/v1/search", json={"input": {"query": "more text"}}).json()
+    assert mcp_ledger.v1("POST", "/v1/policy-bundles", json={"bundle_yaml": nfd_rule}).status_code == 201
+    found = mcp_ledger.v1("POST", "/v1/search", json={"input": {"query": "more text"}}).json()
     assert NFC not in {c["path"] for c in found["output"]["citations"]}
 
     async def over_mcp() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with served.client("http") as client:
+        async with mcp_ledger.client("http") as client:
             bad = refusal(await client.call_tool("ingest_document", {"path": "a\u2215b.md", "text": DOC}))
             good = answer(await client.call_tool("ingest_document", {"path": "mcp/" + NFD, "text": DOC}))
         return bad, good
 
     bad, good = anyio.run(over_mcp)
     assert bad["error"]["code"] == "lookalike_separator" and bad["http_status"] == 422
-    same = served.v1("POST", "/v1/documents", json={"path": "mcp/" + NFC, "text": DOC}).json()
+    same = mcp_ledger.v1("POST", "/v1/documents", json={"path": "mcp/" + NFC, "text": DOC}).json()
     assert same["document_id"] == good["document_id"], (same, good)
 
 
@@ -164,10 +154,8 @@ def test_a_sync_skips_deceptive_file_names_with_the_rule_and_one_spelling_per_na
     (notes / NFD).write_text(DOC + "Other spelling.\n")
     (notes / ("only-" + NFD)).write_text(DOC)  # the NFD name alone: synced under its NFC form
     add_source(SourceRegistry(ledger_config.data_dir), SourceLimits(), "notes", str(notes), "acme")
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=60) as http:
-        admin = {"Authorization": f"Bearer {tokens['admin']}"}
+    with http_to_served(ledger_config) as (http, tokens):
+        admin = bearer(tokens["admin"])
         report = http.post("/v1/sources/notes/sync", headers=admin)
         assert report.status_code == 200, report.text
         rows = {row["path"]: (row["status"], row.get("reason")) for row in report.json()["files"]}

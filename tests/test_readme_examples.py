@@ -10,15 +10,14 @@ checkout's code."""
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from ledger.config import LedgerConfig
-from tests.server_process import CLI_MODULE, ROOT, ServerProcess, server_env
+from tests.guide_blocks import script_start
+from tests.server_process import ROOT, ServerProcess, server_env
 
 README = ROOT / "README.md"
 BLOCK = re.compile(r"<!-- (example|example-setup) -->\n```sh\n(.*?)\n```\n", re.S)
@@ -65,11 +64,7 @@ def test_readme_examples_run_against_a_real_server(tmp_path: Path) -> None:
     env = server_env(LedgerConfig(data_dir=data_dir), TOKEN)
     work = tmp_path / "work"
     work.mkdir()
-    script = [
-        "set -euo pipefail",
-        f'citeledger() {{ {shlex.quote(sys.executable)} -m {CLI_MODULE} "$@"; }}',
-        f"export DATA_DIR={shlex.quote(str(data_dir))}",
-    ]
+    script = script_start(data_dir)
     for number, code in enumerate(examples, start=1):
         script += [f"echo '=== example {number}' >&2", code]
     script.append("echo '=== all examples done' >&2")

@@ -4,12 +4,10 @@ receipts, whose hash covered scores, keep replaying under `@1`'s rule byte for b
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from bootstrap import ledger_context
-from ledger.domain.events import RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import NO_POLICY
 from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
@@ -17,9 +15,8 @@ from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy
 from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, rank
 from ledger.usecases.replay import replay
-from ledger.usecases.retrievals import policy_snapshot, seal_query
-from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
+from tests.factories import search_receipt
 from tests.test_search import _ingest, _search
 
 CALLER = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))
@@ -40,22 +37,15 @@ def _unrelated_edit(ctx: UseCaseContext) -> None:
     _ingest(ctx, CALLER, "ops/kitchen.md", "# Kitchen\n\nThe kitchen is cleaned on Fridays.\n" * 3)
 
 
+def _edit_salary_section(ctx: UseCaseContext, ids: dict[str, str]) -> None:
+    """A new version of the cited handbook file: its one section gains "and July"."""
+    text = "# Salary\n\nSalary bands are published every January and July.\n"
+    _ingest(ctx, CALLER, "handbook/salary.md", text, document_id=ids["handbook/salary.md"])
+
+
 def _record(ctx: UseCaseContext, run: SearchRun, request: SearchRequest, engine: str) -> str:
     """A receipt as the search use case records one, made by `engine`'s ranking."""
-    entries, expiry = seal_hits(ctx, "acme", run.hits, query_keys=True)
-    receipt = RetrievalRecorded(
-        receipt_id=uuid.uuid4().hex,
-        query=seal_query(ctx, "acme", QUERY, None, expiry),
-        task=TaskEnvelope(auth_scope=sorted(CALLER.scopes)),
-        engine=engine,
-        mode="live",
-        policy_snapshot=policy_snapshot(None),
-        search=request,
-        selected_entries=entries,
-        context_hash=run.context_hash,
-        status=run.status,
-        withheld=run.withheld,
-    )
+    receipt = search_receipt(ctx, CALLER, QUERY, run, request, engine, withheld=run.withheld)
     record(ctx, CALLER, [receipt], lambda events: {})
     return receipt.receipt_id
 
@@ -82,13 +72,7 @@ def test_an_edited_cited_section_is_a_text_change(ledger: Ledger) -> None:
     ctx = ledger_context(ledger)
     ids = _corpus(ctx)
     searched = _search(ctx, CALLER, QUERY)
-    _ingest(
-        ctx,
-        CALLER,
-        "handbook/salary.md",
-        "# Salary\n\nSalary bands are published every January and July.\n",
-        document_id=ids["handbook/salary.md"],
-    )
+    _edit_salary_section(ctx, ids)
     drift = replay(ctx, CALLER, searched["receipt_id"]).body["diff"]["data_drift"]
     assert drift["context_hash"]["changed"] is True
     assert drift["changes"]["text"] is True and drift["changes"]["membership"] is True
@@ -112,13 +96,7 @@ def test_an_edited_section_a_policy_redacts_is_not_shown(ledger: Ledger) -> None
     )
     publish_policy(ctx, CALLER, PolicyBundleIn(bundle_yaml=bundle))
     searched = _search(ctx, CALLER, QUERY)
-    _ingest(
-        ctx,
-        CALLER,
-        "handbook/salary.md",
-        "# Salary\n\nSalary bands are published every January and July.\n",
-        document_id=ids["handbook/salary.md"],
-    )
+    _edit_salary_section(ctx, ids)
     body = replay(ctx, CALLER, searched["receipt_id"]).body
     [edited] = body["diff"]["data_drift"]["selected_entries"]["edited"]
     assert (edited["diff"], edited["diff_withheld"]) == (None, "redacted")

@@ -11,7 +11,6 @@ positions, and whether the search index is first dropped and loaded back from it
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bootstrap import ledger_context
-from ledger.domain.events import FilterApplied, RetrievalRecorded, SearchRequest, TaskEnvelope
+from ledger.domain.events import FilterApplied, SearchRequest
 from ledger.schemas.requests import DocumentIn, PolicyBundleIn, SearchIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext, record
@@ -29,10 +28,10 @@ from ledger.usecases.documents import ingest_document, remove_document
 from ledger.usecases.policy import live_rules, publish_policy
 from ledger.usecases.ranking import ENGINE, ENGINE_V1, rank
 from ledger.usecases.replay import replay
-from ledger.usecases.retrievals import policy_snapshot, seal_query
-from ledger.usecases.search import seal_hits, search
+from ledger.usecases.search import search
 from ledger.writing.application import Ledger
 from tests.conftest import fresh_config
+from tests.factories import search_receipt
 
 ACME = Caller("acme", "svc-history", frozenset({"retrieval.write", "replay.run"}))
 FOLDERS = ("handbook", "hr", "finance", "eng")
@@ -127,20 +126,9 @@ def _search_v1(ctx: UseCaseContext, task: dict[str, object]) -> tuple[str, str, 
     )
     query = str(task["query"])
     run = rank(ctx, "acme", query, request, rules, ACME.scopes, None, engine=ENGINE_V1)
-    entries, expiry = seal_hits(ctx, "acme", run.hits, query_keys=True)
-    receipt = RetrievalRecorded(
-        receipt_id=uuid.uuid4().hex,
-        query=seal_query(ctx, "acme", query, None, expiry),
-        task=TaskEnvelope(auth_scope=sorted(ACME.scopes)),
-        engine=ENGINE_V1,
-        mode="live",
-        policy_snapshot=policy_snapshot(state),
-        search=request,
-        selected_entries=entries,
-        filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in run.filters_applied],  # type: ignore[arg-type]
-        context_hash=run.context_hash,
-        status=run.status,
-        withheld=run.withheld,
+    filters = [FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in run.filters_applied]  # type: ignore[arg-type]
+    receipt = search_receipt(
+        ctx, ACME, query, run, request, ENGINE_V1, state, filters_applied=filters, withheld=run.withheld
     )
     record(ctx, ACME, [receipt], lambda events: {})
     return receipt.receipt_id, run.context_hash, request.corpus_position, ENGINE_V1

@@ -5,15 +5,12 @@ replay shows a caller without the scope nothing of them."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from bootstrap import ledger_context
 from ledger.domain.events import (
     PAYLOAD_MODELS,
-    RetrievalRecorded,
     SearchRequest,
-    TaskEnvelope,
     payload_to_json,
 )
 from ledger.policy.policy_rules import NO_POLICY
@@ -21,9 +18,8 @@ from ledger.tlog.canonical import canonical_json
 from ledger.usecases.context import Caller, record
 from ledger.usecases.ranking import ENGINE, rank
 from ledger.usecases.replay import replay
-from ledger.usecases.retrievals import policy_snapshot, seal_query
-from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
+from tests.factories import search_receipt
 from tests.test_search import _ingest
 
 NO_SCOPE = Caller("acme", "svc-replay", frozenset({"retrieval.write", "replay.run"}))
@@ -51,19 +47,7 @@ def test_a_receipt_recorded_before_the_rule_replays_byte_for_byte(ledger: Ledger
     now = rank(ctx, "acme", QUERY, request, NO_POLICY, NO_SCOPE.scopes, None)
     assert SECRET_PATH not in [hit.path for hit in now.hits] and now.withheld == len(secret["chunks"])
     assert now.context_hash != before.context_hash  # the rule does change what this search returns
-    entries, expiry = seal_hits(ctx, "acme", before.hits, query_keys=True)
-    legacy = RetrievalRecorded(
-        receipt_id=uuid.uuid4().hex,
-        query=seal_query(ctx, "acme", QUERY, None, expiry),
-        task=TaskEnvelope(auth_scope=sorted(NO_SCOPE.scopes)),
-        engine=ENGINE,
-        mode="live",
-        policy_snapshot=policy_snapshot(None),
-        search=request,
-        selected_entries=entries,
-        context_hash=before.context_hash,
-        status=before.status,
-    )
+    legacy = search_receipt(ctx, NO_SCOPE, QUERY, before, request, ENGINE)  # no `withheld`
     # The new optional field leaves the signed JSON of such a receipt as it was.
     signed = payload_to_json("RetrievalRecorded", legacy)
     assert "withheld" not in signed

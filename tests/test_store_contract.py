@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import ClassVar
 
 import pytest
@@ -261,32 +262,35 @@ class StoreContract:
 
     # -- the rate-limit bucket ---------------------------------------------------------
     def test_bucket_grants_from_a_full_bucket(self, adapter: StoreAdapter) -> None:
-        tokens, granted = adapter.rate_bucket_take("t", want=3, returned=0, rate=1.0, burst=10, now=T0)
+        take = partial(adapter.rate_bucket_take, "t", returned=0, rate=1.0, burst=10, now=T0)
+        tokens, granted = take(want=3)
         assert (granted, tokens) == (3, pytest.approx(7.0))
-        tokens, granted = adapter.rate_bucket_take("t", want=5, returned=0, rate=1.0, burst=10, now=T0)
+        tokens, granted = take(want=5)
         assert (granted, tokens) == (5, pytest.approx(2.0))
 
     def test_bucket_grants_one_when_short_then_refuses(self, adapter: StoreAdapter) -> None:
-        adapter.rate_bucket_take("t", want=4, returned=0, rate=1.0, burst=5, now=T0)
-        tokens, granted = adapter.rate_bucket_take("t", want=4, returned=0, rate=1.0, burst=5, now=T0)
+        take = partial(adapter.rate_bucket_take, returned=0, rate=1.0, burst=5, now=T0)
+        take("t", want=4)
+        tokens, granted = take("t", want=4)
         assert (granted, tokens) == (1, pytest.approx(0.0))
-        tokens, granted = adapter.rate_bucket_take("t", want=1, returned=0, rate=1.0, burst=5, now=T0)
+        tokens, granted = take("t", want=1)
         assert granted == 0 and tokens < 1
-        other = adapter.rate_bucket_take("u", want=1, returned=0, rate=1.0, burst=5, now=T0)
-        assert other[1] == 1  # buckets are per key
+        assert take("u", want=1)[1] == 1  # buckets are per key
 
     def test_bucket_refills_at_the_rate_up_to_the_burst(self, adapter: StoreAdapter) -> None:
-        adapter.rate_bucket_take("t", want=10, returned=0, rate=2.0, burst=10, now=T0)
-        tokens, granted = adapter.rate_bucket_take("t", want=3, returned=0, rate=2.0, burst=10, now=T0 + 1.5)
+        take = partial(adapter.rate_bucket_take, "t", returned=0, rate=2.0, burst=10)
+        take(want=10, now=T0)
+        tokens, granted = take(want=3, now=T0 + 1.5)
         assert (granted, tokens) == (3, pytest.approx(0.0))
-        tokens, granted = adapter.rate_bucket_take("t", want=1, returned=0, rate=2.0, burst=10, now=T0 + 100)
+        tokens, granted = take(want=1, now=T0 + 100)
         assert (granted, tokens) == (1, pytest.approx(9.0))
 
     def test_bucket_credits_returned_tokens(self, adapter: StoreAdapter) -> None:
-        adapter.rate_bucket_take("t", want=8, returned=0, rate=0.001, burst=10, now=T0)
-        tokens, granted = adapter.rate_bucket_take("t", want=1, returned=5, rate=0.001, burst=10, now=T0)
+        take = partial(adapter.rate_bucket_take, "t", want=1, rate=0.001, burst=10, now=T0)
+        take(want=8, returned=0)
+        tokens, granted = take(returned=5)
         assert (granted, tokens) == (1, pytest.approx(6.0))
-        tokens, granted = adapter.rate_bucket_take("t", want=1, returned=50, rate=0.001, burst=10, now=T0)
+        tokens, granted = take(returned=50)
         assert (granted, tokens) == (1, pytest.approx(9.0))  # capped at the burst
 
     # -- document claims -----------------------------------------------------------------

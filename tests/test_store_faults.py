@@ -109,8 +109,29 @@ def _recovered(base: str, within_s: float = 20, streak: int = 30) -> list[Answer
     return answers
 
 
+def _serve_warm(config: LedgerConfig, log: Path, prefix: tuple[str, ...] = ()) -> tuple[ServerProcess, int]:
+    """`serve` on `config`'s store logging to `log` (repeats counted every REPEAT_INTERVAL_S),
+    warmed up; with how much of the log was written before any fault."""
+    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
+    server = ServerProcess(config.data_dir, env, log_path=log, prefix=prefix).start()
+    try:
+        _warm(server.base_url)
+    except BaseException:
+        server.stop()
+        raise
+    return server, len(log.read_text(errors="replace"))
+
+
 def _log_lines(log: Path, since: int) -> list[str]:
     return log.read_text(errors="replace")[since:].splitlines()
+
+
+def _assert_logged_briefly(lines: list[str], during: list[Answer]) -> None:
+    """The fault named, in about a line per ten refusals and at most two tracebacks."""
+    refused = sum(1 for a in during if a[0] >= 400)
+    assert any("storage unavailable" in line for line in lines), lines[:20]
+    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
+    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
 
 
 def _set_writable(data_dir: Path, writable: bool) -> None:
@@ -122,11 +143,8 @@ def _set_writable(data_dir: Path, writable: bool) -> None:
 def test_sqlite_read_only_data_dir_answers_503_and_recovers_without_restart(tmp_path: Path) -> None:
     config = LedgerConfig(data_dir=tmp_path / "data", run_checkpointer=False)
     log = tmp_path / "serve.log"
-    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
-    server = ServerProcess(config.data_dir, env, log_path=log, prefix=UNPRIVILEGED).start()
+    server, before = _serve_warm(config, log, UNPRIVILEGED)
     try:
-        _warm(server.base_url)
-        before = len(log.read_text(errors="replace"))
         _set_writable(config.data_dir, False)
         try:
             during = _fault_answers(server.base_url)
@@ -134,7 +152,6 @@ def test_sqlite_read_only_data_dir_answers_503_and_recovers_without_restart(tmp_
         finally:
             _set_writable(config.data_dir, True)
         _assert_refusals_are_503(during)
-        refused = sum(1 for a in during if a[0] >= 400)
         lines = _log_lines(log, before)
         after = _recovered(server.base_url)
         _assert_refusals_are_503(after)
@@ -142,10 +159,8 @@ def test_sqlite_read_only_data_dir_answers_503_and_recovers_without_restart(tmp_
     finally:
         server.stop()
     # Logged once, then counted: a bounded number of lines, no traceback per request.
-    assert any("storage unavailable" in line for line in lines), lines[:20]
+    _assert_logged_briefly(lines, during)
     assert any("repeated" in line and "more times" in line for line in lines), lines[:40]
-    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
-    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
 
 
 @pytest.fixture
@@ -185,11 +200,8 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
     role, schema = pg_role_schema
     config = LedgerConfig(data_dir=tmp_path / "data", database_url=_role_dsn(role, schema))
     log = tmp_path / "serve.log"
-    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
-    server = ServerProcess(config.data_dir, env, log_path=log).start()
+    server, before = _serve_warm(config, log)
     try:
-        _warm(server.base_url)
-        before = len(log.read_text(errors="replace"))
         # As a failover to a read-only standby: every new session refuses writes.
         _sql(f'ALTER ROLE "{role}" SET default_transaction_read_only = on')
         try:
@@ -201,7 +213,6 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
             # read-only, and must not be used again.
             _sql(f'ALTER ROLE "{role}" RESET default_transaction_read_only')
         _assert_refusals_are_503(during)
-        refused = sum(1 for a in during if a[0] >= 400)
         lines = _log_lines(log, before)
         _assert_refusals_are_503(_recovered(server.base_url))
         # A restart of the database: every session dropped at once, then back at once.
@@ -210,9 +221,7 @@ def test_postgres_read_only_and_dropped_sessions_answer_503_and_recover_without_
         assert server.process is not None and server.process.poll() is None
     finally:
         server.stop()
-    assert any("storage unavailable" in line for line in lines), lines[:20]
-    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
-    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
+    _assert_logged_briefly(lines, during)
 
 
 @pytest.fixture
@@ -250,11 +259,8 @@ def test_sqlite_full_disk_answers_503_and_recovers_when_space_is_freed(
 ) -> None:
     config = LedgerConfig(data_dir=small_disk / "data", run_checkpointer=False)
     log = tmp_path / "serve.log"
-    env = server_env(config, TOKEN, CITELEDGER_LOG_REPEAT_INTERVAL_S=REPEAT_INTERVAL_S)
-    server = ServerProcess(config.data_dir, env, log_path=log).start()
+    server, before = _serve_warm(config, log)
     try:
-        _warm(server.base_url)
-        before = len(log.read_text(errors="replace"))
         filler = _fill(small_disk)
         try:
             during = _fault_answers(server.base_url)
@@ -262,12 +268,9 @@ def test_sqlite_full_disk_answers_503_and_recovers_when_space_is_freed(
         finally:
             filler.unlink()
         _assert_refusals_are_503(during)
-        refused = sum(1 for a in during if a[0] >= 400)
         lines = _log_lines(log, before)
         _assert_refusals_are_503(_recovered(server.base_url))
         assert server.process is not None and server.process.poll() is None
     finally:
         server.stop()
-    assert any("storage unavailable" in line for line in lines), lines[:20]
-    assert len(lines) <= 40 + refused // 10, (refused, lines[:60])
-    assert sum(1 for line in lines if line.startswith("Traceback")) <= 2, lines[:60]
+    _assert_logged_briefly(lines, during)

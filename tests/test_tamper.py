@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import orjson
 import pytest
@@ -21,8 +18,7 @@ from ledger.tlog.signing import SigningKey, kid_for, public_raw_of
 from ledger.writing.application import Ledger
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.server_process import run_cli
 
 
 def _fill(ledger: Ledger, count: int = 9, checkpoint: bool = True) -> None:
@@ -91,26 +87,22 @@ def test_changed_byte_in_a_pending_entry_is_named(ledger: Ledger, raw_store: Raw
     assert _first_bad(ledger).position == 11
 
 
-def test_deleted_row_is_named(ledger: Ledger, raw_store: RawStore) -> None:
+@pytest.mark.parametrize(
+    ("deleted", "position", "named"),
+    [
+        pytest.param((5,), 5, "missing", id="one-row"),
+        pytest.param((6, 7), 6, "6..7", id="two-consecutive-rows"),
+        pytest.param((10,), 10, "missing", id="newest-row-under-a-checkpoint"),
+    ],
+)
+def test_deleted_rows_are_named(
+    ledger: Ledger, raw_store: RawStore, deleted: tuple[int, ...], position: int, named: str
+) -> None:
     _fill(ledger)
-    _delete(raw_store, LEDGER_STREAM_ID, 5)
+    for version in deleted:
+        _delete(raw_store, LEDGER_STREAM_ID, version)
     finding = _first_bad(ledger)
-    assert finding.position == 5 and "missing" in finding.problem
-
-
-def test_two_deleted_consecutive_rows_are_named(ledger: Ledger, raw_store: RawStore) -> None:
-    _fill(ledger)
-    _delete(raw_store, LEDGER_STREAM_ID, 6)
-    _delete(raw_store, LEDGER_STREAM_ID, 7)
-    finding = _first_bad(ledger)
-    assert finding.position == 6 and "6..7" in finding.problem
-
-
-def test_deleted_newest_row_under_a_checkpoint_is_named(ledger: Ledger, raw_store: RawStore) -> None:
-    _fill(ledger)
-    _delete(raw_store, LEDGER_STREAM_ID, 10)
-    finding = _first_bad(ledger)
-    assert finding.position == 10 and "missing" in finding.problem
+    assert finding.position == position and named in finding.problem
 
 
 def test_swapped_rows_are_named(ledger: Ledger, raw_store: RawStore) -> None:
@@ -158,17 +150,17 @@ def _forger_key() -> SigningKey:
     return SigningKey(kid=kid_for(public_raw), public_raw=public_raw, private=private)
 
 
+def _forged(origin: str, like: CheckpointRecord, root: bytes) -> CheckpointRecord:
+    """A checkpoint of `like`'s size and time over `root`, signed by a key the log never had."""
+    return make_checkpoint(
+        seq=1, origin=origin, tree_size=like.tree_size, root=root, issued_at=like.issued_at, key=_forger_key()
+    )
+
+
 def test_replaced_checkpoint_is_named(ledger: Ledger, raw_store: RawStore) -> None:
     _fill(ledger)
     original = CheckpointRecord.from_bytes(_state(raw_store, CHECKPOINT_STREAM_ID, 1))
-    forged = make_checkpoint(
-        seq=1,
-        origin=ledger.origin,
-        tree_size=original.tree_size,
-        root=b"\x11" * 32,
-        issued_at=original.issued_at,
-        key=_forger_key(),
-    )
+    forged = _forged(ledger.origin, original, b"\x11" * 32)
     forged = CheckpointRecord(**{**forged.__dict__, "kid": original.kid})
     _set_state(raw_store, CHECKPOINT_STREAM_ID, 1, forged.to_bytes())
     finding = _first_bad(ledger)
@@ -190,27 +182,11 @@ def test_swapped_public_key_file_is_detected_by_the_cli(ledger: Ledger) -> None:
     ledger.close()
     env_args = ["--data-dir", str(config.data_dir)]
     env = {"PATH": "/usr/bin:/bin", "CITELEDGER_DATABASE_URL": config.database_url or ""}
-    clean = subprocess.run(
-        [sys.executable, "-m", "cli.main", "verify", *env_args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    clean = run_cli(["verify", *env_args], env)
     assert clean.returncode == 0, clean.stderr
     other = base64.b64encode(public_raw_of(Ed25519PrivateKey.generate())).decode()
     (config.keys_dir / "root.pub").write_text(other + "\n")
-    swapped = subprocess.run(
-        [sys.executable, "-m", "cli.main", "verify", "--json", *env_args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    swapped = run_cli(["verify", "--json", *env_args], env)
     assert swapped.returncode == 1
     summary = json.loads(swapped.stdout)
     assert summary["first_bad_position"] == 1 and "trusted public key" in summary["problem"]
@@ -263,14 +239,7 @@ def test_rewritten_history_is_caught_by_a_held_checkpoint(ledger: Ledger, raw_st
     _fill(ledger, 4)
     held = ledger.latest_checkpoint()
     assert held is not None
-    forged = make_checkpoint(
-        seq=1,
-        origin=ledger.origin,
-        tree_size=held.tree_size,
-        root=b"\x22" * 32,
-        issued_at=held.issued_at,
-        key=_forger_key(),
-    )
+    forged = _forged(ledger.origin, held, b"\x22" * 32)
     report = verify_store(ledger.store, ledger.root_public_key, held=[forged.note])
     assert (
         not report.ok and report.first_bad is not None and "not signed by any key" in report.first_bad.problem

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from api.auth import create_operator_token, digest, read_token_file
 from ledger.config import LedgerConfig
 from ledger.domain.timestamps import parse_timestamp
-from tests.conftest import PG_DSN, pg_connect
+from tests.conftest import PG_DSN, fresh_schema
 from tests.server_process import ServerProcess, run_cli, server_env
 
 BOOTSTRAP = "tokens-process-bootstrap-0123456789"
@@ -146,14 +145,8 @@ def test_cli_revocation_reaches_a_running_sqlite_server(
 
 @pytest.fixture
 def pg_schema() -> Iterator[str]:
-    name = "t_" + uuid.uuid4().hex[:16]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{name}"')
-    try:
+    with fresh_schema() as name:
         yield name
-    finally:
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def test_http_revocation_on_one_postgres_server_reaches_the_other(tmp_path: Path, pg_schema: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -53,103 +53,89 @@ def _wipe_local_evidence(raw: RawStore, above: int) -> None:
         raw.execute(f"DELETE FROM {table}")
 
 
+def _vkey(config: LedgerConfig) -> str:
+    """The log's note verifier key, read by opening the store once."""
+    with _open(config) as ledger:
+        return ledger.vkey
+
+
 @pytest.fixture
 def log_vkey(ledger_config: LedgerConfig) -> str:
-    ledger = _open(ledger_config)
-    try:
-        return ledger.vkey
-    finally:
-        ledger.close()
+    return _vkey(ledger_config)
 
 
-def test_witness_cosigns_consistent_checkpoints(
-    ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path
-) -> None:
-    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        trusted = [parse_cosigner_vkey(witness.vkey)]
-        ledger = _open(ledger_config, witness.setting)
-        try:
-            _fill(ledger, 30)
-            first = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
-            [cosignature] = open_cosignatures(first.note, trusted)
-            assert cosignature.witness == "witness.test/w1" and cosignature.timestamp > 0
-            _fill(ledger, 10)
-            second = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
-            assert second.tree_size == 41 and len(open_cosignatures(second.note, trusted)) == 1
-            assert ledger.witnessed.size_of("witness.test/w1") == 41
-            assert ledger.findings == [] and not ledger.cosigner.alarms  # type: ignore[union-attr]
-            bundle_checkpoint = ledger.checkpoint_covering(5)
-            assert open_cosignatures(bundle_checkpoint.note, trusted)  # bundles carry cosignatures
-        finally:
-            ledger.close()
+@pytest.fixture
+def witness(log_vkey: str, tmp_path: Path) -> Iterator[WitnessProcess]:
+    """A witness in its own process that knows the log's key."""
+    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as running:
+        yield running
+
+
+def test_witness_cosigns_consistent_checkpoints(witness: WitnessProcess, ledger_config: LedgerConfig) -> None:
+    trusted = [parse_cosigner_vkey(witness.vkey)]
+    with _open(ledger_config, witness.setting) as ledger:
+        _fill(ledger, 30)
+        first = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
+        [cosignature] = open_cosignatures(first.note, trusted)
+        assert cosignature.witness == "witness.test/w1" and cosignature.timestamp > 0
+        _fill(ledger, 10)
+        second = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
+        assert second.tree_size == 41 and len(open_cosignatures(second.note, trusted)) == 1
+        assert ledger.witnessed.size_of("witness.test/w1") == 41
+        assert ledger.findings == [] and not ledger.cosigner.alarms  # type: ignore[union-attr]
+        bundle_checkpoint = ledger.checkpoint_covering(5)
+        assert open_cosignatures(bundle_checkpoint.note, trusted)  # bundles carry cosignatures
 
 
 def test_a_log_cut_back_after_the_witness_saw_it_is_refused_and_held(
-    ledger_config: LedgerConfig, raw_store: RawStore, log_vkey: str, tmp_path: Path
+    witness: WitnessProcess, ledger_config: LedgerConfig, raw_store: RawStore
 ) -> None:
-    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
-            _fill(ledger, 40)
-            assert ledger.cosign(ledger.issue_checkpoint()).note.count("\u2014 ") == 2  # type: ignore[arg-type]
-        finally:
-            ledger.close()
-        _wipe_local_evidence(raw_store, above=20)
-        restarted = _open(ledger_config, witness.setting)
-        try:
-            assert restarted.size == 20 and restarted.findings == []  # nothing local is left to see
-            _fill(restarted, 3)
-            shorter = restarted.cosign(restarted.issue_checkpoint())  # type: ignore[arg-type]
-            assert shorter.note.count("\u2014 ") == 1  # the witness did not cosign the shorter log
-            alarm = restarted.cosigner.alarms[-1]  # type: ignore[union-attr]
-            assert alarm["status"] == 409 and "41" in alarm["message"]
-            assert [f.kind for f in restarted.findings] == ["log_shorter_than_witnessed"]
-            with pytest.raises(IntegrityHold):
-                _fill(restarted, 1)
-        finally:
-            restarted.close()
-        # The witness's monitoring view still shows the longer tree.
-        origin_hash = __import__("hashlib").sha256(ledger.origin.encode()).hexdigest()
-        seen = httpx.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=5)
-        assert seen.status_code == 200 and seen.text.split("\n")[1] == "41"
+    with _open(ledger_config, witness.setting) as ledger:
+        _fill(ledger, 40)
+        assert ledger.cosign(ledger.issue_checkpoint()).note.count("\u2014 ") == 2  # type: ignore[arg-type]
+    _wipe_local_evidence(raw_store, above=20)
+    with _open(ledger_config, witness.setting) as restarted:
+        assert restarted.size == 20 and restarted.findings == []  # nothing local is left to see
+        _fill(restarted, 3)
+        shorter = restarted.cosign(restarted.issue_checkpoint())  # type: ignore[arg-type]
+        assert shorter.note.count("\u2014 ") == 1  # the witness did not cosign the shorter log
+        alarm = restarted.cosigner.alarms[-1]  # type: ignore[union-attr]
+        assert alarm["status"] == 409 and "41" in alarm["message"]
+        assert [f.kind for f in restarted.findings] == ["log_shorter_than_witnessed"]
+        with pytest.raises(IntegrityHold):
+            _fill(restarted, 1)
+    # The witness's monitoring view still shows the longer tree.
+    origin_hash = __import__("hashlib").sha256(ledger.origin.encode()).hexdigest()
+    seen = httpx.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=5)
+    assert seen.status_code == 200 and seen.text.split("\n")[1] == "41"
 
 
 def test_a_forked_log_of_the_same_size_is_refused(
-    ledger_config: LedgerConfig, raw_store: RawStore, log_vkey: str, tmp_path: Path
+    witness: WitnessProcess, ledger_config: LedgerConfig, raw_store: RawStore
 ) -> None:
-    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
-            _fill(ledger, 15)
-            original = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
-            assert original.tree_size == 16 and original.note.count("\u2014 ") == 2
-        finally:
-            ledger.close()
-        _wipe_local_evidence(raw_store, above=10)
-        forked = _open(ledger_config, witness.setting)
-        try:
-            _fill(forked, 6, query="something else entirely")
-            fork = forked.cosign(forked.issue_checkpoint())  # type: ignore[arg-type]
-            assert fork.tree_size == 16 and fork.root != original.root
-            assert fork.note.count("\u2014 ") == 1
-            assert forked.cosigner.alarms[-1]["status"] == 422  # type: ignore[union-attr]
-            assert [f.kind for f in forked.findings] == ["witness_disagrees"]
-            with pytest.raises(IntegrityHold):
-                _fill(forked, 1)
-        finally:
-            forked.close()
+    with _open(ledger_config, witness.setting) as ledger:
+        _fill(ledger, 15)
+        original = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
+        assert original.tree_size == 16 and original.note.count("\u2014 ") == 2
+    _wipe_local_evidence(raw_store, above=10)
+    with _open(ledger_config, witness.setting) as forked:
+        _fill(forked, 6, query="something else entirely")
+        fork = forked.cosign(forked.issue_checkpoint())  # type: ignore[arg-type]
+        assert fork.tree_size == 16 and fork.root != original.root
+        assert fork.note.count("\u2014 ") == 1
+        assert forked.cosigner.alarms[-1]["status"] == 422  # type: ignore[union-attr]
+        assert [f.kind for f in forked.findings] == ["witness_disagrees"]
+        with pytest.raises(IntegrityHold):
+            _fill(forked, 1)
 
 
 def test_witness_restart_keeps_its_state(ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path) -> None:
     witness = WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey).start()
     try:
-        ledger = _open(ledger_config, witness.setting)
-        try:
+        with _open(ledger_config, witness.setting) as ledger:
             _fill(ledger, 12)
             record = ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
             assert record.note.count("\u2014 ") == 2
-        finally:
-            ledger.close()
         witness.stop()
         witness.start()
         # A fresh client that knows nothing sends old 0: the restarted witness answers with its size.
@@ -186,70 +172,61 @@ def test_keys_route_and_cli_publish_vkeys(
 
 
 def test_auditor_checks_bundles_and_exports_against_witness_keys_alone(
-    ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path
+    witness: WitnessProcess, ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path
 ) -> None:
     """verify-bundle and verify --export take --witness-key/--min-witnesses, say which
     witnesses cosigned, and fail on a checkpoint no trusted witness cosigned."""
-    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        key_file = tmp_path / "w1.vkey"
-        key_file.write_text(witness.vkey + "\n")
-        stranger = WitnessProcess(tmp_path / "w2", "witness.test/w1", log_vkey)  # same name, other key
-        stranger_file = tmp_path / "w2.vkey"
-        stranger_file.write_text(stranger.vkey + "\n")
-        ledger = _open(ledger_config)
-        try:
-            _fill(ledger, 10)
-        finally:
-            ledger.close()
-        root_pub = str(ledger_config.data_dir / "keys" / "root.pub")
-        plain = server_env(ledger_config, "t", CITELEDGER_DATA_DIR=str(ledger_config.data_dir))
-        witnessed = {**plain, "CITELEDGER_WITNESSES": witness.setting}
-        check = ["verify-bundle", "--public-key", root_pub, "--witness-key", str(key_file)]
+    key_file = tmp_path / "w1.vkey"
+    key_file.write_text(witness.vkey + "\n")
+    stranger = WitnessProcess(tmp_path / "w2", "witness.test/w1", log_vkey)  # same name, other key
+    stranger_file = tmp_path / "w2.vkey"
+    stranger_file.write_text(stranger.vkey + "\n")
+    with _open(ledger_config) as ledger:
+        _fill(ledger, 10)
+    root_pub = str(ledger_config.data_dir / "keys" / "root.pub")
+    plain = server_env(ledger_config, "t", CITELEDGER_DATA_DIR=str(ledger_config.data_dir))
+    witnessed = {**plain, "CITELEDGER_WITNESSES": witness.setting}
+    check = ["verify-bundle", "--public-key", root_pub, "--witness-key", str(key_file)]
 
-        assert run_cli(["bundle", "5", "--out", str(tmp_path / "alone.json")], plain).returncode == 0
-        alone = run_cli([*check, "--min-witnesses", "1", str(tmp_path / "alone.json")], plain)
-        assert (
-            alone.returncode == 1
-            and "cosigned by 0 of the 1 trusted witnesses" in alone.stderr + alone.stdout
+    assert run_cli(["bundle", "5", "--out", str(tmp_path / "alone.json")], plain).returncode == 0
+    alone = run_cli([*check, "--min-witnesses", "1", str(tmp_path / "alone.json")], plain)
+    assert alone.returncode == 1 and "cosigned by 0 of the 1 trusted witnesses" in alone.stderr + alone.stdout
+    assert (
+        run_cli(["verify-bundle", "--public-key", root_pub, str(tmp_path / "alone.json")], plain).returncode
+        == 0
+    )
+
+    assert run_cli(["bundle", "5", "--out", str(tmp_path / "cosigned.json")], witnessed).returncode == 0
+    ok = run_cli([*check, "--min-witnesses", "1", str(tmp_path / "cosigned.json")], plain)
+    assert ok.returncode == 0, ok.stderr + ok.stdout
+    assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in ok.stderr + ok.stdout
+    other = ["verify-bundle", "--public-key", root_pub, "--witness-key", str(stranger_file)]
+    assert run_cli([*other, str(tmp_path / "cosigned.json")], plain).returncode == 1
+    too_many = run_cli([*check, "--min-witnesses", "2", str(tmp_path / "cosigned.json")], plain)
+    assert too_many.returncode == 2
+
+    for kind in (["--tenant", TENANT], []):
+        out = tmp_path / f"export{len(kind)}.jsonl"
+        assert run_cli(["export", "--out", str(out), *kind], witnessed).returncode == 0
+        verified = run_cli(
+            ["verify", "--export", str(out), "--public-key", root_pub, "--witness-key", str(key_file)],
+            plain,
         )
-        assert (
-            run_cli(
-                ["verify-bundle", "--public-key", root_pub, str(tmp_path / "alone.json")], plain
-            ).returncode
-            == 0
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in verified.stdout
+        refused = run_cli(
+            [
+                "verify",
+                "--export",
+                str(out),
+                "--public-key",
+                root_pub,
+                "--witness-key",
+                str(stranger_file),
+            ],
+            plain,
         )
-
-        assert run_cli(["bundle", "5", "--out", str(tmp_path / "cosigned.json")], witnessed).returncode == 0
-        ok = run_cli([*check, "--min-witnesses", "1", str(tmp_path / "cosigned.json")], plain)
-        assert ok.returncode == 0, ok.stderr + ok.stdout
-        assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in ok.stderr + ok.stdout
-        other = ["verify-bundle", "--public-key", root_pub, "--witness-key", str(stranger_file)]
-        assert run_cli([*other, str(tmp_path / "cosigned.json")], plain).returncode == 1
-        too_many = run_cli([*check, "--min-witnesses", "2", str(tmp_path / "cosigned.json")], plain)
-        assert too_many.returncode == 2
-
-        for kind in (["--tenant", TENANT], []):
-            out = tmp_path / f"export{len(kind)}.jsonl"
-            assert run_cli(["export", "--out", str(out), *kind], witnessed).returncode == 0
-            verified = run_cli(
-                ["verify", "--export", str(out), "--public-key", root_pub, "--witness-key", str(key_file)],
-                plain,
-            )
-            assert verified.returncode == 0, verified.stdout + verified.stderr
-            assert "cosigned by 1 of 1 trusted witnesses: witness.test/w1" in verified.stdout
-            refused = run_cli(
-                [
-                    "verify",
-                    "--export",
-                    str(out),
-                    "--public-key",
-                    root_pub,
-                    "--witness-key",
-                    str(stranger_file),
-                ],
-                plain,
-            )
-            assert refused.returncode == 1 and "cosigned by 0 of the 1" in refused.stdout
+        assert refused.returncode == 1 and "cosigned by 0 of the 1" in refused.stdout
 
 
 def test_a_witness_that_does_not_trust_the_key_is_alarmed_in_healthz(
@@ -264,11 +241,8 @@ def test_a_witness_that_does_not_trust_the_key_is_alarmed_in_healthz(
         other_key = impostor.signing_key().public_raw
     finally:
         impostor.close()
-    ledger = _open(ledger_config)
-    try:
+    with _open(ledger_config) as ledger:
         wrong_vkey = verifier_key(ledger.origin, other_key)  # our origin, someone else's key
-    finally:
-        ledger.close()
     with WitnessProcess(tmp_path / "w1", "witness.test/w1", wrong_vkey) as witness:
         config = LedgerConfig(
             **{**ledger_config.__dict__, "run_checkpointer": False, "witnesses": witness.setting}
@@ -285,23 +259,19 @@ def test_a_witness_that_does_not_trust_the_key_is_alarmed_in_healthz(
 
 
 def test_verify_receipt_names_the_witnesses_that_cosigned(
-    ledger_config: LedgerConfig, log_vkey: str, tmp_path: Path
+    witness: WitnessProcess, ledger_config: LedgerConfig
 ) -> None:
     """The live integrity check (MCP `verify_receipt`, the console's badge) says which of the
     configured witnesses cosigned the checkpoint it checked against, each by its own key."""
     from ledger.usecases.receipts import verify_receipt
     from tests.factories import UseCases
 
-    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
-        ledger = _open(ledger_config, witness.setting)
-        try:
-            cases = UseCases(ledger)
-            receipt = cases.retrieve(cases.ingest())
-            receipt_id = receipt.payload["receipt_id"]
-            before = verify_receipt(cases.ctx, TENANT, receipt_id)
-            assert before["intact"] and before["witnesses"]["configured"] == ["witness.test/w1"]
-            ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
-            after = verify_receipt(cases.ctx, TENANT, receipt_id)
-            assert after["intact"] and after["witnesses"]["cosigned_by"] == ["witness.test/w1"]
-        finally:
-            ledger.close()
+    with _open(ledger_config, witness.setting) as ledger:
+        cases = UseCases(ledger)
+        receipt = cases.retrieve(cases.ingest())
+        receipt_id = receipt.payload["receipt_id"]
+        before = verify_receipt(cases.ctx, TENANT, receipt_id)
+        assert before["intact"] and before["witnesses"]["configured"] == ["witness.test/w1"]
+        ledger.cosign(ledger.issue_checkpoint())  # type: ignore[arg-type]
+        after = verify_receipt(cases.ctx, TENANT, receipt_id)
+        assert after["intact"] and after["witnesses"]["cosigned_by"] == ["witness.test/w1"]
