@@ -227,8 +227,19 @@ def measure(backend: str, events: int, rounds: int) -> dict[str, float]:
 
 def _other_side(repo: Path, args: argparse.Namespace) -> dict[str, float]:
     """The same measurement with another checkout's code, in its own process."""
-    command = [sys.executable, str(HERE), "--json", "--repo", str(repo), "--backend", args.backend,
-               "--events", str(args.events), "--rounds", "1"]
+    command = [
+        sys.executable,
+        str(HERE),
+        "--json",
+        "--repo",
+        str(repo),
+        "--backend",
+        args.backend,
+        "--events",
+        str(args.events),
+        "--rounds",
+        "1",
+    ]
     done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=3600)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
