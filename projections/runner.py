@@ -45,6 +45,7 @@ from projections.tracking import (
     cut_batch,
     health_report,
     read_lag,
+    read_states,
 )
 
 if TYPE_CHECKING:
@@ -126,25 +127,7 @@ class ProjectionRunner:
                 self.reset([projection.name])
 
     def states(self) -> dict[str, TrackingState]:
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT projection, version, notification_id, position, status, error, failed_position "
-                f"FROM {store.table(TRACKING_TABLE)}"
-            )
-            rows = cursor.fetchall()
-        return {
-            row["projection"]: TrackingState(
-                projection=row["projection"],
-                version=int(row["version"]),
-                notification_id=int(row["notification_id"]),
-                position=int(row["position"]),
-                status=row["status"],
-                error=row["error"],
-                failed_position=row["failed_position"],
-            )
-            for row in rows
-        }
+        return read_states(self.store)
 
     # -- applying ------------------------------------------------------------------
     def catch_up(

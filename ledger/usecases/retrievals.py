@@ -349,16 +349,17 @@ ItemRefusal = (UseCaseError, IdempotencyKeyReused, EventRejected)
 
 
 def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
-    with collector_paused():  # a batch's objects are freed by reference counting
-        return _record_retrievals(ctx, caller, items)
-
-
-def _record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
     """Record up to `MAX_BATCH_ITEMS` retrievals: each is checked on its own (a bad one is
     refused by index, the others go on), all accepted ones are committed in ONE transaction
     with their idempotency records. A key already recorded is answered from its record
     (`dedup: true`) without re-running the checks (the cited document may be gone by now).
     A failure of the transaction itself is raised: nothing of the batch was written."""
+    with collector_paused():  # a batch's objects are freed by reference counting
+        return _record_retrievals(ctx, caller, items)
+
+
+def _record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+    """`record_retrievals` with the collector paused."""
     if len(items) > MAX_BATCH_ITEMS:
         raise TooLarge(f"items: at most {MAX_BATCH_ITEMS} per batch")
     keys = [item.idempotency.key for item in items if item.idempotency is not None]
