@@ -30,6 +30,7 @@ from ledger.domain.entries import (
     utc_now,
 )
 from ledger.domain.events import EventRejected
+from ledger.storage.adapters import IdempotencyRecord
 from ledger.storage.log_repeats import log_failure
 from ledger.storage.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
 from ledger.storage.witnessed import WitnessedSizes
@@ -303,7 +304,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
     ) -> tuple[
         dict[int, list[RecordedEvent]],
         list[StoredEvent],
-        dict[int, tuple[idempotency.Answer, idempotency.IdempotencyRecord]],
+        dict[int, tuple[idempotency.Answer, IdempotencyRecord]],
     ]:
         """Sign the pending writes at the next positions and build their keyed answers.
 
@@ -341,7 +342,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
     @staticmethod
     def _answers(
         keyed: dict[int, Any], events: dict[int, list[RecordedEvent]]
-    ) -> dict[int, tuple[idempotency.Answer, idempotency.IdempotencyRecord]]:
+    ) -> dict[int, tuple[idempotency.Answer, IdempotencyRecord]]:
         """Each keyed write's answer and the record that stores it."""
         answers = {i: (k.key, k.answer(events[i])) for i, k in keyed.items() if k is not None}
         rows = [
