@@ -108,25 +108,15 @@ def _cpu_us(fn: Callable[[], Any], count: int) -> float:
 
 
 def _config(backend: str, root: Path) -> tuple[Any, str | None]:
-    from ledger.config import LedgerConfig
-    from tests.conftest import PG_DSN, pg_connect
+    from bench_client import config_for  # a fresh SQLite directory or PostgreSQL schema
 
-    data_dir = root / uuid.uuid4().hex[:10]
-    if backend == "sqlite":
-        return LedgerConfig(data_dir=data_dir, run_checkpointer=False), None
-    schema = "bench_floor_" + uuid.uuid4().hex[:12]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = f"{PG_DSN}?schema={schema}"
-    return LedgerConfig(data_dir=data_dir, database_url=url, run_checkpointer=False), schema
+    return config_for(backend, root)
 
 
 def _drop(schema: str | None) -> None:
-    if schema:
-        from tests.conftest import pg_connect
+    from bench_client import drop
 
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop(schema)
 
 
 def _bare_append(backend: str, root: Path, count: int) -> tuple[float, float]:
@@ -157,6 +147,8 @@ def _use_case(backend: str, root: Path, count: int) -> tuple[float, float, float
     `record_retrievals`, 500 items per call, on the services one server process runs; items
     are validated request bodies, as the route hands them over, built before the clock
     starts, one batch at a time (as a server holds one request's)."""
+    from bench_write_vs_base import _body  # the request body the HTTP comparison sends
+
     from api.config import ApiConfig
     from api.metrics import Metrics
     from api.services import Services
@@ -178,21 +170,7 @@ def _use_case(backend: str, root: Path, count: int) -> tuple[float, float, float
         def batch(start: int) -> list[Any]:
             items = []
             for n in range(start, min(count, start + BATCH)):
-                body = RetrievalIn.model_validate(
-                    {
-                        "query": f"how long are audit logs kept {n}",
-                        "engine": "external:bench",
-                        "task": {"task_id": f"t-{n}"},
-                        "selected_entries": [
-                            {
-                                "document_id": doc["document_id"],
-                                "chunk_id": doc["chunks"][0]["chunk_id"],
-                                "score": "2.5",
-                                "snippet": "Audit logs are kept for 180 days.",
-                            }
-                        ],
-                    }
-                )
+                body = RetrievalIn.model_validate(_body(doc, n))
                 items.append(BatchItem(IdempotencyKey(TENANT, uuid.uuid4().hex, uuid.uuid4().hex), body))
             return items
 

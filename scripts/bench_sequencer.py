@@ -72,19 +72,11 @@ def _timed_holds(adapter: Any) -> list[float]:
     return holds
 
 
-def _worker(
-    repo: str,
-    url: str,
-    data_dir: str,
-    doc: dict[str, Any],
-    mode: str,
-    events: int,
-    seed: int,
-    barrier: Any,
-    out: Any,
-) -> None:
+def _worker(*args: Any) -> None:
+    """`_work`, its failure reported to the parent (which would otherwise wait for ever)."""
+    barrier, out = args[-2], args[-1]
     try:
-        _work(repo, url, data_dir, doc, mode, events, seed, barrier, out)
+        _work(*args)
     except BaseException as exc:
         barrier.abort()
         out.put({"error": repr(exc)})
