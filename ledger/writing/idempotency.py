@@ -224,11 +224,6 @@ def lookup_many(store: Store, tenant_id: str, keys: Sequence[str]) -> dict[str, 
     return {key: answer for (_, key), answer in found.items()}
 
 
-def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> None:
-    """Record answers inside the transaction that inserts their entries."""
-    store.adapter.idempotency_insert(cursor, records(rows))
-
-
 def records(rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> list[IdempotencyRecord]:
     """The stored form of answers (built before the sequencer is taken; inserted under it)."""
     now = time.time()
