@@ -15,8 +15,9 @@ import pytest
 
 from bootstrap import read_side
 from ledger.storage.audit import verify_store
-from ledger.writing.application import Ledger, Notification
+from ledger.writing.application import Ledger, Notification, Write, WriteOutcome, prepare_all
 from ledger.writing.collector import collector_paused
+from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite
 from tests.factories import TENANT, retrieval_draft
 
 
@@ -94,3 +95,38 @@ def test_a_disabled_collector_stays_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # the early key check is PostgreSQL's
+def test_a_key_recorded_while_another_worker_signs_is_answered_from_its_record(
+    open_ledger: Callable[..., Ledger],
+) -> None:
+    first, second = open_ledger(), open_ledger()
+    key = IdempotencyKey(TENANT, "key-1", "fingerprint-1")
+
+    def keyed(ledger: Ledger) -> Write:
+        drafts = prepare_all([retrieval_draft(ledger)], tenant_id=TENANT)
+        return Write(drafts, IdempotentWrite(key, lambda events: (1, {"position": events[0].position})))
+
+    results: dict[str, WriteOutcome] = {}
+    started: list[threading.Thread] = []
+
+    def while_first_holds(cursor: Any, committed: Sequence[Notification]) -> None:
+        # `second` checks the key before `first` commits it, then meets it.
+        if not started:
+            thread = threading.Thread(
+                target=lambda: results.update(second=second.commit_writes([keyed(second)])[0])
+            )
+            started.append(thread)
+            thread.start()
+            time.sleep(0.5)
+
+    first.in_transaction(while_first_holds)
+    mine = first.commit_writes([keyed(first)])[0]
+    started[0].join(timeout=30)
+    theirs = results["second"]
+    assert mine.error is None and mine.answer == (1, {"position": 2})
+    assert theirs.error is None and theirs.events == []  # nothing written a second time
+    assert theirs.answer == (1, {"position": 2, "dedup": True})
+    reader = open_ledger()
+    assert reader.size == 2  # genesis and the one keyed entry
