@@ -17,7 +17,7 @@ from bootstrap import read_side
 from ledger.storage.audit import verify_store
 from ledger.writing.application import Ledger, Notification, Write, WriteOutcome, prepare_all
 from ledger.writing.collector import collector_paused
-from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite
+from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite, lookup
 from tests.factories import TENANT, retrieval_draft
 
 
@@ -26,12 +26,16 @@ def test_a_worker_that_commits_while_another_signs_makes_it_sign_again(
     open_ledger: Callable[..., Ledger],
 ) -> None:
     first, second = open_ledger(), open_ledger()
+    key = IdempotencyKey(TENANT, "key-2", "fingerprint-2")
     holds: list[float] = []
     first.store.adapter.sequencer_holds = holds  # type: ignore[attr-defined]
     results: dict[str, Any] = {}
 
     def second_writes() -> None:
-        results["second"] = second.append_batch([retrieval_draft(second) for _ in range(3)], tenant_id=TENANT)
+        # Keyed: its record, inserted before the lock at the positions first signed, is replaced.
+        drafts = prepare_all([retrieval_draft(second) for _ in range(3)], tenant_id=TENANT)
+        answer = IdempotentWrite(key, lambda events: (1, {"position": events[0].position}))
+        results["second"] = second.commit_writes([Write(drafts, answer)])[0].events
 
     started: list[threading.Thread] = []
 
@@ -52,6 +56,8 @@ def test_a_worker_that_commits_while_another_signs_makes_it_sign_again(
     assert theirs[0].envelope["prev_hash"] == mine[-1].leaf_hash.hex()
     assert second.conflicts == 0  # no position was taken twice: the lock decided
     assert len(holds) == 1 and 0.5 <= holds[0] < 30  # the hold spans the hook's wait
+    record = lookup(second.store, TENANT, key.key)
+    assert record is not None and record.body == {"position": 4}  # not the 2 it was first signed at
     report = verify_store(second.store, second.root_public_key, deep=True)
     assert report.ok, report.first_bad
 

@@ -234,11 +234,11 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                                 # Under SQLite's write lock (taken by the log insert): a key
                                 # another writer recorded first.
                                 self._settle(cursor, keyed)
+                                store.adapter.idempotency_insert(
+                                    cursor, [record for _, record in answers.values()]
+                                )
                             for i, (answer, _) in answers.items():
                                 outcomes[i] = WriteOutcome(events[i], answer)
-                            store.adapter.idempotency_insert(
-                                cursor, [record for _, record in answers.values()]
-                            )
                         # Before COMMIT (and before the read-model hooks touch anything), each
                         # write claims its caller's deadline: one already answered "timed out"
                         # is rolled back, and the others are committed without it.
@@ -310,10 +310,12 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
 
         Where the store has a sequencer (PostgreSQL), everything that need not be serial is
         done before taking it: the idempotency check, catching up with what other workers
-        committed, signing at the head as it then stands and building the answers. Under the
-        sequencer only the catch-up is repeated; the entries are signed again only if another
-        worker committed in between. A key recorded by a writer racing past the check meets
-        the primary key at insert, and the retry finds it here."""
+        committed, signing at the head as it then stands, and building and inserting the
+        idempotency records. Under the sequencer only the catch-up is repeated; the entries are
+        signed again (and their records replaced) only if another worker committed in between.
+        A writer with the same key waits on the inserted record until this transaction ends
+        (never while holding the sequencer), then meets the primary key, and its retry answers
+        from the record. Elsewhere the caller inserts the records after the log rows."""
         adapter = self.store.adapter
         if not adapter.serialises_appends:
             events, stored = self._sign_writes(writes, pending)
@@ -324,11 +326,15 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         head = self.size
         events, stored = self._sign_writes(writes, pending)
         answers = self._answers(keyed, events)
+        adapter.idempotency_insert(cursor, [record for _, record in answers.values()])
         adapter.take_sequencer(cursor)
         self._sync_in(cursor)
         if self.size != head:
             events, stored = self._sign_writes(writes, pending)
             answers = self._answers(keyed, events)
+            records = [record for _, record in answers.values()]
+            adapter.idempotency_delete(cursor, [(r.tenant_id, r.idem_key) for r in records])
+            adapter.idempotency_insert(cursor, records)
         return events, stored, answers
 
     def _settle(self, cursor: Any, keyed: dict[int, Any]) -> None:

@@ -92,6 +92,20 @@ class SideTableStatements(AdapterCore):
                     )
         return found
 
+    def idempotency_delete(self, cursor: Any, keys: Sequence[tuple[str, str]]) -> None:
+        """Remove the records of (tenant, key) pairs through the caller's transaction (a writer
+        replacing its own records, not yet committed, by ones for entries signed again)."""
+        table = self.table(IDEMPOTENCY_TABLE)
+        for start in range(0, len(keys), _IDEMPOTENCY_CHUNK):
+            part = keys[start : start + _IDEMPOTENCY_CHUNK]
+            cursor.execute(
+                self.sql(
+                    f"DELETE FROM {table} WHERE (tenant_id, idem_key) IN "
+                    f"(VALUES {', '.join(['(?, ?)'] * len(part))})"
+                ),
+                [value for pair in part for value in pair],
+            )
+
     def idempotency_lookup(self, tenant_id: str, key: str) -> IdempotencyRow | None:
         """One recorded answer, in a read-only transaction (the fast path before any work)."""
         with self.transaction(commit=False) as cursor:
