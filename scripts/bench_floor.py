@@ -108,15 +108,27 @@ def _cpu_us(fn: Callable[[], Any], count: int) -> float:
 
 
 def _config(backend: str, root: Path) -> tuple[Any, str | None]:
-    from bench_client import config_for  # a fresh SQLite directory or PostgreSQL schema
+    """A fresh SQLite directory or PostgreSQL schema. (Not bench_client's `config_for`: that
+    module puts this checkout first on sys.path, and the base side must import its own.)"""
+    from ledger.config import LedgerConfig
+    from tests.conftest import PG_DSN, pg_connect
 
-    return config_for(backend, root)
+    data_dir = root / uuid.uuid4().hex[:10]
+    if backend == "sqlite":
+        return LedgerConfig(data_dir=data_dir, run_checkpointer=False), None
+    schema = "bench_floor_" + uuid.uuid4().hex[:12]
+    with pg_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    url = f"{PG_DSN}?schema={schema}"
+    return LedgerConfig(data_dir=data_dir, database_url=url, run_checkpointer=False), schema
 
 
 def _drop(schema: str | None) -> None:
-    from bench_client import drop
+    if schema:
+        from tests.conftest import pg_connect
 
-    drop(schema)
+        with pg_connect() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def _bare_append(backend: str, root: Path, count: int) -> tuple[float, float]:
