@@ -45,6 +45,7 @@ from projections.tracking import (
     cut_batch,
     health_report,
     read_lag,
+    read_states,
 )
 
 if TYPE_CHECKING:
@@ -126,25 +127,7 @@ class ProjectionRunner:
                 self.reset([projection.name])
 
     def states(self) -> dict[str, TrackingState]:
-        store = self.store
-        with store.transaction(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT projection, version, notification_id, position, status, error, failed_position "
-                f"FROM {store.table(TRACKING_TABLE)}"
-            )
-            rows = cursor.fetchall()
-        return {
-            row["projection"]: TrackingState(
-                projection=row["projection"],
-                version=int(row["version"]),
-                notification_id=int(row["notification_id"]),
-                position=int(row["position"]),
-                status=row["status"],
-                error=row["error"],
-                failed_position=row["failed_position"],
-            )
-            for row in rows
-        }
+        return read_states(self.store)
 
     # -- applying ------------------------------------------------------------------
     def catch_up(
@@ -419,14 +402,32 @@ class ProjectionRunner:
         def after_commit(committed: Sequence[tuple[int, RecordedEvent]]) -> None:
             if not committed:
                 return
+            if serialised:
+                self._apply_after_commit(committed)
             last = committed[-1][1].position
             through, applied = self._applied_with_entries
             if through == last and len(applied) == len(self.projections):
                 return  # every read model took this batch in its own transaction
             self.catch_up(until_position=last)
 
-        ledger.in_transaction(self.apply_in_transaction)
+        # Where appends hold a sequencer (PostgreSQL), read models are written right after
+        # the commit in their own transaction, not under the sequencer: workers would queue
+        # on it for work that needs no order between them (`lag` shows the gap meanwhile).
+        serialised = ledger.store.adapter.serialises_appends
+        if not serialised:
+            ledger.in_transaction(self.apply_in_transaction)
         ledger.on_commit(after_commit)
+
+    def _apply_after_commit(self, committed: Sequence[tuple[int, RecordedEvent]]) -> None:
+        """`apply_in_transaction` in a transaction of its own, for entries just committed;
+        what it could not apply is left to the catch-up that follows."""
+        with self._lock:
+            try:
+                with _read_model_transaction(self.store) as cursor:
+                    self.apply_in_transaction(cursor, committed)
+            except Exception as exc:  # noqa: BLE001 - the catch-up applies (or isolates) it
+                self._applied_with_entries = (0, set())
+                log.debug("read models not applied after the commit: %s", type(exc).__name__)
 
 
 def embedded(ledger: Ledger, projections: Sequence[Projection] | None = None) -> ProjectionRunner:

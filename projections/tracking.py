@@ -86,6 +86,28 @@ class ProjectionLag:
         return (datetime.now(UTC) - moved).total_seconds() > stall_s
 
 
+def read_states(store: Store) -> dict[str, TrackingState]:
+    """Where each projection stands, as its tracking row says."""
+    with store.transaction(commit=False) as cursor:
+        cursor.execute(
+            "SELECT projection, version, notification_id, position, status, error, failed_position "
+            f"FROM {store.table(TRACKING_TABLE)}"
+        )
+        rows = cursor.fetchall()
+    return {
+        row["projection"]: TrackingState(
+            projection=row["projection"],
+            version=int(row["version"]),
+            notification_id=int(row["notification_id"]),
+            position=int(row["position"]),
+            status=row["status"],
+            error=row["error"],
+            failed_position=row["failed_position"],
+        )
+        for row in rows
+    }
+
+
 def read_lag(
     store: Store, names: Sequence[str] | None = None, *, source: NotificationSource | None = None
 ) -> list[ProjectionLag]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import uuid
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,6 +44,7 @@ from ledger.usecases.ports import ChunkState, PolicyState
 from ledger.usecases.scopes import RESTRICTED_SCOPE
 from ledger.usecases.visibility import may_see, narrowed
 from ledger.writing.application import MAX_BATCH_EVENTS, Write
+from ledger.writing.collector import collector_paused
 from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused, bound, lookup_many, sealed_refs
 from ledger.writing.retention import RetentionRules, expiry_key_for, format_timestamp
 from ledger.writing.sealing import KeyDestroyed, document_key_ref, subject_key_ref, tenant_key_ref
@@ -136,7 +137,7 @@ def seal_entry(
     except KeyDestroyed:
         raise ChunkScrubbed(f"{where}: the cited document's text was scrubbed") from None
     return SelectedEntry(
-        citation_id=uuid.uuid4().hex,
+        citation_id=os.urandom(16).hex(),
         document_id=chunk.document_id,
         version_id=chunk.version_id,
         chunk_id=chunk.chunk_id,
@@ -272,7 +273,7 @@ def retrieval_write(
         entries.append(entry)
     query = seal_query(ctx, tenant, body.query, body.subject_id, receipt_expiry)
     context_hash = body.context_hash or entries_context_hash(entries)
-    receipt_id = uuid.uuid4().hex
+    receipt_id = os.urandom(16).hex()
     payload = RetrievalRecorded(
         receipt_id=receipt_id,
         query=query,
@@ -353,6 +354,12 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
     with their idempotency records. A key already recorded is answered from its record
     (`dedup: true`) without re-running the checks (the cited document may be gone by now).
     A failure of the transaction itself is raised: nothing of the batch was written."""
+    with collector_paused():  # a batch's objects are freed by reference counting
+        return _record_retrievals(ctx, caller, items)
+
+
+def _record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+    """`record_retrievals` with the collector paused."""
     if len(items) > MAX_BATCH_ITEMS:
         raise TooLarge(f"items: at most {MAX_BATCH_ITEMS} per batch")
     keys = [item.idempotency.key for item in items if item.idempotency is not None]

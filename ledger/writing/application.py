@@ -30,6 +30,7 @@ from ledger.domain.entries import (
     utc_now,
 )
 from ledger.domain.events import EventRejected
+from ledger.storage.adapters import IdempotencyRecord
 from ledger.storage.log_repeats import log_failure
 from ledger.storage.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store
 from ledger.storage.witnessed import WitnessedSizes
@@ -224,33 +225,20 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                 keyed = {i: writes[i].idempotent for i in pending if writes[i].idempotent is not None}
                 try:
                     with store.adapter.append_transaction() as cursor:
-                        if store.adapter.serialises_appends:
-                            # We hold the sequencer lock: catch up in this transaction, so the
-                            # positions we sign are free and the chain is current.
-                            self._sync_in(cursor)
+                        events, stored, answers = self._sequence(cursor, writes, pending, keyed)
                         if only_at is not None and self.size + 1 != only_at:
                             return [WriteOutcome([], None)], []
-                        events, stored = self._sign_writes(writes, pending)
                         notification_ids = store.insert_log(cursor, stored) if stored else []
                         if keyed:
-                            # Under the log's write lock: a key another writer recorded first.
-                            found = idempotency.find(
-                                cursor, store, [(k.key.tenant_id, k.key.key) for k in keyed.values() if k]
-                            )
-                            settled = {
-                                i: found[(k.key.tenant_id, k.key.key)]
-                                for i, k in keyed.items()
-                                if k is not None and (k.key.tenant_id, k.key.key) in found
-                            }
-                            if settled:
-                                raise _AlreadyRecorded(settled)
-                            rows = []
-                            for i, k in keyed.items():
-                                assert k is not None
-                                answer = k.answer(events[i])
+                            if not store.adapter.serialises_appends:
+                                # Under SQLite's write lock (taken by the log insert): a key
+                                # another writer recorded first.
+                                self._settle(cursor, keyed)
+                                store.adapter.idempotency_insert(
+                                    cursor, [record for _, record in answers.values()]
+                                )
+                            for i, (answer, _) in answers.items():
                                 outcomes[i] = WriteOutcome(events[i], answer)
-                                rows.append((k.key, answer, events[i][0].position if events[i] else 0))
-                            idempotency.insert(cursor, store, rows)
                         # Before COMMIT (and before the read-model hooks touch anything), each
                         # write claims its caller's deadline: one already answered "timed out"
                         # is rolled back, and the others are committed without it.
@@ -310,6 +298,64 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         for index, first in repeats.items():
             outcomes[index] = _repeat_of(outcomes[first], writes[index], writes[first], self.sealer)
         return [outcomes[i] for i in range(len(writes))], []
+
+    def _sequence(
+        self, cursor: Any, writes: Sequence[Write], pending: Sequence[int], keyed: dict[int, Any]
+    ) -> tuple[
+        dict[int, list[RecordedEvent]],
+        list[StoredEvent],
+        dict[int, tuple[idempotency.Answer, IdempotencyRecord]],
+    ]:
+        """Sign the pending writes at the next positions and build their keyed answers.
+
+        Where the store has a sequencer (PostgreSQL), everything that need not be serial is
+        done before taking it: the idempotency check, catching up with what other workers
+        committed, signing at the head as it then stands, and building and inserting the
+        idempotency records. Under the sequencer only the catch-up is repeated; the entries are
+        signed again (and their records replaced) only if another worker committed in between.
+        A writer with the same key waits on the inserted record until this transaction ends
+        (never while holding the sequencer), then meets the primary key, and its retry answers
+        from the record. Elsewhere the caller inserts the records after the log rows."""
+        adapter = self.store.adapter
+        if not adapter.serialises_appends:
+            events, stored = self._sign_writes(writes, pending)
+            return events, stored, self._answers(keyed, events)
+        if keyed:
+            self._settle(cursor, keyed)
+        self._sync_in(cursor)
+        head = self.size
+        events, stored = self._sign_writes(writes, pending)
+        answers = self._answers(keyed, events)
+        adapter.idempotency_insert(cursor, [record for _, record in answers.values()])
+        adapter.take_sequencer(cursor)
+        self._sync_in(cursor)
+        if self.size != head:
+            events, stored = self._sign_writes(writes, pending)
+            answers = self._answers(keyed, events)
+            records = [record for _, record in answers.values()]
+            adapter.idempotency_delete(cursor, [(r.tenant_id, r.idem_key) for r in records])
+            adapter.idempotency_insert(cursor, records)
+        return events, stored, answers
+
+    def _settle(self, cursor: Any, keyed: dict[int, Any]) -> None:
+        """Raise `_AlreadyRecorded` for the keyed writes whose key is recorded already."""
+        idents = {i: (k.key.tenant_id, k.key.key) for i, k in keyed.items() if k is not None}
+        found = idempotency.find(cursor, self.store, idents.values())
+        settled = {i: found[ident] for i, ident in idents.items() if ident in found}
+        if settled:
+            raise _AlreadyRecorded(settled)
+
+    @staticmethod
+    def _answers(
+        keyed: dict[int, Any], events: dict[int, list[RecordedEvent]]
+    ) -> dict[int, tuple[idempotency.Answer, IdempotencyRecord]]:
+        """Each keyed write's answer and the record that stores it."""
+        answers = {i: (k.key, k.answer(events[i])) for i, k in keyed.items() if k is not None}
+        rows = [
+            (key, answer, events[i][0].position if events[i] else 0) for i, (key, answer) in answers.items()
+        ]
+        stored = idempotency.records(rows)
+        return {i: (answer, record) for (i, (_, answer)), record in zip(answers.items(), stored, strict=True)}
 
     def _sync_in(self, cursor: Any) -> None:
         """`sync` through the append transaction's cursor (under the sequencer lock)."""

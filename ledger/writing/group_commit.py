@@ -20,6 +20,7 @@ from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.domain.entries import EventDraft, RecordedEvent
 from ledger.domain.events import EventRejected
 from ledger.writing.application import MAX_BATCH_EVENTS, Ledger, Write, WriteOutcome, prepare_all
+from ledger.writing.collector import collector_paused
 from ledger.writing.idempotency import IdempotentWrite
 
 # One caller's writes (one for a single request, many for a batch): committed in the same
@@ -107,7 +108,8 @@ class GroupCommitter:
         if not batch:
             return
         try:
-            outcomes = self.ledger.commit_writes([write for writes, _ in batch for write in writes])
+            with collector_paused():
+                outcomes = self.ledger.commit_writes([write for writes, _ in batch for write in writes])
         except Exception as exc:  # noqa: BLE001 - forwarded to every caller of the batch
             for _, future in batch:
                 future.set_exception(exc)

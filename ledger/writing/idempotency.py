@@ -224,24 +224,21 @@ def lookup_many(store: Store, tenant_id: str, keys: Sequence[str]) -> dict[str, 
     return {key: answer for (_, key), answer in found.items()}
 
 
-def insert(cursor: Any, store: Store, rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> None:
-    """Record answers inside the transaction that inserts their entries."""
+def records(rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> list[IdempotencyRecord]:
+    """The stored form of answers (built before the sequencer is taken; inserted under it)."""
     now = time.time()
-    store.adapter.idempotency_insert(
-        cursor,
-        [
-            IdempotencyRecord(
-                key.tenant_id,
-                key.key,
-                key.stored or key.fingerprint,
-                status,
-                orjson.dumps(_stored_form(body)),
-                position,
-                now,
-            )
-            for key, (status, body), position in rows
-        ],
-    )
+    return [
+        IdempotencyRecord(
+            key.tenant_id,
+            key.key,
+            key.stored or key.fingerprint,
+            status,
+            orjson.dumps(_stored_form(body)),
+            position,
+            now,
+        )
+        for key, (status, body), position in rows
+    ]
 
 
 RETENTION_S = 24 * 3600.0  # how long a retry is answered from its record

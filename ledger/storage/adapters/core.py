@@ -200,8 +200,15 @@ class AdapterCore(ABC):
     serialises_appends: ClassVar[bool] = False
 
     def append_transaction(self) -> AbstractContextManager[Any]:
-        """The transaction that appends log entries (and what commits with them)."""
+        """The transaction that appends log entries (and what commits with them). Where
+        `serialises_appends`, the sequencer is taken inside it by `take_sequencer`, as late
+        as possible: what need not be serial is done in it before that call."""
         return self.transaction(commit=True)
+
+    def take_sequencer(self, cursor: Any) -> None:
+        """Become the only writer of log positions until the append transaction ends
+        (nothing to do where the database serialises writers itself)."""
+        return None
 
     def read_stream(self, cursor: Any, stream_id: UUID, after: int, limit: int) -> list[tuple[int, bytes]]:
         """(version, state) of `stream_id` after `after`, in order, in the caller's transaction."""

@@ -92,6 +92,20 @@ class SideTableStatements(AdapterCore):
                     )
         return found
 
+    def idempotency_delete(self, cursor: Any, keys: Sequence[tuple[str, str]]) -> None:
+        """Remove the records of (tenant, key) pairs through the caller's transaction (a writer
+        replacing its own records, not yet committed, by ones for entries signed again)."""
+        table = self.table(IDEMPOTENCY_TABLE)
+        for start in range(0, len(keys), _IDEMPOTENCY_CHUNK):
+            part = keys[start : start + _IDEMPOTENCY_CHUNK]
+            cursor.execute(
+                self.sql(
+                    f"DELETE FROM {table} WHERE (tenant_id, idem_key) IN "
+                    f"(VALUES {', '.join(['(?, ?)'] * len(part))})"
+                ),
+                [value for pair in part for value in pair],
+            )
+
     def idempotency_lookup(self, tenant_id: str, key: str) -> IdempotencyRow | None:
         """One recorded answer, in a read-only transaction (the fast path before any work)."""
         with self.transaction(commit=False) as cursor:
@@ -102,17 +116,30 @@ class SideTableStatements(AdapterCore):
         already recorded raises one of `duplicate_errors`."""
         if not records:
             return
-        cursor.executemany(
-            self.sql(
-                f"INSERT INTO {self.table(IDEMPOTENCY_TABLE)} "
-                "(tenant_id, idem_key, fingerprint, status_code, response, position, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)"
-            ),
-            [
-                (r.tenant_id, r.idem_key, r.fingerprint, r.status_code, r.response, r.position, r.created_at)
-                for r in records
-            ],
-        )
+        # One multi-row statement per chunk: on PostgreSQL each row of an executemany is a
+        # statement of its own for the server, and this runs under the sequencer.
+        for start in range(0, len(records), _IDEMPOTENCY_CHUNK):
+            part = records[start : start + _IDEMPOTENCY_CHUNK]
+            cursor.execute(
+                self.sql(
+                    f"INSERT INTO {self.table(IDEMPOTENCY_TABLE)} "
+                    "(tenant_id, idem_key, fingerprint, status_code, response, position, created_at) "
+                    f"VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?)'] * len(part))}"
+                ),
+                [
+                    value
+                    for r in part
+                    for value in (
+                        r.tenant_id,
+                        r.idem_key,
+                        r.fingerprint,
+                        r.status_code,
+                        r.response,
+                        r.position,
+                        r.created_at,
+                    )
+                ],
+            )
 
     # -- the rate-limit bucket ---------------------------------------------------
     def rate_bucket_ddl(self) -> list[str]:
