@@ -207,7 +207,8 @@ class SelectedEntry(Schema):
     source: Identifier | None = None
     path: SourcePath
     locator: Locator
-    score: Decimal
+    # Absent (omitted from the signed JSON) when the engine gave none: never invented.
+    score: Decimal | None = None
     score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     explanation: Sealed | None = None
     snapshot: Sealed
@@ -423,7 +424,7 @@ OMIT_WHEN_NONE = frozenset(
     {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
 )
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
-ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
+ENTRY_OMIT_WHEN_NONE = frozenset({"source", "score"})
 
 
 class EventRejected(ValueError):

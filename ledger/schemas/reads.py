@@ -20,7 +20,7 @@ class ReceiptCitation(BaseModel):
     source: CitedSource = None
     path: str
     locator: Locator
-    score: str
+    score: str | None
     sensitivity: str
     expires_at: str | None
 

@@ -215,7 +215,8 @@ class SelectedEntryIn(RequestModel):
 
     document_id: Id
     chunk_id: Id
-    score: Decimal
+    # Left out when the engine gave none: recorded as absent, never invented.
+    score: Decimal | None = None
     score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     snippet: SnippetText
     explanation: ExplanationText | None = None

@@ -38,7 +38,7 @@ def receipt_body(event: RecordedEvent) -> dict[str, Any]:
                 "source": e.get("source"),
                 "path": e["path"],
                 "locator": {"start_line": e["locator"]["start_line"], "end_line": e["locator"]["end_line"]},
-                "score": e["score"],
+                "score": e.get("score"),
                 "sensitivity": e["sensitivity"],
                 "expires_at": e.get("expires_at"),
             }

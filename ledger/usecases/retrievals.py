@@ -115,7 +115,7 @@ def seal_entry(
     *,
     snippet: str,
     span: Span | None,
-    score: str,
+    score: str | None,
     score_breakdown: Sequence[tuple[str, str]],
     explanation: str | None,
     where: str,
