@@ -50,6 +50,9 @@ Base64 = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
 KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
 Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")]
 Decimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,9})?$")]
+# A score an external engine gave, as the decimal text it carried (a double written out in
+# full can take more places than the ledger's own 9).
+ScoreDecimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,24})?$")]
 # Paths are metadata, not document text, but still bounded and free of control characters.
 SourcePath = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f\x7f]+$")]
 SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
@@ -208,7 +211,7 @@ class SelectedEntry(Schema):
     path: SourcePath
     locator: Locator
     # Absent (omitted from the signed JSON) when the engine gave none: never invented.
-    score: Decimal | None = None
+    score: ScoreDecimal | None = None
     score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     explanation: Sealed | None = None
     snapshot: Sealed
@@ -217,6 +220,18 @@ class SelectedEntry(Schema):
     snippet_span: Span | None = None
     sensitivity: Sensitivity
     expires_at: Timestamp | None = None
+
+
+class UnverifiedCitation(Schema):
+    """A document an external engine said it returned that the ledger cannot check: it names
+    no chunk the ledger holds and carries no text (an OTLP span's document with neither). Kept
+    on the receipt so nothing reported is silently dropped; `rank` is its place (from 1) in the
+    engine's list, `carried_id` the engine's own id when it is a plain identifier."""
+
+    rank: Annotated[int, Field(ge=1, le=MAX_SELECTED_ENTRIES)]
+    carried_id: Identifier | None = None
+    score: ScoreDecimal | None = None
+    reason: Literal["no_id_no_content", "unknown_id_no_content"]
 
 
 class FilterApplied(Schema):
@@ -269,6 +284,8 @@ class RetrievalRecorded(Schema):
     # How many log entries the receipt takes: this one and `parts - 1` `RetrievalContinued`
     # entries right after it (absent: this entry alone). `context_hash` covers them all.
     parts: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)] | None = None
+    # Documents the engine reported that the ledger cannot check (absent: none).
+    unverifiable: Annotated[list[UnverifiedCitation], Field(max_length=MAX_SELECTED_ENTRIES)] | None = None
 
 
 class RetrievalContinued(Schema):
@@ -421,7 +438,15 @@ EventType = Literal[
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
 OMIT_WHEN_NONE = frozenset(
-    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
+    {
+        "policy_snapshot",
+        "search",
+        "withheld",
+        "sensitivity_origin",
+        "retention_origin",
+        "parts",
+        "unverifiable",
+    }
 )
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
 ENTRY_OMIT_WHEN_NONE = frozenset({"source", "score"})

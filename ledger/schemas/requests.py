@@ -45,6 +45,7 @@ from ledger.domain.events import (
     RetentionDays,
     RetrievalStatus,
     ScoreComponentName,
+    ScoreDecimal,
     Sensitivity,
     SourcePath,
     Timestamp,
@@ -216,7 +217,7 @@ class SelectedEntryIn(RequestModel):
     document_id: Id
     chunk_id: Id
     # Left out when the engine gave none: recorded as absent, never invented.
-    score: Decimal | None = None
+    score: ScoreDecimal | None = None
     score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     snippet: SnippetText
     explanation: ExplanationText | None = None

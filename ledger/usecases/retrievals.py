@@ -27,6 +27,7 @@ from ledger.domain.events import (
     SelectedEntry,
     Span,
     TaskEnvelope,
+    UnverifiedCitation,
 )
 from ledger.domain.timestamps import parse_timestamp
 from ledger.schemas.requests import MAX_BATCH_ITEMS, RetrievalIn
@@ -231,6 +232,7 @@ def retrieval_write(
     idempotency: IdempotencyKey | None = None,
     texts: ChunkTexts | None = None,
     frozen_policy: PolicySnapshot | None = None,
+    unverifiable: Sequence[UnverifiedCitation] = (),
 ) -> Pending:
     """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
     passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
@@ -295,6 +297,7 @@ def retrieval_write(
         ],
         context_hash=context_hash,
         status=body.status,
+        unverifiable=list(unverifiable) or None,
     )
 
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
@@ -333,6 +336,8 @@ class BatchItem:
     run_id: str | None = None
     trace_id: str | None = None
     problem: str | None = None
+    # Documents the engine reported that the ledger cannot check (an OTLP span's).
+    unverifiable: tuple[UnverifiedCitation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -376,7 +381,9 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
                 own = replace(
                     caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
                 )
-            pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
+            pending = retrieval_write(
+                ctx, own, item.body, item.idempotency, texts, frozen_policy, item.unverifiable
+            )
             write = pending.prepared()
             # Receipts too large for one entry take several: the batch's one transaction holds
             # at most MAX_BATCH_EVENTS, so an item past it is refused on its own.
