@@ -34,7 +34,7 @@ from ledger.schemas.requests import MAX_SNIPPET_CHARS, DocumentIn, RetrievalIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import default_document_id, ingest_document
-from ledger.usecases.errors import AccessDenied, UseCaseError
+from ledger.usecases.errors import AccessDenied, Busy, UseCaseError
 from ledger.usecases.retrievals import BatchItem, record_retrievals
 from ledger.writing.idempotency import IdempotencyKey, lookup_many
 from ledger.writing.sealing import KeyDestroyed
@@ -57,6 +57,9 @@ class SpansRecorded:
     other: int = 0
     rejected: list[RejectedSpan] = field(default_factory=list)
     receipt_ids: list[str] = field(default_factory=list)
+    # A span waited on a document another request was recording: the export should be retried
+    # (what was recorded is answered as a repeat then).
+    busy: bool = False
 
 
 def span_key(caller: Caller, span: RetrievalSpan) -> IdempotencyKey:
@@ -232,6 +235,9 @@ def _record_group(
                     "selected_entries": entries,
                 }
             )
+        except Busy:
+            outcome.busy = True
+            continue
         except (UseCaseError, _Unrecordable, ValueError) as exc:
             outcome.rejected.append(RejectedSpan(span.trace_id, span.span_id, _reason(exc)))
             continue
@@ -247,7 +253,9 @@ def _record_group(
     if not items:
         return
     for span, item_outcome in zip(built, record_retrievals(ctx, caller, items), strict=True):
-        if item_outcome.error is not None:
+        if isinstance(item_outcome.error, Busy):
+            outcome.busy = True
+        elif item_outcome.error is not None:
             outcome.rejected.append(RejectedSpan(span.trace_id, span.span_id, _reason(item_outcome.error)))
         elif item_outcome.result is not None and item_outcome.result.created:
             outcome.recorded += 1
