@@ -85,7 +85,12 @@ def ingest_corpus(base_url: str, token: str) -> list[dict[str, Any]]:
                 continue  # one sentence per paragraph: each is cited by the chunk holding its line
             chunk = next(c for c in body["chunks"] if c["start_line"] <= number <= c["end_line"])
             chunks.append(
-                {"document_id": body["document_id"], "chunk_id": chunk["chunk_id"], "path": path, "text": line}
+                {
+                    "document_id": body["document_id"],
+                    "chunk_id": chunk["chunk_id"],
+                    "path": path,
+                    "text": line,
+                }
             )
     return chunks
 

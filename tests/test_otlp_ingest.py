@@ -143,7 +143,9 @@ def test_nested_llamaindex_retriever_span_is_not_a_second_receipt(server: OtlpSe
     assert server.receipt(listed["receipt_id"])["citations"][0]["score"] == "1.5"
 
 
-def test_exporter_configured_by_environment_alone(server: OtlpServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exporter_configured_by_environment_alone(
+    server: OtlpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """OTEL_EXPORTER_OTLP_ENDPOINT is the ledger's base URL; the exporter appends /v1/traces."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -169,4 +171,3 @@ def test_a_token_without_the_write_scope_is_refused(server: OtlpServer) -> None:
         trace_id = format_trace_id(span.get_span_context().trace_id)
     provider.shutdown()
     assert server.receipts_of(trace_id) == []
-
