@@ -95,7 +95,8 @@ def _summary(outcome: SpansRecorded) -> str:
     status_code=200,
     summary="OTLP/HTTP trace export: retrieval spans (OpenInference, GenAI) become signed receipts",
     request_max_body_size=LIMITS.max_request_bytes,
-    exception_handlers={Exception: otlp_exception_handler},
+    # Both keys: the app registers HTTPException too, and the handler nearest the class wins.
+    exception_handlers={Exception: otlp_exception_handler, HTTPException: otlp_exception_handler},
     include_in_schema=True,
     tags=["otlp"],
 )
