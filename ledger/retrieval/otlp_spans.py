@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.domain.events import SCORE_PATTERN
+
 OPENINFERENCE = "openinference"
 GEN_AI = "gen_ai"
 
@@ -34,7 +36,7 @@ MAX_JSON_DEPTH = 32
 
 _DOCUMENT_ATTRIBUTE = re.compile(r"^retrieval\.documents\.(\d{1,6})\.document\.(id|content|score|metadata)$")
 # Scores are kept as the decimal text the span carried; beyond this they are not a score.
-_SCORE = re.compile(r"^-?\d{1,12}(\.\d{1,24})?$")
+_SCORE = re.compile(SCORE_PATTERN)
 _ENGINE_CHARS = re.compile(r"[^a-z0-9._-]+")
 _HEX_ID = re.compile(r"^[0-9a-f]+$")
 
@@ -114,43 +116,18 @@ def convention_of(attributes: Mapping[str, Any]) -> str | None:
 
 
 def score_text(value: Any) -> str | None:
-    """A score as decimal text exactly as carried: a JSON number's own text, or a double's
-    shortest round-tripping form written out without an exponent. None when absent."""
+    """A score as decimal text exactly as carried: a JSON number's own text, a double's
+    shortest round-tripping form (`repr`: `0.1`, `1e-05`). None when absent."""
     if value is None:
         return None
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise SpanRefused("score: not a number")
-    if isinstance(value, int):
-        text = str(value)
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise SpanRefused("score: not a finite number")
-        text = repr(value)
-        if "e" in text or "E" in text:
-            text = format(float(text), "f") if abs(value) >= 1 else _positional(text)
-    elif isinstance(value, str):
-        text = value.strip()
-        if "e" in text.lower():
-            text = _positional(text)
-    else:
-        raise SpanRefused("score: not a number")
-    if text.startswith("-0") and set(text[1:]) <= {"0", "."}:
-        text = text[1:]
-    if not _SCORE.match(text):
-        raise SpanRefused("score: more than 12 integer or 24 decimal digits")
-    return text
-
-
-def _positional(text: str) -> str:
-    from decimal import Decimal, InvalidOperation
-
-    try:
-        number = Decimal(text)
-    except InvalidOperation:
-        raise SpanRefused("score: not a number") from None
-    if not number.is_finite():
+    if isinstance(value, float) and not math.isfinite(value):
         raise SpanRefused("score: not a finite number")
-    return format(number, "f")
+    text = repr(value) if isinstance(value, float) else str(value).strip()
+    if not _SCORE.match(text):
+        raise SpanRefused("score: not a decimal number of at most 17 integer and 24 fraction digits")
+    return text
 
 
 def _json_attribute(value: Any, name: str) -> Any:
