@@ -36,6 +36,7 @@ from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import default_document_id, ingest_document
 from ledger.usecases.errors import AccessDenied, Busy, UseCaseError
 from ledger.usecases.retrievals import BatchItem, record_retrievals
+from ledger.usecases.visibility import may_see
 from ledger.writing.idempotency import IdempotencyKey, lookup_many
 from ledger.writing.sealing import KeyDestroyed
 
@@ -220,7 +221,10 @@ def _record_group(
     outcome: SpansRecorded,
 ) -> None:
     refs = sorted({ref for span in spans for d in span.documents if (ref := resolver.ref_of(d)) is not None})
-    chunks = ctx.lookups.chunks(caller.tenant_id, refs) if refs else {}
+    found = ctx.lookups.chunks(caller.tenant_id, refs) if refs else {}
+    # A restricted chunk the token may not see is one the ledger does not hold, for this caller:
+    # same answer either way, so a span cannot probe restricted text.
+    chunks = {ref: chunk for ref, chunk in found.items() if may_see(caller.scopes, chunk.sensitivity)}
     items: list[BatchItem] = []
     built: list[RetrievalSpan] = []
     for span in spans:
