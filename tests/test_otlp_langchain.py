@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,3 +113,23 @@ def test_langchain_retrieval_becomes_a_receipt_that_replays_and_verifies(
     key_file = server.config.ledger.keys_dir / "root.pub"
     result = run_cli(["verify-bundle", str(bundle_file), "--public-key", str(key_file)], env=CLI_ENV)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_readme_example_runs_as_written(server: OtlpServer) -> None:
+    """The README's LangChain example, configured by the environment alone, leaves a receipt."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "LangChainInstrumentor" in b)
+    env = {
+        **CLI_ENV,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": server.base_url,
+        "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{server.tokens['writer']}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    }
+    done = subprocess.run([sys.executable, "-c", block], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [listed] = server.get("/v1/receipts", engine="external:my-rag")["receipts"]
+    [citation] = server.receipt(listed["receipt_id"])["citations"]
+    assert citation["source"] == "otlp.my-rag"
+    assert server.get(f"/v1/citations/{citation['citation_id']}")["data"]["chunk_text"] == (
+        "Audit logs are kept for 180 days."
+    )
