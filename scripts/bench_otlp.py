@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,44 +27,19 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from ledger.config import LedgerConfig  # noqa: E402
+from tests.server_process import ServerProcess, server_env  # noqa: E402
+
 TOKEN = "bench-otlp-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SPANS_PER_EXPORT = 512
 DOCUMENTS_PER_SPAN = 5
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _serve(data: Path, database_url: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "CITELEDGER_BOOTSTRAP_TOKEN": TOKEN,
-        "CITELEDGER_RATE_LIMIT_RPS": "100000",
-        "CITELEDGER_RATE_LIMIT_BURST": "100000",
-    }
-    env.pop("CITELEDGER_DATABASE_URL", None)
-    if database_url:
-        env["CITELEDGER_DATABASE_URL"] = database_url
-    command = [sys.executable, "-m", "cli.main", "serve", "--data-dir", str(data), "--port", str(port)]
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(base + "/v1/healthz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("serve did not start")
+def _serve(data: Path, database_url: str | None) -> ServerProcess:
+    config = LedgerConfig(data_dir=data, database_url=database_url)
+    return ServerProcess(data, server_env(config, TOKEN)).start()
 
 
 def _corpus(base: str) -> list[dict[str, str]]:
@@ -148,7 +120,8 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        process, base = _serve(Path(tmp) / "data", args.database_url)
+        server = _serve(Path(tmp) / "data", args.database_url)
+        base = server.base_url
         try:
             chunks = _corpus(base)
             exporter = OTLPSpanExporter(endpoint=f"{base}/v1/traces", headers=AUTH, timeout=120)
@@ -174,8 +147,7 @@ def main() -> None:
             )
             assert receipts.status_code == 200
         finally:
-            process.terminate()
-            process.wait(timeout=30)
+            server.stop()
     otlp_rate = SPANS_PER_EXPORT / statistics.median(otlp_s)
     batch_rate = SPANS_PER_EXPORT / statistics.median(batch_s)
     result = {

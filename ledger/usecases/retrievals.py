@@ -352,7 +352,9 @@ class ItemOutcome:
 ItemRefusal = (UseCaseError, IdempotencyKeyReused, EventRejected)
 
 
-def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+def record_retrievals(
+    ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem], texts: ChunkTexts | None = None
+) -> list[ItemOutcome]:
     """Record up to `MAX_BATCH_ITEMS` retrievals: each is checked on its own (a bad one is
     refused by index, the others go on), all accepted ones are committed in ONE transaction
     with their idempotency records. A key already recorded is answered from its record
@@ -365,7 +367,9 @@ def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batch
     outcomes: dict[int, ItemOutcome] = {}
     accepted: list[tuple[int, Pending, Write]] = []
     entries = 0
-    texts: ChunkTexts = {}  # this request's unsealed chunks, dropped when it returns
+    # This request's unsealed chunks (a caller that unsealed some already passes them), dropped
+    # when it returns.
+    texts = texts if texts is not None else {}
     frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
     for index, item in enumerate(items):
         try:

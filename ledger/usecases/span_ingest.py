@@ -35,7 +35,8 @@ from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import default_document_id, ingest_document
 from ledger.usecases.errors import AccessDenied, Busy, UseCaseError
-from ledger.usecases.retrievals import BatchItem, record_retrievals
+from ledger.usecases.ports import ChunkState
+from ledger.usecases.retrievals import BatchItem, ChunkTexts, record_retrievals
 from ledger.usecases.visibility import may_see
 from ledger.writing.idempotency import IdempotencyKey, lookup_many
 from ledger.writing.sealing import KeyDestroyed
@@ -94,7 +95,8 @@ class _Resolver:
 
     def __init__(self, ctx: UseCaseContext, claims: DocumentClaims, caller: Caller) -> None:
         self.ctx, self.claims, self.caller = ctx, claims, caller
-        self.texts: dict[tuple[str, str], str | None] = {}
+        # Chunk texts unsealed for this request, shared with the record path (one unseal each).
+        self.texts: ChunkTexts = {}
         self.recorded_content: dict[tuple[str, str], tuple[str, str, str]] = {}
 
     def ref_of(self, document: SpanDocument) -> tuple[str, str] | None:
@@ -107,17 +109,16 @@ class _Resolver:
             ref = (doc_id, chunk_id) if doc_id else None
         return ref if ref is not None and all(_IDENTIFIER.match(part) for part in ref) else None
 
-    def _chunk_text(self, ref: tuple[str, str], sealed: dict[str, Any] | None) -> str | None:
-        if ref not in self.texts:
+    def _chunk_text(self, chunk: ChunkState) -> str | None:
+        if chunk.text is None:
+            return None
+        known = (self.caller.tenant_id, chunk.chunk_id, str(chunk.text.get("nonce")))
+        if known not in self.texts:
             try:
-                self.texts[ref] = (
-                    None
-                    if sealed is None
-                    else self.ctx.sealer.unseal(sealed, tenant_id=self.caller.tenant_id)
-                )
+                self.texts[known] = self.ctx.sealer.unseal(chunk.text, tenant_id=self.caller.tenant_id)
             except KeyDestroyed:
-                self.texts[ref] = None
-        return self.texts[ref]
+                return None
+        return self.texts[known]
 
     def _content_entry(self, span: RetrievalSpan, content: str) -> tuple[str, str, str]:
         """The carried text recorded as a document of the service's own source (unchanged text
@@ -140,7 +141,7 @@ class _Resolver:
         return found
 
     def entries(
-        self, span: RetrievalSpan, chunks: Mapping[tuple[str, str], Any]
+        self, span: RetrievalSpan, chunks: Mapping[tuple[str, str], ChunkState]
     ) -> tuple[list[dict[str, Any]], list[UnverifiedCitation]]:
         entries: list[dict[str, Any]] = []
         unverifiable: list[UnverifiedCitation] = []
@@ -148,7 +149,7 @@ class _Resolver:
             ref = self.ref_of(document)
             chunk = chunks.get(ref) if ref is not None else None
             if ref is not None and chunk is not None:
-                text = self._chunk_text(ref, chunk.text)
+                text = self._chunk_text(chunk)
                 if text is not None and (document.content is None or document.content in text):
                     snippet = document.content or text[:MAX_SNIPPET_CHARS]
                     if snippet.strip():
@@ -256,7 +257,7 @@ def _record_group(
         built.append(span)
     if not items:
         return
-    for span, item_outcome in zip(built, record_retrievals(ctx, caller, items), strict=True):
+    for span, item_outcome in zip(built, record_retrievals(ctx, caller, items, resolver.texts), strict=True):
         if isinstance(item_outcome.error, Busy):
             outcome.busy = True
         elif item_outcome.error is not None:
