@@ -69,7 +69,12 @@ def otlp_exception_handler(request: Request[Any, Any, Any], exc: Exception) -> R
         message = f"request body exceeds otlp.max_request_bytes ({LIMITS.max_request_bytes})"
         return _error(request, 413, "payload_too_large", message, {})
     status, code, message, retryable, headers, _ = describe(exc)
-    if code == "storage_unavailable" or store_unavailable(exc):
+    if status == 408:
+        # OTLP exporters do not retry a 408: the groups recorded before the deadline are kept
+        # and the retry records the rest (and answers the recorded ones as repeats).
+        status, code, retryable = 503, "request_timeout", True
+        message = "the export took longer than the request deadline; retry"
+    elif code == "storage_unavailable" or store_unavailable(exc):
         status, code, message, retryable = (
             503,
             "storage_unavailable",
