@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.domain.events import SCORE_PATTERN
+from ledger.domain.fields import SCORE_PATTERN
 
 OPENINFERENCE = "openinference"
 GEN_AI = "gen_ai"

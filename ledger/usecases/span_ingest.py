@@ -27,7 +27,8 @@ from typing import Any
 
 import orjson
 
-from ledger.domain.events import IDENTIFIER_PATTERN, UnverifiedCitation
+from ledger.domain.events import UnverifiedCitation
+from ledger.domain.fields import IDENTIFIER_PATTERN
 from ledger.retrieval.chunking import chunk_markdown, stable_chunk_ids
 from ledger.retrieval.otlp_spans import RejectedSpan, RetrievalSpan, SpanDocument, TraceSpan, sort_spans
 from ledger.schemas.requests import MAX_SNIPPET_CHARS, DocumentIn, RetrievalIn
