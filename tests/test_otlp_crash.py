@@ -25,7 +25,7 @@ from tests.server_process import ServerProcess, server_env
 
 TOKEN = "otlp-crash-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SPANS = ITEMS_PER_COMMIT + 100  # two commits: the kill lands after the first
+SPANS = ITEMS_PER_COMMIT * 2  # two commits: the kill lands while the second is being prepared
 ENGINE = "external:crash-test"
 
 
