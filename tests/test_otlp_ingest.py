@@ -206,3 +206,29 @@ def test_a_restricted_chunk_is_cited_only_with_the_restricted_scope(server: Otlp
         and receipts["writer"]["document_id"] != restricted["document_id"]
     )
     assert receipts["admin"]["document_id"] == restricted["document_id"]
+
+
+def test_carried_text_is_erased_like_any_document(server: OtlpServer) -> None:
+    """The text a span carried is a document of the service's source: erasing it makes the
+    citation unreadable (404, `x-replay-reason`) and the receipt still verifies its entry."""
+    provider = tracer_provider(server.exporter("json"), service="erasable")
+    with provider.get_tracer("test").start_as_current_span("retrieve") as span:
+        span.set_attribute("openinference.span.kind", "RETRIEVER")
+        span.set_attribute("input.value", "what did the model see?")
+        span.set_attribute("retrieval.documents.0.document.content", "A personal note about Alice.")
+        trace_id = format_trace_id(span.get_span_context().trace_id)
+    provider.shutdown()
+    [listed] = server.receipts_of(trace_id)
+    [citation] = server.receipt(listed["receipt_id"])["citations"]
+    url = f"{server.base_url}/v1/citations/{citation['citation_id']}"
+    assert httpx.get(url, headers=server.headers(), timeout=30).status_code == 200
+    erased = httpx.post(
+        f"{server.base_url}/v1/erasures",
+        json={"document_id": citation["document_id"]},
+        headers=server.headers(),
+        timeout=30,
+    )
+    assert erased.status_code == 200, erased.text
+    gone = httpx.get(url, headers=server.headers(), timeout=30)
+    assert gone.status_code == 404 and gone.headers.get("x-replay-reason")
+    assert "Alice" not in gone.text
