@@ -44,6 +44,8 @@ def receipt_body(event: RecordedEvent) -> dict[str, Any]:
             }
             for e in payload["selected_entries"]
         ],
+        # Documents the engine reported that the ledger cannot check (OTLP spans), by rank.
+        **({"unverifiable": payload["unverifiable"]} if payload.get("unverifiable") else {}),
         "kid": envelope["kid"],
         "signature": envelope["signature"],
         "event": envelope,
