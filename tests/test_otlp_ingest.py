@@ -57,9 +57,11 @@ def test_openinference_span_from_the_sdk_becomes_one_receipt(server: OtlpServer)
     assert second["score"] is None  # absent, never invented
     assert second["source"] == "otlp.support-bot" and second["path"].startswith("spans/")
     payload = receipt["event"]["payload"]
-    assert payload["unverifiable"] == receipt["unverifiable"] == [
-        {"rank": 3, "carried_id": "vector-store-42", "score": None, "reason": "unknown_id_no_content"}
-    ]
+    assert (
+        payload["unverifiable"]
+        == receipt["unverifiable"]
+        == [{"rank": 3, "carried_id": "vector-store-42", "score": None, "reason": "unknown_id_no_content"}]
+    )
     assert "score" not in payload["selected_entries"][1]  # omitted from the signed entry
     # The carried text is sealed: it reads back as the cited text, nowhere in the entry.
     assert "never ingested" not in json.dumps(receipt)
