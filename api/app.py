@@ -17,6 +17,7 @@ from api.contract import ContractApp, exception_handler
 from api.mcp.mount import mcp_mount
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
+from api.otlp.route import export_traces
 from api.routes import (
     checkpoints,
     citations,
@@ -55,6 +56,7 @@ ROUTES: list[ControllerRouterHandler] = [
     sources.router,
     tiles.router,
     tokens.router,
+    export_traces,
     assets_router(),
 ]
 

@@ -317,7 +317,7 @@ def print_receipt(detail: dict[str, Any]) -> None:
             citation["path"],
             field_text(plain.get("heading_path")),
             f"{locator['start_line']}-{locator['end_line']}",
-            citation["score"],
+            citation["score"] or "-",
             _sensitivity(citation),
             field_text(plain.get("snippet")),
         )

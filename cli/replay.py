@@ -121,9 +121,13 @@ def _diff_table(name: str, envelope: dict[str, Any]) -> Table:
         )
     entries = envelope["selected_entries"]
     for entry in entries["added"]:
-        table.add_row("[green]+ added", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"])
+        table.add_row(
+            "[green]+ added", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"] or "-"
+        )
     for entry in entries["removed"]:
-        table.add_row("[red]- removed", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"])
+        table.add_row(
+            "[red]- removed", str(entry["rank"]), entry["path"], entry["chunk_id"], entry["score"] or "-"
+        )
     for entry in entries["common_entries"]:
         table.add_row(
             "~ moved" if entry["moved"] else "~ rescored" if entry.get("score_changed") else "= common",

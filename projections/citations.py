@@ -125,7 +125,8 @@ class CitationsProjection(Projection):
                             locator["start_line"],
                             locator["end_line"],
                             json_text(locator),
-                            entry["score"],
+                            # The column predates absent scores: "" stands for none.
+                            entry.get("score", ""),
                             entry["sensitivity"],
                             entry.get("expires_at"),
                             snapshot["key_ref"],

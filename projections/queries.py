@@ -89,7 +89,7 @@ class CitationView:
     chunk_id: str
     path: str
     locator: dict[str, Any]
-    score: str
+    score: str | None
     sensitivity: str
     expires_at: str | None
     state: CitationState
@@ -398,6 +398,7 @@ def _citation(row: Any, as_of: int | None, now: datetime | None) -> CitationView
         CitationView,
         row,
         locator=orjson.loads(row["locator"]),
+        score=row["score"] or None,  # "" stands for a score the engine did not give
         state=state,
         snapshot=json_column(row["snapshot"]),
         scrubbed_position=scrubbed_at,

@@ -40,6 +40,7 @@ from ledger.domain.fields import (
     RuleOrigin,
     SafeInt,
     ScoreComponentName,
+    ScoreDecimal,
     ScrubReason,
     Sensitivity,
     SourcePath,
@@ -181,7 +182,8 @@ class SelectedEntry(Schema):
     source: Identifier | None = None
     path: SourcePath
     locator: Locator
-    score: Decimal
+    # Absent (omitted from the signed JSON) when the engine gave none: never invented.
+    score: ScoreDecimal | None = None
     score_breakdown: Annotated[list[ScoreComponent], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     explanation: Sealed | None = None
     snapshot: Sealed
@@ -190,6 +192,16 @@ class SelectedEntry(Schema):
     snippet_span: Span | None = None
     sensitivity: Sensitivity
     expires_at: Timestamp | None = None
+
+
+class UnverifiedCitation(Schema):
+    """A document an external engine reported with neither a chunk the ledger holds nor text (an
+    OTLP span's): kept, never dropped; `rank` from 1 in the engine's list, its own id if plain."""
+
+    rank: Annotated[int, Field(ge=1, le=MAX_SELECTED_ENTRIES)]
+    carried_id: Identifier | None = None
+    score: ScoreDecimal | None = None
+    reason: Literal["no_id_no_content", "unknown_id_no_content"]
 
 
 class FilterApplied(Schema):
@@ -242,6 +254,8 @@ class RetrievalRecorded(Schema):
     # How many log entries the receipt takes: this one and `parts - 1` `RetrievalContinued`
     # entries right after it (absent: this entry alone). `context_hash` covers them all.
     parts: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)] | None = None
+    # Documents the engine reported that the ledger cannot check (absent: none).
+    unverifiable: Annotated[list[UnverifiedCitation], Field(max_length=MAX_SELECTED_ENTRIES)] | None = None
 
 
 class RetrievalContinued(Schema):
@@ -395,9 +409,10 @@ EventType = Literal[
 # "explicitly null" stay distinguishable forever.
 OMIT_WHEN_NONE = frozenset(
     {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
+    | {"unverifiable"}  # receipts of external engines (OTLP spans) may report unverifiable documents
 )
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
-ENTRY_OMIT_WHEN_NONE = frozenset({"source"})
+ENTRY_OMIT_WHEN_NONE = frozenset({"source", "score"})
 
 
 class EventRejected(ValueError):

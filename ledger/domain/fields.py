@@ -47,6 +47,10 @@ Base64 = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
 KeyId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
 Timestamp = Annotated[str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")]
 Decimal = Annotated[str, StringConstraints(pattern=r"^-?\d{1,12}(\.\d{1,9})?$")]
+# A score an external engine gave, as the decimal text it carried: a double's shortest form
+# can take more places than the ledger's own 9, or an exponent (`1e-05`).
+SCORE_PATTERN = r"^-?\d{1,17}(\.\d{1,24})?([eE][-+]?\d{1,3})?$"
+ScoreDecimal = Annotated[str, StringConstraints(pattern=SCORE_PATTERN)]
 # Paths are metadata, not document text, but still bounded and free of control characters.
 SourcePath = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^\x00-\x1f\x7f]+$")]
 SafeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]

@@ -54,6 +54,12 @@ def filter_keys(filters: Iterable[Mapping[str, Any] | Sequence[str]]) -> tuple[F
     return tuple(keys)
 
 
+def _score(entry: Mapping[str, Any]) -> str | None:
+    """An entry's score as text; None when its engine gave none (an OTLP span without scores)."""
+    score = entry.get("score")
+    return None if score is None else str(score)
+
+
 def entry_view(entry: Mapping[str, Any], rank: int) -> dict[str, Any]:
     """What the envelope shows of an entry: references and ranking, never text."""
     locator = entry.get("locator") or {}
@@ -63,7 +69,7 @@ def entry_view(entry: Mapping[str, Any], rank: int) -> dict[str, Any]:
         "version_id": entry.get("version_id"),
         "path": entry["path"],
         "rank": rank,
-        "score": str(entry["score"]),
+        "score": _score(entry),
     }
     if "start_line" in locator:
         view["locator"] = {"start_line": locator["start_line"], "end_line": locator["end_line"]}
@@ -108,10 +114,10 @@ def diff(original: Outcome, replay: Outcome) -> dict[str, Any]:
                 "path": new["path"],
                 "old_rank": old_rank,
                 "new_rank": new_rank,
-                "old_score": str(old["score"]),
-                "new_score": str(new["score"]),
+                "old_score": _score(old),
+                "new_score": _score(new),
                 "moved": old_rank != new_rank,
-                "score_changed": str(old["score"]) != str(new["score"]),
+                "score_changed": _score(old) != _score(new),
             }
         )
     old_filters, new_filters = set(original.filters), set(replay.filters)

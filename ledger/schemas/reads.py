@@ -20,7 +20,7 @@ class ReceiptCitation(BaseModel):
     source: CitedSource = None
     path: str
     locator: Locator
-    score: str
+    score: str | None
     sensitivity: str
     expires_at: str | None
 
@@ -39,6 +39,11 @@ class ReceiptOut(Answer):
     context_hash: str
     policy_bundle_hash: str | None
     citations: list[ReceiptCitation]
+    unverifiable: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="Documents an external engine reported with neither a chunk the ledger holds nor "
+        "text (`rank`, `carried_id`, `score`, `reason`); absent when there are none",
+    )
     kid: str
     signature: str
     event: dict[str, Any]

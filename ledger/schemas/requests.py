@@ -45,6 +45,7 @@ from ledger.domain.fields import (
     RetentionDays,
     RetrievalStatus,
     ScoreComponentName,
+    ScoreDecimal,
     Sensitivity,
     SourcePath,
     Timestamp,
@@ -215,7 +216,8 @@ class SelectedEntryIn(RequestModel):
 
     document_id: Id
     chunk_id: Id
-    score: Decimal
+    # Left out when the engine gave none: recorded as absent, never invented.
+    score: ScoreDecimal | None = None
     score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
     snippet: SnippetText
     explanation: ExplanationText | None = None

@@ -38,12 +38,14 @@ def receipt_body(event: RecordedEvent) -> dict[str, Any]:
                 "source": e.get("source"),
                 "path": e["path"],
                 "locator": {"start_line": e["locator"]["start_line"], "end_line": e["locator"]["end_line"]},
-                "score": e["score"],
+                "score": e.get("score"),
                 "sensitivity": e["sensitivity"],
                 "expires_at": e.get("expires_at"),
             }
             for e in payload["selected_entries"]
         ],
+        # Documents the engine reported that the ledger cannot check (OTLP spans), by rank.
+        **({"unverifiable": payload["unverifiable"]} if payload.get("unverifiable") else {}),
         "kid": envelope["kid"],
         "signature": envelope["signature"],
         "event": envelope,

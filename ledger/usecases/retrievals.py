@@ -27,6 +27,7 @@ from ledger.domain.events import (
     SelectedEntry,
     Span,
     TaskEnvelope,
+    UnverifiedCitation,
 )
 from ledger.domain.timestamps import parse_timestamp
 from ledger.schemas.requests import MAX_BATCH_ITEMS, RetrievalIn
@@ -116,7 +117,7 @@ def seal_entry(
     *,
     snippet: str,
     span: Span | None,
-    score: str,
+    score: str | None,
     score_breakdown: Sequence[tuple[str, str]],
     explanation: str | None,
     where: str,
@@ -232,6 +233,7 @@ def retrieval_write(
     idempotency: IdempotencyKey | None = None,
     texts: ChunkTexts | None = None,
     frozen_policy: PolicySnapshot | None = None,
+    unverifiable: Sequence[UnverifiedCitation] = (),
 ) -> Pending:
     """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
     passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
@@ -296,6 +298,7 @@ def retrieval_write(
         ],
         context_hash=context_hash,
         status=body.status,
+        unverifiable=list(unverifiable) or None,
     )
 
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
@@ -334,6 +337,8 @@ class BatchItem:
     run_id: str | None = None
     trace_id: str | None = None
     problem: str | None = None
+    # Documents the engine reported that the ledger cannot check (an OTLP span's).
+    unverifiable: tuple[UnverifiedCitation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -348,7 +353,9 @@ class ItemOutcome:
 ItemRefusal = (UseCaseError, IdempotencyKeyReused, EventRejected)
 
 
-def record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+def record_retrievals(
+    ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem], texts: ChunkTexts | None = None
+) -> list[ItemOutcome]:
     """Record up to `MAX_BATCH_ITEMS` retrievals: each is checked on its own (a bad one is
     refused by index, the others go on), all accepted ones are committed in ONE transaction
     with their idempotency records. A key already recorded is answered from its record
@@ -367,7 +374,9 @@ def _record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batc
     outcomes: dict[int, ItemOutcome] = {}
     accepted: list[tuple[int, Pending, Write]] = []
     entries = 0
-    texts: ChunkTexts = {}  # this request's unsealed chunks, dropped when it returns
+    # This request's unsealed chunks (a caller that unsealed some already passes them), dropped
+    # when it returns.
+    texts = texts if texts is not None else {}
     frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
     for index, item in enumerate(items):
         try:
@@ -383,7 +392,9 @@ def _record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[Batc
                 own = replace(
                     caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
                 )
-            pending = retrieval_write(ctx, own, item.body, item.idempotency, texts, frozen_policy)
+            pending = retrieval_write(
+                ctx, own, item.body, item.idempotency, texts, frozen_policy, item.unverifiable
+            )
             write = pending.prepared()
             # Receipts too large for one entry take several: the batch's one transaction holds
             # at most MAX_BATCH_EVENTS, so an item past it is refused on its own.
