@@ -381,6 +381,19 @@ class TokenRevoked(Schema):
     tenant: TenantId | None
 
 
+class ReportIssued(Schema):
+    """A record-keeping report was issued (`ledger.usecases.report`): the SHA-256 of its
+    manifest, the period it covers and the checkpoints bounding it, so the report itself is
+    in the record (and in the next report)."""
+
+    report_id: Identifier
+    period_from: Timestamp
+    period_to: Timestamp
+    start_size: SafeInt
+    end_size: SafeInt
+    manifest_sha256: Hex64
+
+
 PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "DocumentIngested": DocumentIngested,
     "DocumentRemoved": DocumentRemoved,
@@ -398,6 +411,7 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "TokenRevoked": TokenRevoked,
     "DocumentContinued": DocumentContinued,
     "RetrievalContinued": RetrievalContinued,
+    "ReportIssued": ReportIssued,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -416,6 +430,7 @@ EventType = Literal[
     "TokenRevoked",
     "DocumentContinued",
     "RetrievalContinued",
+    "ReportIssued",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.
