@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pypdf
@@ -146,11 +147,12 @@ def _root(built: Built) -> bytes:
     return KeyDirectory(built.config.keys_dir).root_public_key()
 
 
-def _manifest(directory: Path) -> dict:  # type: ignore[type-arg]
-    return orjson.loads((directory / files.MANIFEST).read_bytes())
+def _manifest(directory: Path) -> dict[str, Any]:
+    manifest: dict[str, Any] = orjson.loads((directory / files.MANIFEST).read_bytes())
+    return manifest
 
 
-def _figure(manifest: dict, fid: str) -> object:  # type: ignore[type-arg]
+def _figure(manifest: dict[str, Any], fid: str) -> Any:
     return next(f["value"] for f in manifest["figures"] if f["id"] == fid)
 
 
@@ -160,7 +162,7 @@ def _copy(built: Built, tmp_path: Path) -> Path:
     return target
 
 
-def _rewrite_manifest(directory: Path, manifest: dict) -> None:  # type: ignore[type-arg]
+def _rewrite_manifest(directory: Path, manifest: dict[str, Any]) -> None:
     (directory / files.MANIFEST).write_bytes(
         orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
     )
@@ -183,9 +185,9 @@ def test_report_verifies_and_counts_only_the_tenant(built: Built) -> None:
     ):
         assert _figure(manifest, fid) >= 1, fid
     policies = _figure(manifest, "policies.in_force")
-    assert [row["policy_version"] for row in policies] == ["p-before", "p-during"]  # type: ignore[union-attr]
+    assert [row["policy_version"] for row in policies] == ["p-before", "p-during"]
     oldest = _figure(manifest, "retention.oldest_receipt")
-    assert oldest["six_months_held"] is False  # type: ignore[index]
+    assert oldest["six_months_held"] is False
     assert result.entries == _figure(manifest, "coverage.entries")
     # Another tenant's entries are never counted nor named, anywhere in the output.
     every_byte = b"".join(path.read_bytes() for path in built.report.rglob("*") if path.is_file())
@@ -260,7 +262,7 @@ def test_edited_html_number_fails(built: Built, tmp_path: Path) -> None:
     assert marked in html
     (copy / files.HTML).write_text(
         html.replace(marked, f'<span data-figure="retrievals.total">{total + 7}</span>')
-    )  # type: ignore[operator]
+    )
     result = verify_report(copy, _root(built))
     assert not result.ok
     assert result.problem is not None and result.problem.startswith("report.html: figure retrievals.total")
@@ -362,9 +364,9 @@ def test_refusals_write_nothing(built: Built, tmp_path: Path) -> None:
     now = _now()
     with pytest.raises(Invalid, match="at most 366 days"):
         report_period("2025-01-01", "2026-06-01", now=now)
-    with pytest.raises(Invalid, match="^to: the period ends before it starts"):
+    with pytest.raises(Invalid, match=r"^to: the period ends before it starts"):
         report_period("2026-06-01", "2026-05-01", now=now)
-    with pytest.raises(Invalid, match="^from: "):
+    with pytest.raises(Invalid, match=r"^from: "):
         report_period("last tuesday", "2026-05-01", now=now)
     with Ledger(LedgerConfig(**{**built.config.__dict__, "run_checkpointer": False})) as ledger:
         ctx = UseCases(ledger).ctx
