@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -107,21 +108,26 @@ def test_offline_verification_imports_no_database_driver(tmp_path: Path) -> None
     public_key = str(tmp_path / "data" / "keys" / "root.pub")
     export, bundle = str(tmp_path / "log.jsonl"), str(tmp_path / "bundle.json")
     tenant_export = str(tmp_path / "tenant.jsonl")
+    report = str(tmp_path / "report")
+    today = datetime.now(UTC).date()
+    period = ["--from", str(today - timedelta(days=1)), "--to", str(today + timedelta(days=1))]
     made = _probe(
         [
             ["demo", "--events", "5", "--data-dir", data],
             ["export", "--out", export, "--data-dir", data],
             ["export", "--tenant", "default", "--out", tenant_export, "--data-dir", data],
+            ["report", "--tenant", "default", *period, "--out", report, "--no-pdf", "--data-dir", data],
             ["bundle", "3", "--out", bundle, "--data-dir", data],
         ],
         STORE_PACKAGES,
     )
-    assert [result["exit"] for result in made] == [0, 0, 0, 0], made
+    assert [result["exit"] for result in made] == [0, 0, 0, 0, 0], made
     assert made[-1]["loaded"], "the probe must see the drivers a store-side command loads"
     offline = [
         ["verify", "--export", export, "--public-key", public_key, "--deep"],
         ["verify", "--export", tenant_export, "--public-key", public_key],
         ["verify-bundle", bundle, "--public-key", public_key],
+        ["verify-report", report, "--public-key", public_key, "--tenant", "default"],
     ]
     for command in offline:
         result = _probe([command], STORE_PACKAGES)[0]
