@@ -156,6 +156,16 @@ class ErasureOut(Answer):
     position: int | None
 
 
+class ReportOut(Answer):
+    report_id: Id
+    tenant_id: str
+    manifest_sha256: str
+    position: int = Field(ge=1, description="The signed ReportIssued entry")
+    entries: int = Field(ge=0)
+    pdf: bool
+    download: str = Field(description="Where the zip of the report's directory is served")
+
+
 class HoldOut(Answer):
     hold_id: Id
     position: int = Field(ge=1)

@@ -7,6 +7,14 @@ is present), the machine manifest and the evidence an auditor checks offline
 `ReportIssued` entry.
 """
 
+from ledger.usecases.report.archive import archived_report, issue_archived, read_member
 from ledger.usecases.report.issue import ReportOutcome, issue_report, report_period
 
-__all__ = ["ReportOutcome", "issue_report", "report_period"]
+__all__ = [
+    "ReportOutcome",
+    "archived_report",
+    "issue_archived",
+    "issue_report",
+    "read_member",
+    "report_period",
+]
