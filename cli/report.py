@@ -68,6 +68,9 @@ def verify_report_command(
     witness_key: WitnessKeys = None,
     min_witnesses: MinWitnesses = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help="The tenant the report must be of")] = None,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also check every counted entry's own signature (slower)")
+    ] = False,
 ) -> None:
     """Check a report offline: every figure against the entries it names, their signatures and
     inclusion, the period's continuity (consistency), the witnesses, and the HTML's numbers and hash."""
@@ -77,14 +80,17 @@ def verify_report_command(
     witnesses, required = read_witnesses(witness_key, min_witnesses)
     if not directory.is_dir():
         fail(f"{directory}: not a directory", 2)
-    result = verify_report(directory, trusted, witnesses=witnesses, min_witnesses=required, tenant=tenant)
+    result = verify_report(
+        directory, trusted, witnesses=witnesses, min_witnesses=required, tenant=tenant, deep=deep
+    )
     if not result.ok:
         typer.echo(f"FAILED {result.problem}")
         raise typer.Exit(1)
     typer.echo(
         f"OK report of tenant {result.tenant_id} from {result.period['from']} to {result.period['to']}: "
         f"{result.figures} figures recomputed from {result.entries} signed entries of a continuous log; "
-        f"{result.cited} cited entries proven; the HTML carries the manifest's hash and numbers"
+        f"{result.cited} cited entries proven; {result.signatures} entry signatures checked; "
+        "the HTML carries the manifest's hash and numbers"
     )
     if witnesses:
         typer.echo(f"checkpoints cosigned by: {', '.join(result.cosigned_by) or 'none'}")

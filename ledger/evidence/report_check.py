@@ -7,8 +7,9 @@ where there is one, the position or figure):
 - the start and end checkpoints: signed by a key of the chain for this log's origin, cosigned
   by the trusted witnesses, and consistent (the RFC 9162 consistency proof);
 - the range: the start tree's frontier and every leaf hash up to the end size rebuild both roots;
-- every counted entry: signed by the key in force, its hash the leaf at its position, the
-  tenant's (or the ledger's key and repair entries), recorded in the period;
+- every counted entry: its hash the leaf at its position (so the signed checkpoint's root
+  vouches for its bytes), the tenant's (or the ledger's key and repair entries), recorded in
+  the period; with `deep`, its own signature by the key in force too (as `verify --deep`);
 - every cited entry: its inclusion proof against the end checkpoint;
 - every figure recomputed from those entries equals the manifest's;
 - the HTML carries the manifest's hash and shows each figure as the manifest says;
@@ -22,7 +23,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from ledger.domain.timestamps import parse_timestamp
 from ledger.evidence import report_files as files
 from ledger.evidence.bundle import BundleError, check_inclusion, verify_bundle
 from ledger.evidence.report_figures import REPORT_FORMAT, FigureBuilder, Period, checkpoint_figures
+from ledger.evidence.report_files import ReportInvalid
+from ledger.evidence.report_html import check_html
 from ledger.tlog.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.tlog.cosignature import Witness, require_cosignatures
 from ledger.tlog.merkle import HASH_SIZE, ProofError, leaf_hash, verify_consistency
@@ -42,12 +44,6 @@ from ledger.tlog.signing import b64
 
 _MAX_LINE = 4 * 1024 * 1024
 _MAX_MANIFEST = 256 * 1024 * 1024
-
-
-class ReportInvalid(Exception):
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where}: {problem}")
-        self.where, self.problem = where, problem
 
 
 @dataclass
@@ -59,6 +55,7 @@ class ReportCheck:
     figures: int = 0
     cited: int = 0
     cosigned_by: list[str] = field(default_factory=list)
+    signatures: int = 0  # entry signatures checked (every counted one with `deep`, else the cited ones)
     problem: str | None = None
 
 
@@ -89,7 +86,9 @@ class _Checker:
         witnesses: Sequence[Witness],
         min_witnesses: int,
         tenant: str | None,
+        deep: bool = False,
     ) -> None:
+        self.deep = deep
         self.dir, self.root_key, self.witnesses, self.min_witnesses = (
             directory,
             root_key,
@@ -243,7 +242,9 @@ class _Checker:
                 index * HASH_SIZE : (index + 1) * HASH_SIZE
             ] != leaf_hash(line):
                 raise ReportInvalid(files.ENTRIES, f"position {position}: not the entry the log holds there")
-            self.signed(line, envelope, files.ENTRIES)
+            if self.deep:
+                self.signed(line, envelope, files.ENTRIES)
+                self.result.signatures += 1
             if not period.holds(str(envelope["recorded_at"])):
                 raise ReportInvalid(files.ENTRIES, f"position {position}: recorded outside the period")
             try:
@@ -263,6 +264,7 @@ class _Checker:
             except (BundleError, ValueError, KeyError, TypeError) as exc:
                 raise ReportInvalid(files.CITED, str(exc)) from None
             self.signed(entry, envelope, files.CITED)
+            self.result.signatures += 1
             proven[position] = envelope
         self.result.cited = len(proven)
         return proven
@@ -307,63 +309,6 @@ def _compare(manifest_figures: list[dict[str, Any]], recomputed: list[dict[str, 
         raise ReportInvalid(files.MANIFEST, f"figure {next(iter(listed))}: not computed from any entry")
 
 
-class _Marks(HTMLParser):
-    """The text of every element carrying `data-figure`, and the manifest hash in the head."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.marks: list[tuple[str, str, str]] = []
-        self.meta: str | None = None
-        self._open: list[tuple[str, str, str, list[str]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        named = {k: v or "" for k, v in attrs}
-        if tag == "meta" and named.get("name") == files.MANIFEST_META:
-            self.meta = named.get("content")
-        if "data-figure" in named:
-            self._open.append((tag, named["data-figure"], named.get("data-path", ""), []))
-
-    def handle_data(self, data: str) -> None:
-        if self._open:
-            self._open[-1][3].append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if self._open and self._open[-1][0] == tag:
-            _, fid, path, text = self._open.pop()
-            self.marks.append((fid, path, "".join(text)))
-
-
-def _lookup(value: Any, path: str) -> Any:
-    for part in path.split("/") if path else []:
-        value = value[int(part)] if isinstance(value, list) else value[part]
-    return value
-
-
-def check_html(directory: Path, manifest: dict[str, Any], digest: str) -> None:
-    parser = _Marks()
-    parser.feed(_read(directory, files.HTML).decode("utf-8", "replace"))
-    if parser.meta != digest:
-        raise ReportInvalid(files.HTML, "does not carry this manifest's SHA-256")
-    figures = {f["id"]: f["value"] for f in manifest["figures"]}
-    seen = set()
-    for fid, path, text in parser.marks:
-        try:
-            expected = files.display(_lookup(figures[fid], path))
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise ReportInvalid(files.HTML, f"shows figure {fid} {path} that the manifest has not") from None
-        if text.strip() != expected:
-            raise ReportInvalid(
-                files.HTML,
-                f"figure {fid}{' ' + path if path else ''}: shows {text.strip()[:40]!r}, "
-                f"the manifest says {expected[:40]!r}",
-            )
-        seen.add(fid)
-    scalar = [fid for fid, value in figures.items() if not isinstance(value, dict | list)]
-    missing = [fid for fid in scalar if fid not in seen]
-    if missing:
-        raise ReportInvalid(files.HTML, f"does not show figure {missing[0]}")
-
-
 def verify_report(
     directory: Path,
     root_key: bytes,
@@ -371,8 +316,11 @@ def verify_report(
     witnesses: Sequence[Witness] = (),
     min_witnesses: int = 0,
     tenant: str | None = None,
+    deep: bool = False,
 ) -> ReportCheck:
-    checker = _Checker(directory, root_key, witnesses, min_witnesses, tenant)
+    """Check a report's directory offline (see the module's docstring); `deep` also checks
+    every counted entry's own signature, which its leaf hash under the signed root already vouches for."""
+    checker = _Checker(directory, root_key, witnesses, min_witnesses, tenant, deep)
     result = checker.result
     try:
         _verify(checker, directory)
@@ -440,4 +388,4 @@ def _check_issued(directory: Path, manifest: dict[str, Any], digest: str, checke
         raise ReportInvalid(files.ISSUED, "the signed ReportIssued entry names another manifest")
 
 
-__all__ = ["ReportCheck", "check_html", "verify_report"]
+__all__ = ["ReportCheck", "ReportInvalid", "verify_report"]

@@ -46,6 +46,14 @@ MANIFEST_META = "citeledger-manifest-sha256"
 _ENTRY_MEMBER = b',"entry":'
 
 
+class ReportInvalid(Exception):
+    """A report that does not check: `where` names the file, `problem` what is wrong there."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where, self.problem = where, problem
+
+
 def proven_line(proof: dict[str, Any], entry: bytes) -> bytes:
     return orjson.dumps({"proof": proof})[:-1] + _ENTRY_MEMBER + entry + b"}\n"
 
