@@ -4,14 +4,13 @@ use cases as `/v1/reports` decide (scopes, tenant, limits)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from litestar import Response, get, post
-from litestar.di import NamedDependency
-from litestar.enums import RequestEncodingType
-from litestar.params import Body, FromPath
+from litestar.params import FromPath
 from litestar.response import Template
 
+from api.console.actions import Form, User
 from api.console.web import (
     SECURITY_HEADERS,
     AnyRequest,
@@ -23,13 +22,9 @@ from api.console.web import (
     services_of,
 )
 from api.routes.events import history_page
-from api.routes.reports import issue, reports_dir
+from api.routes.reports import issue, read_archive, reports_dir
 from ledger.schemas.requests import ReportIn
-from ledger.usecases.report import archived_report
 from projections.queries import HistoryFilter
-
-Form = Annotated[dict[str, Any], Body(media_type=RequestEncodingType.URL_ENCODED)]
-User = NamedDependency[ConsoleUser]
 
 
 async def _page(request: AnyRequest, user: ConsoleUser, **context: Any) -> Template:
@@ -69,8 +64,7 @@ async def issue_report_form(request: AnyRequest, user: User, data: Form) -> Temp
 async def download(request: AnyRequest, user: User, report_id: FromPath[str]) -> Response[bytes]:
     user.require("audit.read")
     services = services_of(request)
-    path = archived_report(reports_dir(services), user.caller.tenant_id, report_id[:64])
-    body = await services.blocking(path.read_bytes)
+    body = await services.blocking(read_archive, services, user.caller, report_id[:64], None)
     return Response(
         body,
         media_type="application/zip",

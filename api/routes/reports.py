@@ -38,6 +38,12 @@ def issue(services: Services, caller: Caller, body: ReportIn) -> dict[str, objec
     }
 
 
+def read_archive(services: Services, caller: Caller, report_id: str, member: str | None) -> bytes:
+    """The zip of one of the caller's tenant's reports, or one file of it (404 otherwise)."""
+    path = archived_report(reports_dir(services), caller.tenant_id, report_id)
+    return path.read_bytes() if member is None else read_member(path, member)
+
+
 @post(
     "/v1/reports",
     guards=[requires("audit.read")],
@@ -60,8 +66,7 @@ async def post_report(
     **contract(404),
 )
 async def get_report(services: ServicesDep, caller: CallerDep, report_id: ReportId) -> Response[bytes]:
-    path = archived_report(reports_dir(services), caller.tenant_id, report_id)
-    body = await services.blocking(path.read_bytes)
+    body = await services.blocking(read_archive, services, caller, report_id, None)
     return Response(
         body,
         media_type="application/zip",
@@ -77,8 +82,7 @@ async def get_report(services: ServicesDep, caller: CallerDep, report_id: Report
     **contract(404),
 )
 async def get_manifest(services: ServicesDep, caller: CallerDep, report_id: ReportId) -> Response[bytes]:
-    path = archived_report(reports_dir(services), caller.tenant_id, report_id)
-    body = await services.blocking(read_member, path, "manifest.json")
+    body = await services.blocking(read_archive, services, caller, report_id, "manifest.json")
     return Response(body, media_type="application/json")
 
 
