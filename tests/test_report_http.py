@@ -43,7 +43,7 @@ def test_report_over_http(ledger_config: LedgerConfig, tmp_path: Path) -> None:
         assert http.post("/v1/reports", json=period, headers=auth("writer")).status_code == 403
         assert http.get(f"/v1/reports/{'0' * 32}", headers=auth("reader")).status_code == 404
         manifest = http.get(f"/v1/reports/{report_id}/manifest", headers=auth("reader"))
-        assert manifest.status_code == 200 and manifest.json()["report_id"] == report_id
+        assert manifest.status_code == 200 and manifest.json()["manifest"]["report_id"] == report_id
         download = http.get(f"/v1/reports/{report_id}", headers=auth("reader"))
         assert download.status_code == 200 and download.headers["content-type"] == "application/zip"
         # Bad periods: a clear 4xx naming the field, nothing written.

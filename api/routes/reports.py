@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import orjson
 from litestar import Response, Router, get, post
 from litestar.params import JSONBody, Parameter
 
@@ -12,7 +13,7 @@ from api.auth import requires
 from api.openapi import contract
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
 from api.services import Services
-from ledger.schemas.answers import ReportOut
+from ledger.schemas.answers import ReportManifestOut, ReportOut
 from ledger.schemas.requests import ReportIn
 from ledger.usecases.context import Caller
 from ledger.usecases.report import archived_report, issue_archived, read_member, report_period
@@ -78,12 +79,13 @@ async def get_report(services: ServicesDep, caller: CallerDep, report_id: Report
     "/v1/reports/{report_id:str}/manifest",
     guards=[requires("audit.read")],
     summary="The report's machine manifest (every figure and the positions it came from)",
-    media_type="application/json",
     **contract(404),
 )
-async def get_manifest(services: ServicesDep, caller: CallerDep, report_id: ReportId) -> Response[bytes]:
+async def get_manifest(
+    request: AnyRequest, services: ServicesDep, caller: CallerDep, report_id: ReportId
+) -> Response[ReportManifestOut]:
     body = await services.blocking(read_archive, services, caller, report_id, "manifest.json")
-    return Response(body, media_type="application/json")
+    return ok(request, services, {"manifest": orjson.loads(body)})
 
 
 router = Router(path="/", route_handlers=[post_report, get_report, get_manifest], tags=["reports"])

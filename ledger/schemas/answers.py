@@ -166,6 +166,13 @@ class ReportOut(Answer):
     download: str = Field(description="Where the zip of the report's directory is served")
 
 
+class ReportManifestOut(Answer):
+    manifest: dict[str, Any] = Field(
+        description="The report's manifest.json: every figure with the log positions it came from, "
+        "the checkpoints bounding the period, the evidence files' SHA-256"
+    )
+
+
 class HoldOut(Answer):
     hold_id: Id
     position: int = Field(ge=1)

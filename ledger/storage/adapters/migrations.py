@@ -60,6 +60,8 @@ def _v1_side_tables(adapter: StoreAdapter) -> list[str]:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the v1 layout (main at 53a1742): log, data keys, idempotency, claims", _v1_side_tables),
     Migration(2, "the store records its schema version (citeledger_schema_version)"),
+    # No layout change: a new entry type, which code before it cannot read, so it must refuse the store.
+    Migration(3, "the log may hold ReportIssued entries (record-keeping reports)"),
 )
 CODE_VERSION = MIGRATIONS[-1].version
 

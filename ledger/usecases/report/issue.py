@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from ledger.deadline import Deadline
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.domain.events import ReportIssued
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
@@ -41,13 +42,14 @@ from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, Invalid, TooLarge
 from ledger.usecases.report.html import render_html
 from ledger.usecases.report.mapping import MAPPING, NOT_SHOWN
-from ledger.usecases.report.pdf import render_pdf
+from ledger.usecases.report.pdf import PDF_TIMEOUT_S, render_pdf
 from ledger.usecases.scopes import CONTENT_SCOPE
 
 AUDIT_SCOPE = "audit.read"
 MAX_PERIOD_DAYS = 366  # a year: a quarter is what is asked for
 MAX_REPORT_ENTRIES = 2_000_000  # entries counted in one report
 MAX_CITED = 5_000  # entries proven one by one (the tables are capped below this)
+_DEADLINE_EVERY = 4096
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,11 @@ def _checkpoints(ledger: Any, period: Period) -> tuple[CheckpointRecord | None, 
 class _Scan:
     """One pass over the log: the context before the period, then the range's leaves and entries."""
 
-    def __init__(self, tenant: str, period: Period, builder: FigureBuilder, max_entries: int) -> None:
+    def __init__(
+        self, tenant: str, period: Period, builder: FigureBuilder, max_entries: int, deadline: Deadline | None
+    ) -> None:
         self.tenant, self.period, self.builder, self.max_entries = tenant, period, builder, max_entries
+        self.deadline = deadline
         self.tenant_mark = b'"tenant_id":"' + tenant.encode() + b'"'
         self.ledger_mark = b'"tenant_id":"' + SYSTEM_TENANT.encode() + b'"'
         self.oldest_receipt: dict[str, Any] | None = None
@@ -123,6 +128,8 @@ class _Scan:
 
     def range(self, events: Iterator[RecordedEvent], leaves: BinaryIO, entries: BinaryIO) -> None:
         for event in events:
+            if self.deadline is not None and event.position % _DEADLINE_EVERY == 0:
+                self.deadline.check()  # a request's report stops when its answer is no longer awaited
             leaves.write(event.leaf_hash)
             if not (self._mine(event) or self.ledger_mark in event.entry):
                 continue
@@ -219,7 +226,7 @@ def _issue(
     start_size = start.tree_size if start else 0
     seed = f"{end.root.hex()}/{caller.tenant_id}"
     builder = FigureBuilder(tenant_id=caller.tenant_id, period=period, seed=seed, context={})
-    scan = _Scan(caller.tenant_id, period, builder, max_entries)
+    scan = _Scan(caller.tenant_id, period, builder, max_entries, caller.deadline)
     scan.prefix(ledger.read(1, start_size) if start_size else iter(()))
     with ExitStack() as stack:
         leaves = stack.enter_context((out / files.LEAVES).open("wb"))
@@ -264,7 +271,9 @@ def _issue(
     _write_json(out / files.MANIFEST, manifest)
     digest = _sha256_file(out / files.MANIFEST)
     (out / files.HTML).write_text(render_html(manifest, digest), encoding="utf-8")
-    rendered = pdf and render_pdf(out / files.HTML, out / files.PDF)
+    # A request's deadline bounds the PDF too: without one in time, the HTML is the report.
+    budget = caller.deadline.remaining() - 2 if caller.deadline is not None else PDF_TIMEOUT_S
+    rendered = pdf and render_pdf(out / files.HTML, out / files.PDF, min(budget, PDF_TIMEOUT_S))
     payload = ReportIssued(
         report_id=report_id,
         period_from=manifest["period"]["from"],

@@ -18,11 +18,11 @@ def chromium() -> str | None:
     return None
 
 
-def render_pdf(html: Path, pdf: Path) -> bool:
+def render_pdf(html: Path, pdf: Path, timeout_s: float = PDF_TIMEOUT_S) -> bool:
     """Print `html` to `pdf` with the system Chromium; False when there is none (the HTML is
-    the report either way) or it failed."""
+    the report either way), it failed or it took longer than `timeout_s`."""
     browser = chromium()
-    if browser is None:
+    if browser is None or timeout_s < 1:
         return False
     with tempfile.TemporaryDirectory(prefix="citeledger-pdf-") as profile:
         try:
@@ -39,7 +39,7 @@ def render_pdf(html: Path, pdf: Path) -> bool:
                 ],
                 check=True,
                 capture_output=True,
-                timeout=PDF_TIMEOUT_S,
+                timeout=timeout_s,
             )
         except (OSError, subprocess.SubprocessError):
             return False
