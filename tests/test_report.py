@@ -18,6 +18,7 @@ import orjson
 import pypdf
 import pytest
 
+from api.token_admin import issue_token, revoke_token
 from ledger.config import LedgerConfig
 from ledger.domain.events import AccessDenied as AccessDeniedEvent
 from ledger.domain.timestamps import format_timestamp
@@ -28,6 +29,7 @@ from ledger.tlog.checkpoints import CheckpointRecord, make_checkpoint
 from ledger.tlog.signing import KeyDirectory
 from ledger.usecases.content import read_content
 from ledger.usecases.context import Caller, record
+from ledger.usecases.documents import remove_document
 from ledger.usecases.errors import AccessDenied, Invalid, TooLarge
 from ledger.usecases.policy import publish_policy
 from ledger.usecases.replay import replay
@@ -121,6 +123,11 @@ def _build(ledger: Ledger, config: LedgerConfig, root: Path) -> Built:
     )
     read_content(ctx, admin, [receipts[0]])
     replay(ctx, admin, receipts[1].payload["receipt_id"])
+    remove_document(ctx, uc.claims, admin, doc.payload["document_id"], "withdrawn")
+    _token, view, _position = issue_token(
+        ledger, root / "tokens.json", actor="admin-1", tenant=TENANT, scopes=["audit.read"]
+    )
+    revoke_token(ledger, root / "tokens.json", view["token_id"], actor="admin-1")
     ledger.rotate_signing_key()
     ledger.issue_checkpoint()
     _pause()
@@ -174,6 +181,22 @@ def test_report_verifies_and_counts_only_the_tenant(built: Built) -> None:
     manifest = _manifest(built.report)
     assert _figure(manifest, "retrievals.total") == built.in_period_receipts
     assert _figure(manifest, "retrievals.mode.as_of_replay") == 1
+    for kind in (
+        "DocumentIngested",
+        "DocumentRemoved",
+        "PolicyBundlePublished",
+        "RetrievalRecorded",
+        "RetentionScrubbed",
+        "AccessDenied",
+        "ContentRead",
+        "ReplayRecorded",
+        "LegalHoldPlaced",
+        "LegalHoldReleased",
+        "TokenIssued",
+        "TokenRevoked",
+        "SigningKeyRotated",
+    ):
+        assert _figure(manifest, f"coverage.type.{kind}") >= 1, kind
     for fid in (
         "access.denials.count",
         "access.content_reads.count",
