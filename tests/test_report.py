@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from ledger.evidence import report_files as files
 from ledger.evidence.report_check import verify_report
 from ledger.schemas.requests import ErasureIn, LegalHoldIn, PolicyBundleIn
 from ledger.tlog.checkpoints import CheckpointRecord, make_checkpoint
+from ledger.tlog.cosignature import parse_cosigner_vkey
 from ledger.tlog.signing import KeyDirectory
 from ledger.usecases.content import read_content
 from ledger.usecases.context import Caller, record
@@ -38,6 +39,7 @@ from ledger.usecases.retention import erase, place_hold, release_hold
 from ledger.writing.application import Ledger
 from tests.conftest import fresh_config
 from tests.factories import TENANT, UseCases
+from tests.witness_support import WitnessProcess
 
 OTHER = "globex"
 AUDITOR = Caller(TENANT, "auditor-1", frozenset({"audit.read", "audit.content"}))
@@ -405,3 +407,37 @@ def test_refusals_write_nothing(built: Built, tmp_path: Path) -> None:
         with pytest.raises(Invalid, match="not empty"):
             issue_report(ctx, AUDITOR, period, tmp_path / "c", pdf=False)
         assert ledger.size == size  # nothing appended by a refused report
+
+
+def test_witness_cosignatures_of_the_end_checkpoint(tmp_path: Path) -> None:
+    """A real witness process cosigns the end checkpoint: `verify-report` with its key names it,
+    with another key of the same name fails, and the report's witness figure counts it."""
+    config = LedgerConfig(data_dir=tmp_path / "data", run_checkpointer=False)
+    with Ledger(config) as ledger:
+        log_vkey = ledger.vkey
+    with WitnessProcess(tmp_path / "w1", "witness.test/w1", log_vkey) as witness:
+        stranger = WitnessProcess(tmp_path / "w2", "witness.test/w1", log_vkey)
+        with Ledger(replace(config, witnesses=witness.setting)) as ledger:
+            uc = UseCases(ledger)
+            ledger.issue_checkpoint()
+            _pause()
+            start = _now()
+            uc.retrieve(uc.ingest())
+            _pause()
+            period = report_period(format_timestamp(start), format_timestamp(_now()), now=_now())
+            issue_report(uc.ctx, AUDITOR, period, tmp_path / "report", pdf=False)
+    root = KeyDirectory(config.keys_dir).root_public_key()
+    trusted = verify_report(
+        tmp_path / "report", root, witnesses=[parse_cosigner_vkey(witness.vkey)], min_witnesses=1
+    )
+    assert trusted.ok, trusted.problem
+    assert trusted.cosigned_by == ["witness.test/w1"]
+    coverage = _figure(_manifest(tmp_path / "report"), "integrity.witnesses")
+    assert coverage["cosigned_by"] == {"witness.test/w1": 1}
+    forged = verify_report(
+        tmp_path / "report", root, witnesses=[parse_cosigner_vkey(stranger.vkey)], min_witnesses=1
+    )
+    assert not forged.ok and forged.problem is not None
+    assert forged.problem.startswith(
+        f"{files.END_CHECKPOINT}: checkpoint cosigned by 0 of the 1 trusted witnesses"
+    )

@@ -3,6 +3,7 @@ shows every figure exactly as the manifest says (each marked `data-figure`, `dat
 
 from __future__ import annotations
 
+import json
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,9 @@ class _Marks(HTMLParser):
 
 
 def _lookup(value: Any, path: str) -> Any:
-    for part in path.split("/") if path else []:
-        value = value[int(part)] if isinstance(value, list) else value[part]
+    """The part of a figure's value a `data-path` (a JSON list of keys and indexes) names."""
+    for part in json.loads(path) if path else []:
+        value = value[int(part)] if isinstance(value, list) else value[str(part)]
     return value
 
 

@@ -1,13 +1,14 @@
 """The human report: one HTML file, charts as inline SVG, no script, every figure marked.
 
 Each figure's value sits in an element carrying `data-figure` (and `data-path` for a cell
-of a table or a series) whose text is exactly `report_files.display` of the manifest's
-value: the offline checker reads them back, so an edited number fails. The head carries
-the manifest's SHA-256.
+of a table or a series: the JSON list of keys to it) whose text is exactly
+`report_files.display` of the manifest's value: the offline checker reads them back, so an
+edited number fails. The head carries the manifest's SHA-256.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -84,21 +85,14 @@ def _status_chart(figures: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _cells(value: Any, path: str = "") -> list[tuple[str, Any]]:
-    """(path, leaf) of every scalar inside a figure's value, `a/0/b` style."""
+def _cells(value: Any, parts: tuple[str | int, ...] = ()) -> list[tuple[str, str, Any]]:
+    """(label, path, leaf) of every scalar inside a figure's value; the path is the JSON list
+    of keys and indexes to it (keys may hold any character: witness names have slashes)."""
     if isinstance(value, Mapping):
-        return [
-            cell
-            for key, inner in value.items()
-            for cell in _cells(inner, f"{path}/{key}" if path else str(key))
-        ]
+        return [cell for key, inner in value.items() for cell in _cells(inner, (*parts, str(key)))]
     if isinstance(value, list):
-        return [
-            cell
-            for index, inner in enumerate(value)
-            for cell in _cells(inner, f"{path}/{index}" if path else str(index))
-        ]
-    return [(path, value)]
+        return [cell for index, inner in enumerate(value) for cell in _cells(inner, (*parts, index))]
+    return [(" / ".join(str(part) for part in parts), json.dumps(list(parts)), value)]
 
 
 def _question(field: Any) -> str:
@@ -115,7 +109,7 @@ def _shape(figure: Mapping[str, Any], questions: Mapping[str, Any]) -> dict[str,
         shape = {
             "kind": "rows",
             "columns": columns,
-            "rows": [[(f"{i}/{c}", row.get(c)) for c in columns] for i, row in enumerate(value)],
+            "rows": [[(json.dumps([i, c]), row.get(c)) for c in columns] for i, row in enumerate(value)],
         }
         if figure["id"] == "retrievals.sample" and questions:
             shape["questions"] = [_question(questions.get(row["receipt_id"])) for row in value]

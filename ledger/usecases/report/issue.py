@@ -89,6 +89,10 @@ def _checkpoints(ledger: Any, period: Period) -> tuple[CheckpointRecord | None, 
     end = after[0] if after else ledger.issue_checkpoint()
     if end is None:
         raise Invalid("the log is empty")
+    if ledger.cosigner is not None and not ledger.witnessed.lines([end.seq])[end.seq]:
+        # Witnesses cosign only forward: the newest checkpoint, asked now, ends the range instead.
+        newest = ledger.issue_checkpoint()
+        end = ledger.cosign(newest if newest is not None else end)
     return (before[-1] if before else None), end
 
 
