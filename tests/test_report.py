@@ -39,6 +39,8 @@ from ledger.usecases.retention import erase, place_hold, release_hold
 from ledger.writing.application import Ledger
 from tests.conftest import fresh_config
 from tests.factories import TENANT, UseCases
+from tests.fixture_ledgers import fixture_versions, restore
+from tests.server_process import run_cli, server_env
 from tests.witness_support import WitnessProcess
 
 OTHER = "globex"
@@ -441,3 +443,25 @@ def test_witness_cosignatures_of_the_end_checkpoint(tmp_path: Path) -> None:
     assert forged.problem.startswith(
         f"{files.END_CHECKPOINT}: checkpoint cosigned by 0 of the 1 trusted witnesses"
     )
+
+
+@pytest.mark.parametrize("version", fixture_versions())
+def test_report_over_a_fixture_ledger(version: str, tmp_path: Path) -> None:
+    """A ledger written by an earlier version, migrated as documented: the command line reports
+    on it and the report verifies offline."""
+    with restore(version, "sqlite", tmp_path) as restored:
+        env = server_env(restored.config, "fixture-unused-bootstrap-token-000")
+        data = ["--data-dir", str(restored.data_dir)]
+        assert run_cli(["migrate", *data], env).returncode == 0
+        made = datetime.fromtimestamp(float(restored.manifest["made_at"]), UTC).date()
+        period = ["--from", str(made - timedelta(days=2)), "--to", str(made + timedelta(days=2))]
+        out = tmp_path / "report"
+        issued = run_cli(["report", "--tenant", "acme", *period, "--out", str(out), "--no-pdf", *data], env)
+        assert issued.returncode == 0, issued.stdout + issued.stderr
+        root_key = restored.data_dir / "keys" / "root.pub"
+        checked = run_cli(
+            ["verify-report", str(out), "--public-key", str(root_key), "--tenant", "acme", "--deep"], env
+        )
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout.startswith("OK report of tenant acme")
+        assert _figure(_manifest(out), "retrievals.total") >= 1
