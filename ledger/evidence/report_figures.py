@@ -131,6 +131,7 @@ class FigureBuilder:
         self.receipts: list[int] = []
         self.groups: dict[str, dict[str, list[int]]] = {"engine": {}, "service": {}, "status": {}, "mode": {}}
         self.sample: list[tuple[str, dict[str, Any]]] = []
+        self.sample_cut: str | None = None  # a key at or above it cannot be drawn any more
         self.tables = {
             name: _Table(name, name.split(".")[0], label)
             for name, label in (
@@ -165,13 +166,16 @@ class FigureBuilder:
 
     def _on_RetrievalRecorded(self, e: Envelope, p: Mapping[str, Any]) -> None:
         self.receipts.append(e["position"])
-        for axis, key in (
+        for axis, group in (
             ("engine", p["engine"]),
             ("service", e["actor"]),
             ("status", p["status"]),
             ("mode", p["mode"]),
         ):
-            self.groups[axis].setdefault(key, []).append(e["position"])
+            self.groups[axis].setdefault(group, []).append(e["position"])
+        key = sample_key(self.seed, p["receipt_id"])
+        if self.sample_cut is not None and key >= self.sample_cut:
+            return  # (a later equal key sorts after the kept ones: it could not be drawn either)
         row = _row(
             e,
             receipt_id=p["receipt_id"],
@@ -179,9 +183,10 @@ class FigureBuilder:
             status=p["status"],
             citations=len(p["selected_entries"]),
         )
-        self.sample.append((sample_key(self.seed, p["receipt_id"]), row))
-        if len(self.sample) > 4 * SAMPLE_SIZE:  # keep the smallest keys only
+        self.sample.append((key, row))
+        if len(self.sample) > 4 * SAMPLE_SIZE:  # keep the smallest keys only (a stable sort)
             self.sample = sorted(self.sample, key=lambda item: item[0])[:SAMPLE_SIZE]
+            self.sample_cut = self.sample[-1][0]
 
     def _on_AccessDenied(self, e: Envelope, p: Mapping[str, Any]) -> None:
         self.tables["access.denials"].add(
