@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ledger.domain.events import SYSTEM_TENANT
+from ledger.domain.fields import SYSTEM_TENANT
 from ledger.domain.timestamps import parse_timestamp
 
 REPORT_FORMAT = "citeledger-report/1"
