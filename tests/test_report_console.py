@@ -46,6 +46,13 @@ def test_console_issues_and_serves_a_report(ledger_config: LedgerConfig, tmp_pat
                 page.locator("#report-download").click()
             archive = tmp_path / "report.zip"
             download_info.value.save_as(archive)
+            # A period that ends before it starts: refused on a console page naming the field.
+            page.goto(server.base_url + "/console/reports")
+            page.get_by_label("From (first day, UTC)").fill(str(today))
+            page.get_by_label("To (the day after the last)").fill(str(today - timedelta(days=3)))
+            page.get_by_role("button", name="Issue report").click()
+            page.wait_for_load_state()
+            assert page.get_by_text("to: the period ends before it starts").is_visible()
             # Another tenant signed in: no such report, no zip (404).
             other = browser.new_page()
             _sign_in(other, server.base_url, tokens["other-reader"], "/console/reports")
