@@ -128,6 +128,12 @@ def _build(ledger: Ledger, config: LedgerConfig, root: Path) -> Built:
     read_content(ctx, admin, [receipts[0]])
     replay(ctx, admin, receipts[1].payload["receipt_id"])
     remove_document(ctx, uc.claims, admin, doc.payload["document_id"], "withdrawn")
+    # A document too large for one entry (DocumentContinued parts), and an earlier report.
+    uc.ingest(
+        "\n\n".join(f"## Section {i}\n\n" + "audit words " * 150 for i in range(60)), path="docs/big.md"
+    )
+    earlier = report_period(format_timestamp(start), format_timestamp(_now()), now=_now())
+    issue_report(ctx, AUDITOR, earlier, root / "earlier-report", pdf=False)
     _token, view, _position = issue_token(
         ledger, root / "tokens.json", actor="admin-1", tenant=TENANT, scopes=["audit.read"]
     )
@@ -199,8 +205,11 @@ def test_report_verifies_and_counts_only_the_tenant(built: Built) -> None:
         "TokenIssued",
         "TokenRevoked",
         "SigningKeyRotated",
+        "DocumentContinued",
+        "ReportIssued",
     ):
         assert _figure(manifest, f"coverage.type.{kind}") >= 1, kind
+    assert _figure(manifest, "integrity.reports.count") == 1  # the earlier report is in the record
     for fid in (
         "access.denials.count",
         "access.content_reads.count",
