@@ -56,8 +56,9 @@ def build(root: Path, size: int) -> tuple[LedgerConfig, str, str]:
         start = format_timestamp(datetime.now(UTC))
         while ledger.size < size:
             count = min(BATCH, size - ledger.size)
+            # A fresh event id each (the payload class gives the type).
             drafts = [
-                EventDraft(type=t.type, tenant_id=t.tenant_id, actor=t.actor, payload=t.payload)
+                EventDraft.of(t.payload, tenant_id=t.tenant_id, actor=t.actor)  # type: ignore[arg-type]
                 for t in (template[i % len(template)] for i in range(count))
             ]
             ledger.append_batch(drafts, tenant_id=TENANT)
