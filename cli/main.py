@@ -24,6 +24,7 @@ from cli.options import existing_config as _config
 from cli.projections import register as register_projections
 from cli.receipts import register as register_receipts
 from cli.replay import register as register_replay
+from cli.report import register as register_report
 from cli.server import register as register_server
 from cli.sources import register as register_sources
 from cli.spool import register as register_spool
@@ -213,6 +214,7 @@ register_checkpoint_check(app)
 register_migrate(app)
 register_tokens(app)
 register_operations(app)
+register_report(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -54,7 +54,7 @@ def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
     outputs = _run(tmp_path)
     if os.environ.get("WRITE_AUDITOR_GUIDE_OUTPUT"):
         write_outputs(GUIDE, "guide", outputs)
-    setup, who, asked, http_asked, replayed, erased, log, offline = outputs
+    setup, who, asked, http_asked, replayed, erased, log, offline, reported = outputs
     # Two sources, the same path, rules from the source and from front matter.
     assert '"retention_origin":"source"' in setup and '"sensitivity_origin":"front_matter"' in setup
     assert '"cited":["handbook:docs/a.md","wiki:docs/a.md"]' in setup
@@ -72,13 +72,17 @@ def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
     assert "OK: the log you saw on " in log and "is a prefix of today's" in log
     assert "the consistency proof (" in log and "saved today's checkpoint" in log
     assert "OK entry at position" in offline and "export: partial" in offline
+    # The regulator's report, issued over HTTP and checked offline with root.pub alone.
+    assert '"pdf":false' in reported and "evidence" in reported and "leaves.bin" in reported
+    assert "OK report of tenant default from " in reported and "figures recomputed from" in reported
 
 
 def test_every_guide_block_is_taken() -> None:
     blocks = guide_blocks(GUIDE, "guide")
-    assert len(blocks) == 8
+    assert len(blocks) == 9
     joined = "\n".join(blocks)
     for needed in ("citeledger receipts list", "citeledger receipts show", "content=plain", "/replay",
                    "citeledger replay", "citeledger check-checkpoint", "--save",
-                   "citeledger verify-bundle", "verify --export", "/v1/erasures"):  # fmt: skip
+                   "citeledger verify-bundle", "verify --export", "/v1/erasures", "/v1/reports",
+                   "citeledger verify-report"):  # fmt: skip
         assert needed in joined, needed

@@ -9,6 +9,7 @@ store; after each one, none of `litestar`, `uvicorn`, `api` may be in `sys.modul
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -103,21 +104,26 @@ STORE_PACKAGES = ("psycopg", "psycopg_pool", "sqlite3", "_sqlite3", "eventsourci
 @pytest.mark.slow
 def test_offline_verification_imports_no_database_driver(tmp_path: Path) -> None:
     data, public_key, export, tenant_export, bundle = _auditor_files(tmp_path)
+    report = str(tmp_path / "report")
+    today = datetime.now(UTC).date()
+    period = ["--from", str(today - timedelta(days=1)), "--to", str(today + timedelta(days=1))]
     made = _probe(
         [
             ["demo", "--events", "5", "--data-dir", data],
             ["export", "--out", export, "--data-dir", data],
             ["export", "--tenant", "default", "--out", tenant_export, "--data-dir", data],
+            ["report", "--tenant", "default", *period, "--out", report, "--no-pdf", "--data-dir", data],
             ["bundle", "3", "--out", bundle, "--data-dir", data],
         ],
         STORE_PACKAGES,
     )
-    assert [result["exit"] for result in made] == [0, 0, 0, 0], made
+    assert [result["exit"] for result in made] == [0, 0, 0, 0, 0], made
     assert made[-1]["loaded"], "the probe must see the drivers a store-side command loads"
     offline = [
         ["verify", "--export", export, "--public-key", public_key, "--deep"],
         ["verify", "--export", tenant_export, "--public-key", public_key],
         ["verify-bundle", bundle, "--public-key", public_key],
+        ["verify-report", report, "--public-key", public_key, "--tenant", "default"],
     ]
     for command in offline:
         result = _probe([command], STORE_PACKAGES)[0]

@@ -369,6 +369,19 @@ class TokenRevoked(Schema):
     tenant: TenantId | None
 
 
+class ReportIssued(Schema):
+    """A record-keeping report was issued (`ledger.usecases.report`): the SHA-256 of its
+    manifest, the period it covers and the checkpoints bounding it, so the report itself is
+    in the record (and in the next report)."""
+
+    report_id: Identifier
+    period_from: Timestamp
+    period_to: Timestamp
+    start_size: SafeInt
+    end_size: SafeInt
+    manifest_sha256: Hex64
+
+
 PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "DocumentIngested": DocumentIngested,
     "DocumentRemoved": DocumentRemoved,
@@ -386,6 +399,7 @@ PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "TokenRevoked": TokenRevoked,
     "DocumentContinued": DocumentContinued,
     "RetrievalContinued": RetrievalContinued,
+    "ReportIssued": ReportIssued,
 }
 EventType = Literal[
     "DocumentIngested",
@@ -404,6 +418,7 @@ EventType = Literal[
     "TokenRevoked",
     "DocumentContinued",
     "RetrievalContinued",
+    "ReportIssued",
 ]
 # Fields that are left out of the signed JSON when unset, so "absent" and
 # "explicitly null" stay distinguishable forever.

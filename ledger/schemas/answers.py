@@ -156,6 +156,23 @@ class ErasureOut(Answer):
     position: int | None
 
 
+class ReportOut(Answer):
+    report_id: Id
+    tenant_id: str
+    manifest_sha256: str
+    position: int = Field(ge=1, description="The signed ReportIssued entry")
+    entries: int = Field(ge=0)
+    pdf: bool
+    download: str = Field(description="Where the zip of the report's directory is served")
+
+
+class ReportManifestOut(Answer):
+    manifest: dict[str, Any] = Field(
+        description="The report's manifest.json: every figure with the log positions it came from, "
+        "the checkpoints bounding the period, the evidence files' SHA-256"
+    )
+
+
 class HoldOut(Answer):
     hold_id: Id
     position: int = Field(ge=1)

@@ -56,6 +56,7 @@ REQUEST_EXAMPLES: dict[str, dict[str, Any]] = {
         "policy_version": "2026-05-01",
     },
     "ErasureIn": {"subject_id": "subject-42"},
+    "ReportIn": {"from": "2026-07-01", "to": "2026-10-01"},
     "SourceSyncIn": {"under": "handbook"},
     "LegalHoldIn": {
         "document_ids": ["doc-retention"],

@@ -309,6 +309,16 @@ class PolicyBundleIn(RequestModel):
     policy_version: Id | None = None
 
 
+class ReportIn(RequestModel):
+    """A record-keeping report of the caller's tenant for [from, to) (`ledger.usecases.report`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    period_from: Annotated[str, Field(alias="from", min_length=10, max_length=32, examples=["2026-07-01"])]
+    period_to: Annotated[str, Field(alias="to", min_length=10, max_length=32, examples=["2026-10-01"])]
+    pdf: bool = Field(default=False, description="Also print report.pdf with the system Chromium (slower)")
+
+
 class SourceSyncIn(RequestModel):
     """Sync a source, or only one folder of it (`under`, relative to its root)."""
 

@@ -60,9 +60,10 @@ def _v1_side_tables(adapter: StoreAdapter) -> list[str]:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the v1 layout (main at 53a1742): log, data keys, idempotency, claims", _v1_side_tables),
     Migration(2, "the store records its schema version (citeledger_schema_version)"),
-    # No table changes: entries may now omit a selected entry's score and carry unverifiable
-    # citations (OTLP spans); code before this cannot read them, so the version moves.
-    Migration(3, "receipts with absent scores and unverifiable citations (OTLP ingestion)"),
+    # No table changes: entries may now omit a selected entry's score, carry unverifiable
+    # citations (OTLP spans), and the log may hold ReportIssued entries (record-keeping
+    # reports); code before this cannot read them, so the version moves and older code refuses.
+    Migration(3, "receipts with absent scores and unverifiable citations; ReportIssued entries"),
 )
 CODE_VERSION = MIGRATIONS[-1].version
 
