@@ -45,6 +45,14 @@ from ledger.retrieval.search_text import query_terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import CorpusView, SearchIndexReader
+from ledger.usecases.ranking_v3 import (
+    FILE_WEIGHT_V3,
+    add_document_coverage,
+    best_per_document,
+    family_postings,
+    needed_document_coverage,
+    query_forms,
+)
 from ledger.usecases.ranking_steps import (
     FILE_WEIGHT,
     FILENAME_WEIGHT,
@@ -71,6 +79,7 @@ from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
     ENGINE_V2,
+    ENGINE_V3,
     ENGINES,
     SearchHit,
     SearchRun,
@@ -87,6 +96,7 @@ __all__ = [
     "ENGINES",
     "ENGINE_V1",
     "ENGINE_V2",
+    "ENGINE_V3",
     "FILE_WEIGHT",
     "K1",
     "MIN_COVERAGE",
@@ -179,7 +189,7 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1 = engine == ENGINE_V1
+    v1, v3 = engine == ENGINE_V1, engine == ENGINE_V3
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -203,10 +213,14 @@ def _rank(
     cover_idf: list[float] = []
     cover_terms: list[str] = []
     files = None if v1 else _FileBm25(view)
+    document_idf = np.zeros(int(view.document_numbers.max(initial=-1)) + 1) if v3 else None
     for query_term in wanted:
         term = query_term.text
-        rows, tf = view.body_postings(term)
-        field_rows, codes = view.field_postings(term)
+        if v3:  # @3: the term and its word forms, one term (`ranking_v3`)
+            rows, tf, field_rows, codes = family_postings(view, query_forms(query, query_term))
+        else:
+            rows, tf = view.body_postings(term)
+            field_rows, codes = view.field_postings(term)
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         if query_term.cover:
@@ -222,6 +236,8 @@ def _rank(
         matches[field_rows] = True
         if query_term.cover:
             matched_idf[matches] += idf
+            if document_idf is not None:
+                add_document_coverage(document_idf, view, matches, idf)
         if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
@@ -240,12 +256,13 @@ def _rank(
     seen[view.document_numbers[touched]] = True
     files_scanned = int(seen.sum())
     scored = (bm25 + title + heading + filename)[touched] > 0
-    if v1:
-        needed = MIN_COVERAGE * total_idf
+    known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
+    if document_idf is not None:  # @3: some document must cover enough; then any match ranks
+        answerable = bool((document_idf >= needed_document_coverage(known, missing) - 1e-12).any())
+        qualified = touched[scored] if answerable else touched[:0]
     else:
-        known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
-        needed = _needed_coverage(known, missing, total_idf)
-    qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
+        needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
+        qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
@@ -272,8 +289,14 @@ def _rank(
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
     file_score = np.zeros(len(rows_array))
     if files is not None:
-        file_score = FILE_WEIGHT * files.scores[view.document_numbers[rows_array]]
+        weight = FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
+        file_score = weight * files.scores[view.document_numbers[rows_array]]
         base = base + file_score
+    if v3:  # each file's best parts only: the policy window then spans files
+        keep = best_per_document(rows_array, base, view)
+        rows_array, base = rows_array[keep], base[keep]
+        position_bonus, file_score = position_bonus[keep], file_score[keep]
+        candidates = rows_array.tolist()
     slot_of = {row: i for i, row in enumerate(candidates)}
     top_k = min(request.top_k, policy.max_top_k)
     ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
