@@ -14,7 +14,11 @@ corpus does not answer) and no_hit recall (of those, the share answered `no_hit`
 misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hit`.
 
     python scripts/eval_search.py [--sets click,starlette,attrs] [--engines @2,@3] [--golden]
-        [--cache ~/.cache/citeledger-eval] [--misses]
+        [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|...]
+
+`--variant` measures one of `@3`'s choices against its alternative (run on tuning sets only):
+`no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
+`coverage-C` the share of the question one document must cover.
 """
 
 from __future__ import annotations
@@ -121,6 +125,20 @@ def evaluate(
         ledger.close()
 
 
+def apply_variant(variant: str) -> None:
+    """Swap one of `@3`'s choices in this process (measurement only)."""
+    from ledger.usecases import ranking, ranking_v3
+
+    if variant == "no-forms":
+        ranking.query_forms = lambda query, term: (term.text,)  # type: ignore[assignment]
+    elif variant.startswith("file-"):
+        ranking.FILE_WEIGHT_V3 = float(variant.removeprefix("file-"))  # type: ignore[misc]
+    elif variant.startswith("coverage-"):
+        ranking_v3.DOC_COVERAGE = float(variant.removeprefix("coverage-"))  # type: ignore[misc]
+    elif variant:
+        raise SystemExit(f"unknown variant {variant}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sets", default="click,starlette,attrs")
@@ -128,7 +146,9 @@ def main() -> None:
     parser.add_argument("--golden", action="store_true", help="add the golden set (tuning)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "citeledger-eval")
     parser.add_argument("--misses", action="store_true")
+    parser.add_argument("--variant", default="")
     args = parser.parse_args()
+    apply_variant(args.variant)
     engines = args.engines.split(",")
     rows: list[tuple[str, str, int, int, int, str, Quality]] = []
     with tempfile.TemporaryDirectory() as tmp:

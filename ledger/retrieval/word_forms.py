@@ -30,9 +30,10 @@ SUFFIX_FAMILIES: tuple[tuple[str, ...], ...] = (
     ("ision", "ide", "ides", "ided", "iding"),
     ("ension", "end", "ends", "ended", "ending"),
     ("anation", "ain", "ains", "ained", "aining"),
-    ("ailure", "ail", "ails", "ailed", "ailing"),
     ("ration", "er", "ers", "ered", "ering"),
 )
+# Whole words whose relatives no suffix swap reaches (the root would be too short to trust).
+WORD_FAMILIES: tuple[tuple[str, ...], ...] = (("fail", "fails", "failed", "failing", "failure", "failures"),)
 MIN_ROOT = 3  # a shorter root ("b" + "ication") is no word to fold
 MAX_FORMS = 12
 
@@ -42,6 +43,9 @@ def related_stems(word: str) -> tuple[str, ...]:
     (deterministic), at most MAX_FORMS. `word` is a lowercase surface word."""
     own = stem_word(word)
     found: set[str] = set()
+    for words in WORD_FAMILIES:
+        if word in words:
+            found.update(stem_word(other) for other in words)
     for family in SUFFIX_FAMILIES:
         # The longest suffix of the family the word ends with names its root.
         suffix = max((s for s in family if word.endswith(s)), key=len, default=None)
@@ -55,4 +59,5 @@ def related_stems(word: str) -> tuple[str, ...]:
                 stem = stem_word(root + other)
                 if stem != own:
                     found.add(stem)
+    found.discard(own)
     return tuple(sorted(found))[:MAX_FORMS]
