@@ -45,14 +45,6 @@ from ledger.retrieval.search_text import query_terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import CorpusView, SearchIndexReader
-from ledger.usecases.ranking_v3 import (
-    FILE_WEIGHT_V3,
-    add_document_coverage,
-    best_per_document,
-    family_postings,
-    needed_document_coverage,
-    query_forms,
-)
 from ledger.usecases.ranking_steps import (
     FILE_WEIGHT,
     FILENAME_WEIGHT,
@@ -74,6 +66,14 @@ from ledger.usecases.ranking_steps import (
     _snippet,
     _sorted_postings,
     _top_ranked,
+)
+from ledger.usecases.ranking_v3 import (
+    FILE_WEIGHT_V3,
+    add_document_coverage,
+    best_per_document,
+    family_postings,
+    needed_document_coverage,
+    query_forms,
 )
 from ledger.usecases.search_run import (
     ENGINE,
