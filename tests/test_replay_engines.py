@@ -15,7 +15,7 @@ from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy
-from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, rank
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, ENGINE_V3, SearchRun, rank
 from ledger.usecases.replay import replay
 from ledger.usecases.retrievals import policy_snapshot, seal_query
 from ledger.usecases.search import seal_hits
@@ -67,7 +67,7 @@ def test_an_unrelated_edit_leaves_the_context_hash_and_reports_scores_apart(ledg
     assert searched["status"] == "ok" and len(searched["output"]["citations"]) == 3
     _unrelated_edit(ctx)
     body = replay(ctx, CALLER, searched["receipt_id"]).body
-    assert body["engine"] == ENGINE == ENGINE_V2 and body["integrity"] == "ok"
+    assert body["engine"] == ENGINE == ENGINE_V3 and body["integrity"] == "ok"
     drift = body["diff"]["data_drift"]
     assert drift["context_hash"]["changed"] is False
     assert drift["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
@@ -149,6 +149,33 @@ def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) ->
     assert again["integrity"] == "ok"
     assert again["diff"]["data_drift"]["context_hash"]["changed"] is True
     assert again["diff"]["data_drift"]["changes"]["membership"] is False
+
+
+def test_an_at2_receipt_replays_under_at2_after_at3_became_the_default(ledger: Ledger) -> None:
+    """`@3` is what a live search runs now; a receipt of `@2` is re-run by `@2`'s ranking
+    (its no-hit rule, its file weight, its page) and reproduces its context hash."""
+    ctx = ledger_context(ledger)
+    _corpus(ctx)
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
+    old = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine=ENGINE_V2)
+    new = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
+    assert old.status == "ok" and ENGINE == ENGINE_V3
+    # The hash names its engine: the same context under another rule is another hash.
+    assert old.context_hash != new.context_hash
+    assert [dict(h.score_breakdown)["file_bm25"] for h in old.hits] != [
+        dict(h.score_breakdown)["file_bm25"] for h in new.hits
+    ]  # @3 weighs the whole file twice as much
+    receipt_id = _record(ctx, old, request, ENGINE_V2)
+    body = replay(ctx, CALLER, receipt_id).body
+    assert body["engine"] == ENGINE_V2 and body["integrity"] == "ok"
+    assert body["diff"]["as_of_original"]["context_hash"] == {
+        "original": old.context_hash,
+        "replay": old.context_hash,
+        "changed": False,
+    }
+    event = ledger.get(body["replay_receipt"]["position"])
+    assert event is not None and event.payload["engine"] == ENGINE_V2
 
 
 def test_an_engine_this_ledger_does_not_run_is_refused(ledger: Ledger) -> None:

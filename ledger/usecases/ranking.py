@@ -257,9 +257,10 @@ def _rank(
     files_scanned = int(seen.sum())
     scored = (bm25 + title + heading + filename)[touched] > 0
     known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
+    covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
-        answerable = bool((document_idf >= needed_document_coverage(known, missing) - 1e-12).any())
-        qualified = touched[scored] if answerable else touched[:0]
+        covering = document_idf >= needed_document_coverage(known, missing) - 1e-12
+        qualified = touched[scored] if covering.any() else touched[:0]
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
         qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
@@ -304,6 +305,8 @@ def _rank(
         return empty_run("timeout", position, files=files_scanned)
     window = ranked[: top_k * FILTER_WINDOW]
     allowed = [item for item in ranked if not item[4].denied][: top_k * FILTER_WINDOW]
+    if covering is not None and not any(covering[view.document_numbers[item[3]]] for item in allowed):
+        allowed = []  # @3: what may be cited only fills a page that a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])
     filters: list[tuple[str, str, str]] = []
