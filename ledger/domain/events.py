@@ -19,7 +19,7 @@ from ledger.tlog.canonical import MAX_SAFE_INTEGER
 
 # --- limits ---------------------------------------------------------------
 MAX_ENVELOPE_BYTES = 1024 * 1024
-MAX_CHUNKS_PER_DOCUMENT = 20_000  # a 16 MiB source file of short sections
+MAX_CHUNKS_PER_DOCUMENT = 5_000
 MAX_SELECTED_ENTRIES = 200
 MAX_FILTERS_APPLIED = 1_000
 MAX_SEALED_TEXT_BYTES = 64 * 1024  # plaintext per sealed field
