@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.config import LedgerConfig, SettingError
-from ledger.domain.events import (
+from ledger.domain.fields import (
     MAX_BUNDLE_YAML_CHARS,
     MAX_RETENTION_DAYS,
     MAX_SEALED_TEXT_BYTES,

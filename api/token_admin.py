@@ -30,7 +30,8 @@ from api.auth import (
 )
 from api.token_usage import read_usage
 from ledger.domain.entries import EventDraft, prepare
-from ledger.domain.events import SYSTEM_TENANT, TokenIssued, TokenRevoked
+from ledger.domain.events import TokenIssued, TokenRevoked
+from ledger.domain.fields import SYSTEM_TENANT
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.scopes import KNOWN_SCOPES

@@ -67,7 +67,7 @@ def bundle(
     log position."""
     import orjson
 
-    from ledger.domain.events import IDENTIFIER_PATTERN
+    from ledger.domain.fields import IDENTIFIER_PATTERN
     from ledger.evidence.bundle import build_bundle
     from ledger.usecases.errors import NotFound
     from ledger.usecases.receipts import receipt_bundle

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ledger.domain.events import FilterAction, RetrievalStatus, ScoreComponentName, Sensitivity
+from ledger.domain.fields import FilterAction, RetrievalStatus, ScoreComponentName, Sensitivity
 from ledger.schemas.answers import (
     Answer,
     CitationOut,

@@ -20,6 +20,17 @@ class SettingError(ValueError):
     """A setting with a value outside its rule; the message names both."""
 
 
+def bounded_number(name: str, raw: str, kind: type[int] | type[float], low: float, high: float) -> float:
+    """The setting `name`'s text `raw` as a `kind` from `low` to `high`, or a SettingError."""
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingError(f"{name}={raw!r}: must be a{'n integer' if kind is int else ' number'}") from None
+    if not low <= value <= high:
+        raise SettingError(f"{name}={raw}: must be between {low:g} and {high:g}")
+    return value
+
+
 @dataclass(frozen=True)
 class LedgerConfig:
     """`database_url` None means the embedded default: `<data_dir>/ledger.sqlite`.

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ledger.domain.entries import RecordedEvent
-from ledger.storage.store import Store
+from ledger.storage.store import Store, in_batches
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.rows import insert_rows
 
 CITATIONS_TABLE = "citeledger_rm_citations"
 
@@ -51,15 +52,13 @@ def scrub_rows(
     (first scrub wins) and drop their ciphertext."""
     nulls = ", ".join(f"{column}=NULL" for column in sealed_columns)
     for column, values in by.items():
-        for start in range(0, len(values), 500):
-            chunk = values[start : start + 500]
+        for batch, marks in in_batches(values):
             cursor.execute(
                 store.sql(
                     f"UPDATE {store.table(table)} SET scrubbed_position=?, scrub_reason=?, {nulls} "
-                    f"WHERE tenant_id=? AND scrubbed_position IS NULL AND {column} IN "
-                    f"({', '.join('?' * len(chunk))})"
+                    f"WHERE tenant_id=? AND scrubbed_position IS NULL AND {column} IN ({marks})"
                 ),
-                (event.position, event.payload["reason"], event.tenant_id, *chunk),
+                (event.position, event.payload["reason"], event.tenant_id, *batch),
             )
 
 
@@ -154,12 +153,5 @@ class CitationsProjection(Projection):
         self._insert(cursor, store, pending)
 
     def _insert(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {store.table(CITATIONS_TABLE)} ({', '.join(_INSERT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))}) "
-                    "ON CONFLICT (tenant_id, citation_id) DO NOTHING"
-                ),
-                rows,
-            )
+        table = store.table(CITATIONS_TABLE)
+        insert_rows(cursor, store, table, _INSERT_COLUMNS, rows, first_wins_on="tenant_id, citation_id")

@@ -21,7 +21,7 @@ from ledger.storage.store import Store
 from ledger.usecases.ports import ChunkState
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
 from projections.citations import scrub_rows
-from projections.rows import from_row
+from projections.rows import from_row, insert_rows
 
 CORPUS_TABLE = "citeledger_rm_corpus"
 
@@ -173,14 +173,7 @@ class CorpusProjection(Projection):
         )
 
     def _flush(self, cursor: Any, table: str, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {table} ({', '.join(_INSERT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
-                ),
-                rows,
-            )
+        insert_rows(cursor, store, table, _INSERT_COLUMNS, rows)
 
 
 def chunk_state(row: Any) -> ChunkState:

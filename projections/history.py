@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec
+from projections.rows import insert_rows
 
 HISTORY_TABLE = "citeledger_rm_history"
 
@@ -93,11 +94,4 @@ class HistoryProjection(Projection):
                     envelope["recorded_at"],
                 )
             )
-        if rows:
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {store.table(HISTORY_TABLE)} ({', '.join(_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_COLUMNS))})"
-                ),
-                rows,
-            )
+        insert_rows(cursor, store, store.table(HISTORY_TABLE), _COLUMNS, rows)

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ledger.domain.entries import RecordedEvent, with_continuations
-from ledger.domain.events import MAX_TARGET_ROOTS
+from ledger.domain.fields import MAX_TARGET_ROOTS
 from ledger.storage.store import LEDGER_STREAM_ID, Store
 from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
 from projections.corpus import CORPUS_TABLE, chunk_state

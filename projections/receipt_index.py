@@ -18,6 +18,7 @@ from ledger.storage.store import Store
 from ledger.tlog.canonical import canonical_json
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
 from projections.history import trace_id_of
+from projections.rows import insert_rows
 
 RECEIPTS_TABLE = "citeledger_rm_receipts"
 
@@ -119,17 +120,10 @@ class ReceiptsProjection(Projection):
         self._insert(cursor, store, rows)
 
     def _insert(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            # First receipt wins on a duplicate id: a later one is still in history,
-            # and the result must not depend on batch boundaries.
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {store.table(RECEIPTS_TABLE)} ({', '.join(_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
-                    "ON CONFLICT (tenant_id, receipt_id) DO NOTHING"
-                ),
-                rows,
-            )
+        # First receipt wins on a duplicate id: a later one is still in history,
+        # and the result must not depend on batch boundaries.
+        table = store.table(RECEIPTS_TABLE)
+        insert_rows(cursor, store, table, _COLUMNS, rows, first_wins_on="tenant_id, receipt_id")
 
     def _continue(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
         """A receipt's further entries (`RetrievalContinued`, right after its head): its row

@@ -34,10 +34,11 @@ import numpy.typing as npt
 from ledger.domain.entries import RecordedEvent
 from ledger.retrieval.search_text import TermHasher, filename_words, forget_words, term_counts, term_key
 from ledger.storage import adapters
-from ledger.storage.store import Store
+from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
+from projections.rows import insert_rows
 
 log = logging.getLogger("citeledger.search_index")
 
@@ -242,14 +243,10 @@ class SearchIndexProjection(Projection):
             "text_key_ref": list(payload_field(event, "key_refs")),
         }
         for column, values in by.items():
-            for start in range(0, len(values), 500):
-                part = values[start : start + 500]
+            for batch, marks in in_batches(values):
                 cursor.execute(
-                    store.sql(
-                        f"DELETE FROM {table} WHERE tenant_id=? "
-                        f"AND {column} IN ({', '.join('?' * len(part))})"
-                    ),
-                    (event.tenant_id, *part),
+                    store.sql(f"DELETE FROM {table} WHERE tenant_id=? AND {column} IN ({marks})"),
+                    (event.tenant_id, *batch),
                 )
         cursor.execute(
             store.sql(
@@ -267,12 +264,5 @@ class SearchIndexProjection(Projection):
             self._keys.hasher(tenant_id).forget()
 
     def _flush(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            cursor.executemany(
-                store.sql(
-                    f"INSERT INTO {store.table(SEARCH_CHUNKS_TABLE)} ({', '.join(_INSERT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
-                ),
-                rows,
-            )
-            rows.clear()
+        insert_rows(cursor, store, store.table(SEARCH_CHUNKS_TABLE), _INSERT_COLUMNS, rows)
+        rows.clear()

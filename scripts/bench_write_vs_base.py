@@ -33,11 +33,17 @@ def _port() -> int:
 
 def _serve(venv: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _port()
-    env = {**os.environ, "CITELEDGER_BOOTSTRAP_TOKEN": TOKEN, "CITELEDGER_RATE_LIMIT_RPS": "100000",
-           "CITELEDGER_RATE_LIMIT_BURST": "100000"}
+    env = {
+        **os.environ,
+        "CITELEDGER_BOOTSTRAP_TOKEN": TOKEN,
+        "CITELEDGER_RATE_LIMIT_RPS": "100000",
+        "CITELEDGER_RATE_LIMIT_BURST": "100000",
+    }
     process = subprocess.Popen(
         [str(venv / "bin" / "citeledger"), "serve", "--data-dir", str(data), "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -55,10 +61,14 @@ def _body(doc: dict[str, Any], n: int) -> dict[str, Any]:
         "query": f"how long are audit logs kept {n}",
         "engine": "external:bench",
         "task": {"task_id": f"t-{n}"},
-        "selected_entries": [{
-            "document_id": doc["document_id"], "chunk_id": doc["chunks"][0]["chunk_id"], "score": "2.5",
-            "snippet": "Audit logs are kept for 180 days.",
-        }],
+        "selected_entries": [
+            {
+                "document_id": doc["document_id"],
+                "chunk_id": doc["chunks"][0]["chunk_id"],
+                "score": "2.5",
+                "snippet": "Audit logs are kept for 180 days.",
+            }
+        ],
     }
 
 
@@ -85,8 +95,10 @@ def main() -> None:
             for _ in range(args.rounds):
                 for name, client in clients.items():
                     counter += 1
-                    items = [{"idempotency_key": f"k-{counter}-{i}", "retrieval": _body(docs[name], i)}
-                             for i in range(500)]
+                    items = [
+                        {"idempotency_key": f"k-{counter}-{i}", "retrieval": _body(docs[name], i)}
+                        for i in range(500)
+                    ]
                     started = time.perf_counter()
                     answer = client.post("/v1/retrievals/batch", json={"items": items})
                     assert answer.status_code in (200, 201, 207), answer.text[:300]
@@ -107,8 +119,10 @@ def main() -> None:
                 ("single retrievals (events/s)", single),
                 ("search median (ms)", search),
             ):
-                print(f"| {label} | {med(data['new']):.0f} | {med(data['base']):.0f} | "
-                      f"{med(data['new']) / med(data['base']):.2f}× |")
+                print(
+                    f"| {label} | {med(data['new']):.0f} | {med(data['base']):.0f} | "
+                    f"{med(data['new']) / med(data['base']):.2f}× |"
+                )
         finally:
             for process, _ in servers.values():
                 process.terminate()

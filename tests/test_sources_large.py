@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bootstrap import ledger_context
-from ledger.domain.events import MAX_CHUNKS_PER_DOCUMENT
+from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT
 from ledger.retrieval.chunking import MAX_CHUNK_CHARS, chunk_markdown, packed
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import HELD_IN_SCAN_BYTES, SourceLimits, scan

@@ -241,9 +241,7 @@ def test_batch_claims_are_all_or_nothing_across_writers(ledger: Ledger) -> None:
         pass
 
 
-def test_a_new_documents_key_is_created_and_a_shredded_one_stays_shredded(
-    syncer: Syncer, root: Path
-) -> None:
+def test_a_new_documents_key_is_created_and_a_shredded_one_stays_shredded(syncer: Syncer, root: Path) -> None:
     from ledger.writing.sealing import KeyDestroyed, document_key_ref
 
     keys = syncer.ledger.sealer.keys

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ledger.tlog.cosignature import Witness, cosign
 from ledger.tlog.note import _check_key_name, checkpoint_body, parse_verifier_key
+from ledger.tlog.signing import write_secret
 from ledger.tlog.witness_protocol import AddCheckpoint, LogKey, WitnessRefusal, check_add_checkpoint
 
 log = logging.getLogger("citeledger.witness")
@@ -33,14 +34,6 @@ _SCHEMA = (
 
 class WitnessSetupError(RuntimeError):
     """The witness directory is missing, unreadable or not private."""
-
-
-def _write_private(path: Path, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 class WitnessState:
@@ -76,8 +69,8 @@ class WitnessState:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
         seed = Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-        _write_private(directory / "witness.key", seed)
-        _write_private(directory / "witness.name", name.encode("utf-8") + b"\n")
+        write_secret(directory / "witness.key", seed)
+        write_secret(directory / "witness.name", name.encode("utf-8") + b"\n")
         return cls(directory)
 
     def _connect(self) -> sqlite3.Connection:

@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import Field, StringConstraints
 
 from api.routes.listing import TIME_PATTERN
-from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.requests import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
 
 Position = Annotated[int, Field(ge=1, le=2**53 - 1)]

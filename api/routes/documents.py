@@ -17,7 +17,7 @@ from api.contract import rule_refusal
 from api.openapi import contract
 from api.routes.common import AnyRequest, CallerDep, IdempotencyKeyHeader, ServicesDep, write
 from api.services import Services
-from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import DocumentOut, DocumentRemovedOut
 from ledger.schemas.requests import MAX_DOCUMENT_CHARS, DocumentIn
 from ledger.usecases.context import Caller

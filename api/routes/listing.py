@@ -14,7 +14,7 @@ from litestar.openapi.spec.enums import OpenAPIFormat
 from litestar.params import QueryParameter
 
 from api.api_error import ApiError
-from ledger.domain.events import IDENTIFIER_PATTERN
+from ledger.domain.fields import IDENTIFIER_PATTERN
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from projections.queries import InvalidCursor
 

@@ -10,7 +10,7 @@ from litestar.params import JSONBody, Parameter
 from api.auth import requires
 from api.openapi import contract
 from api.routes.common import AnyRequest, CallerDep, ServicesDep, ok
-from ledger.domain.events import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import ErasureOut, HoldOut, HoldReleasedOut
 from ledger.schemas.requests import ErasureIn, LegalHoldIn
 from ledger.usecases.retention import erase, place_hold, release_hold

@@ -18,7 +18,7 @@ from api.auth import principal_of, requires_operator
 from api.openapi import contract
 from api.routes.common import AnyRequest, ServicesDep, ok
 from api.token_admin import issue_token, list_tokens, parse_expiry, revoke_token
-from ledger.domain.events import IDENTIFIER_PATTERN, MAX_AUTH_SCOPES, MAX_IDENTIFIER_CHARS
+from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_AUTH_SCOPES, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import Answer
 from ledger.usecases.scopes import SCOPES
 

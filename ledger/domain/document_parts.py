@@ -10,14 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledger.domain.entry_limit import LIMIT_TEXT, MAX_ENTRY_BYTES, envelope_bytes
-from ledger.domain.events import (
-    MAX_CHUNKS_PER_DOCUMENT,
-    MAX_IDENTIFIER_CHARS,
-    Chunk,
-    DocumentContinued,
-    DocumentIngested,
-    payload_to_json,
-)
+from ledger.domain.events import Chunk, DocumentContinued, DocumentIngested, payload_to_json
+from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, MAX_IDENTIFIER_CHARS
 from ledger.tlog.canonical import canonical_json
 
 _LONGEST_ID = "x" * MAX_IDENTIFIER_CHARS
@@ -98,25 +92,16 @@ def split_version(version: DocumentIngested) -> list[DocumentIngested | Document
     return [head, *(_continuation(version, part, chunks) for part, chunks in enumerate(groups[1:], start=2))]
 
 
+# What a continuation repeats of its head: every field but its own part and chunks.
+_REPEATED_FIELDS = tuple(name for name in DocumentContinued.model_fields if name not in ("part", "chunks"))
+
+
 def _continuation(
     version: DocumentIngested, part: int, chunks: Sequence[Chunk], *, validate: bool = True
 ) -> DocumentContinued:
     build = DocumentContinued if validate else DocumentContinued.model_construct
-    return build(
-        document_id=version.document_id,
-        version_id=version.version_id,
-        version=version.version,
-        part=part,
-        source=version.source,
-        path=version.path,
-        title=version.title,
-        content_sha256=version.content_sha256,
-        sensitivity=version.sensitivity,
-        retention_days=version.retention_days,
-        chunks=list(chunks),
-        sensitivity_origin=version.sensitivity_origin,
-        retention_origin=version.retention_origin,
-    )
+    repeated = {name: getattr(version, name) for name in _REPEATED_FIELDS}
+    return build(**repeated, part=part, chunks=list(chunks))
 
 
 def all_chunks(parts: Sequence[DocumentIngested | DocumentContinued]) -> list[Chunk]:

@@ -25,16 +25,12 @@ from ledger.domain.entry_limit import check_size, envelope_bytes
 from ledger.domain.events import (
     CONTINUATION_OF,
     CONTINUED_LISTS,
-    MAX_ENVELOPE_BYTES,
     PAYLOAD_MODELS,
-    SYSTEM_TENANT,
-    EnvelopeTenantId,
     EventRejected,
-    Identifier,
     Schema,
-    TenantId,
     payload_to_json,
 )
+from ledger.domain.fields import MAX_ENVELOPE_BYTES, SYSTEM_TENANT, EnvelopeTenantId, Identifier, TenantId
 from ledger.domain.timestamps import utc_now
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import leaf_hash
@@ -208,6 +204,18 @@ def entry_signature_ok(entry: bytes | Mapping[str, Any], public_key: bytes | Ed2
     return True
 
 
+class _EnvelopeText:
+    """A string member of a recorded entry's envelope, read like a cached property of the
+    same name (the entry never changes; later reads are plain attribute lookups)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, event: RecordedEvent, owner: type | None = None) -> str:
+        value = event.__dict__[self.name] = str(event.envelope[self.name])
+        return value
+
+
 @dataclass(frozen=True)
 class RecordedEvent:
     """One committed, signed entry of the log; with `continuations` (`with_continuations`),
@@ -226,13 +234,12 @@ class RecordedEvent:
     def leaf_hash(self) -> bytes:
         return leaf_hash(self.entry)
 
-    @property
-    def type(self) -> str:
-        return str(self.envelope["type"])
-
-    @property
-    def tenant_id(self) -> str:
-        return str(self.envelope["tenant_id"])
+    # The envelope's string members, read as they are signed.
+    type = _EnvelopeText()
+    tenant_id = _EnvelopeText()
+    event_id = _EnvelopeText()
+    kid = _EnvelopeText()
+    signature = _EnvelopeText()
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -254,18 +261,6 @@ class RecordedEvent:
     def parts(self) -> int:
         """How many entries this head's document version or receipt takes (1: itself)."""
         return int(self.envelope["payload"].get("parts") or 1) if self.type in HEAD_TYPES else 1
-
-    @property
-    def event_id(self) -> str:
-        return str(self.envelope["event_id"])
-
-    @property
-    def kid(self) -> str:
-        return str(self.envelope["kid"])
-
-    @property
-    def signature(self) -> str:
-        return str(self.envelope["signature"])
 
 
 HEAD_TYPES = frozenset(CONTINUATION_OF.values())

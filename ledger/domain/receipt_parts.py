@@ -10,8 +10,6 @@ from __future__ import annotations
 from ledger.domain.document_parts import PAYLOAD_BUDGET, ItemTooLarge, pack
 from ledger.domain.entry_limit import EntryTooLarge
 from ledger.domain.events import (
-    MAX_FILTERS_APPLIED,
-    MAX_SELECTED_ENTRIES,
     FilterApplied,
     RetrievalContinued,
     RetrievalRecorded,
@@ -19,6 +17,7 @@ from ledger.domain.events import (
     SelectedEntry,
     payload_to_json,
 )
+from ledger.domain.fields import MAX_FILTERS_APPLIED, MAX_SELECTED_ENTRIES
 from ledger.tlog.canonical import canonical_json
 
 _MOST_PARTS = MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledger.domain.document_parts import PAYLOAD_BUDGET
-from ledger.domain.events import RetentionScrubbed, ScrubReason
+from ledger.domain.events import RetentionScrubbed
+from ledger.domain.fields import ScrubReason
 
 _FIXED_ROOM = 256  # the reason and the three list names, brackets and braces
 _LISTS = ("key_refs", "document_ids", "citation_ids")

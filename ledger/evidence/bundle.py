@@ -18,7 +18,7 @@ from ledger.domain.events import CONTINUATION_OF
 from ledger.domain.keychain import KeyChainError, check_key_event
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.checkpoints import CheckpointRecord, open_record, origin_for
-from ledger.tlog.cose_receipt import ReceiptError, inclusion_receipt, verify_inclusion_receipt
+from ledger.tlog.cose_receipt import CoseReceiptError, inclusion_cose_receipt, verify_cose_receipt
 from ledger.tlog.cosignature import Witness, require_cosignatures
 from ledger.tlog.merkle import ProofError, leaf_hash, verify_inclusion
 from ledger.tlog.note import NoteError
@@ -79,7 +79,7 @@ def cose_receipt(ledger: Any, position: int, checkpoint: CheckpointRecord) -> by
     """The COSE Receipt of the entry at `position` in `checkpoint`'s tree, signed by the
     key that signed the checkpoint."""
     size = checkpoint.tree_size
-    return inclusion_receipt(
+    return inclusion_cose_receipt(
         ledger.keydir.load(checkpoint.kid),
         tree_size=size,
         leaf_index=position - 1,
@@ -96,9 +96,9 @@ def _check_cose_receipt(
     if encoded is None:
         return  # bundles written before COSE receipts
     try:
-        receipt = base64.b64decode(str(encoded), validate=True)
-        claim = verify_inclusion_receipt(receipt, leaf_hash(canonical_json(entry)), keys)
-    except (binascii.Error, ReceiptError) as exc:
+        cose_bytes = base64.b64decode(str(encoded), validate=True)
+        claim = verify_cose_receipt(cose_bytes, leaf_hash(canonical_json(entry)), keys)
+    except (binascii.Error, CoseReceiptError) as exc:
         raise BundleError(f"cose_receipt: {exc}") from None
     if (claim.tree_size, claim.leaf_index, claim.root) != (
         record.tree_size,

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ledger.domain.events import MAX_RETENTION_DAYS
+from ledger.domain.fields import MAX_RETENTION_DAYS
 from ledger.policy.policy_yaml import BundleLimitError, load_bundle_yaml
 
 MAX_FRONT_MATTER_BYTES = 4096

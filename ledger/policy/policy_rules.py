@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ledger.domain.events import IDENTIFIER_PATTERN, MAX_TOP_K
+from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_TOP_K
 from ledger.domain.path_names import normalise, path_problem
 from ledger.policy.glob_set import GlobSet
 from ledger.policy.path_glob import GlobError, PathGlob, SplitPath, compile_glob, split_path

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from ledger.config import SettingError
+from ledger.config import SettingError, bounded_number
 from ledger.domain.path_names import normalise, path_problem
 
 OUTSIDE_ALLOWLIST = "outside_allowlist"
@@ -122,14 +122,7 @@ def _setting(env: Mapping[str, str], name: str, default: float, low: float, high
     raw = env.get(name)
     if raw is None or raw == "":
         return default
-    kind = int if isinstance(default, int) else float
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise SettingError(f"{name}={raw!r}: must be a{'n integer' if kind is int else ' number'}") from None
-    if not low <= value <= high:
-        raise SettingError(f"{name}={raw}: must be between {low:g} and {high:g}")
-    return value
+    return bounded_number(name, raw, int if isinstance(default, int) else float, low, high)
 
 
 def _absolute_entries(raw: str) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ledger.domain.events import IDENTIFIER_PATTERN
+from ledger.domain.fields import IDENTIFIER_PATTERN
 
 Id = str
 _NO_SOURCE = "null: recorded before sources were named"

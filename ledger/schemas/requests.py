@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ledger.domain.events import (
+from ledger.domain.fields import (
     MAX_AUTH_SCOPES,
     MAX_FILTERS_APPLIED,
     MAX_SCORE_COMPONENTS,

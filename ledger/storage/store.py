@@ -50,6 +50,18 @@ __all__ = [
 ]
 
 
+# Bound parameters per statement are limited (SQLite's default is 32,766, PostgreSQL's
+# 65,535): a long `IN (...)` list goes in batches of this many.
+IN_BATCH = 500
+
+
+def in_batches(values: Sequence[Any], size: int = IN_BATCH) -> Iterator[tuple[Sequence[Any], str]]:
+    """`values` in batches for an `IN (...)` condition, each with its `?, ?, ...` marks."""
+    for start in range(0, len(values), size):
+        batch = values[start : start + size]
+        yield batch, ", ".join("?" * len(batch))
+
+
 class Store:
     """One open database: the eventsourcing recorder and side-table access."""
 

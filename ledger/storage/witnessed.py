@@ -10,9 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from ledger.storage.store import Store
-
-_IN_CHUNK = 500  # seqs per query (bound parameters are limited)
+from ledger.storage.store import Store, in_batches
 
 
 class WitnessedSizes:
@@ -68,12 +66,10 @@ class WitnessedSizes:
         """The cosignature lines of each checkpoint in `seqs` (witness name order)."""
         found: dict[int, list[str]] = {seq: [] for seq in seqs}
         unique = sorted(found)
-        for start in range(0, len(unique), _IN_CHUNK):
-            chunk = unique[start : start + _IN_CHUNK]
-            marks = ", ".join("?" for _ in chunk)
+        for batch, marks in in_batches(unique):
             rows = self.store.rows(
                 f"SELECT seq, line FROM {self.lines_table} WHERE seq IN ({marks}) ORDER BY seq, witness",
-                chunk,
+                batch,
             )
             for row in rows:
                 found[int(row["seq"])].append(str(row["line"]))

@@ -13,7 +13,6 @@ published as vkeys with type 0x04. Pure functions, no storage.
 from __future__ import annotations
 
 import base64
-import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,15 +20,14 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ledger.tlog.note import (
-    _KEY_HASH_RE,
     SIGNATURE_PREFIX,
     NoteError,
     _check_key_name,
     _ed25519_verifies,
-    _is_valid_key_name,
     _raw_public_key,
     _split_note,
-    _unb64,
+    key_id,
+    parse_typed_vkey,
 )
 
 COSIGNATURE_TYPE = b"\x04"
@@ -61,9 +59,7 @@ class Cosignature:
 
 
 def cosigner_key_id(name: str, public_raw: bytes) -> bytes:
-    if len(public_raw) != 32:
-        raise ValueError("an Ed25519 public key is 32 bytes")
-    return hashlib.sha256(name.encode("utf-8") + b"\n" + COSIGNATURE_TYPE + public_raw).digest()[:4]
+    return key_id(name, COSIGNATURE_TYPE, public_raw)
 
 
 def cosigner_vkey(name: str, public_raw: bytes) -> str:
@@ -75,20 +71,10 @@ def cosigner_vkey(name: str, public_raw: bytes) -> str:
 
 def parse_cosigner_vkey(vkey: str) -> Witness:
     """A witness vkey (type 0x04), its key ID checked against its name and key."""
-    parts = vkey.strip().split("+", 2)
-    if len(parts) != 3:
-        raise NoteError("witness verifier key must be name+keyhash+key")
-    name, hash_hex, key_b64 = parts
-    if not _is_valid_key_name(name):
-        raise NoteError(f"witness verifier key has an invalid name {name!r}")
-    if not _KEY_HASH_RE.fullmatch(hash_hex):
-        raise NoteError("witness verifier key hash must be 8 lowercase hex digits")
-    key = _unb64(key_b64, "witness verifier key material")
-    if len(key) != 33 or key[:1] != COSIGNATURE_TYPE:
-        raise NoteError("witness verifier key is not a 0x04-tagged (cosignature/v1) Ed25519 key")
-    if cosigner_key_id(name, key[1:]).hex() != hash_hex:
-        raise NoteError("witness verifier key hash does not match its name and key")
-    return Witness(name, key[1:])
+    name, public_raw = parse_typed_vkey(
+        vkey.strip(), COSIGNATURE_TYPE, "witness verifier key", "0x04-tagged (cosignature/v1)"
+    )
+    return Witness(name, public_raw)
 
 
 def signed_message(note_text: str, timestamp: int) -> bytes:

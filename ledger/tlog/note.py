@@ -102,12 +102,16 @@ def checkpoint_body(origin: str, size: int, root: bytes, extensions: Sequence[st
     return "".join(line + "\n" for line in lines)
 
 
-def key_hash(name: str, public_key_raw: bytes) -> bytes:
-    """Ed25519 key ID: SHA-256(name || 0x0A || 0x01 || public key)[:4]."""
+def key_id(name: str, key_type: bytes, public_key_raw: bytes) -> bytes:
+    """A signed-note key ID: SHA-256(name || 0x0A || type || public key)[:4]."""
     if len(public_key_raw) != 32:
         raise ValueError("an Ed25519 public key is 32 bytes")
-    material = name.encode("utf-8") + b"\n" + ED25519_TYPE + public_key_raw
-    return hashlib.sha256(material).digest()[:4]
+    return hashlib.sha256(name.encode("utf-8") + b"\n" + key_type + public_key_raw).digest()[:4]
+
+
+def key_hash(name: str, public_key_raw: bytes) -> bytes:
+    """Ed25519 key ID: SHA-256(name || 0x0A || 0x01 || public key)[:4]."""
+    return key_id(name, ED25519_TYPE, public_key_raw)
 
 
 def verifier_key(name: str, public_key_raw: bytes) -> str:
@@ -116,24 +120,30 @@ def verifier_key(name: str, public_key_raw: bytes) -> str:
     return f"{name}+{key_hash(name, public_key_raw).hex()}+{_b64(ED25519_TYPE + public_key_raw)}"
 
 
-def parse_verifier_key(vkey: str) -> tuple[str, bytes]:
-    """Parse a vkey into (name, raw Ed25519 public key), checking its key ID."""
+def parse_typed_vkey(vkey: str, key_type: bytes, what: str, tagged: str) -> tuple[str, bytes]:
+    """Parse a vkey of one key type into (name, raw Ed25519 public key), checking its key
+    ID; `what` names the key and `tagged` its type in the errors."""
     # Names cannot contain '+', but base64 can: split at the first two only.
     parts = vkey.split("+", 2)
     if len(parts) != 3:
-        raise NoteError("verifier key must be name+keyhash+key")
+        raise NoteError(f"{what} must be name+keyhash+key")
     name, hash_hex, key_b64 = parts
     if not _is_valid_key_name(name):
-        raise NoteError(f"verifier key has an invalid name {name!r}")
+        raise NoteError(f"{what} has an invalid name {name!r}")
     if not _KEY_HASH_RE.fullmatch(hash_hex):
-        raise NoteError("verifier key hash must be 8 lowercase hex digits")
-    key = _unb64(key_b64, "verifier key material")
-    if len(key) != 33 or key[:1] != ED25519_TYPE:
-        raise NoteError("verifier key is not a 0x01-tagged 32-byte Ed25519 key")
+        raise NoteError(f"{what} hash must be 8 lowercase hex digits")
+    key = _unb64(key_b64, f"{what} material")
+    if len(key) != 33 or key[:1] != key_type:
+        raise NoteError(f"{what} is not a {tagged} Ed25519 key")
     public_raw = key[1:]
-    if key_hash(name, public_raw).hex() != hash_hex:
-        raise NoteError("verifier key hash does not match its name and key")
+    if key_id(name, key_type, public_raw).hex() != hash_hex:
+        raise NoteError(f"{what} hash does not match its name and key")
     return name, public_raw
+
+
+def parse_verifier_key(vkey: str) -> tuple[str, bytes]:
+    """Parse a vkey into (name, raw Ed25519 public key), checking its key ID."""
+    return parse_typed_vkey(vkey, ED25519_TYPE, "verifier key", "0x01-tagged 32-byte")
 
 
 def sign_note(body: str, name: str, private_key: Ed25519PrivateKey) -> str:

@@ -82,7 +82,8 @@ def read_public_key_file(path: Path) -> bytes:
     return raw
 
 
-def _write_secret(path: Path, content: bytes) -> None:
+def write_secret(path: Path, content: bytes) -> None:
+    """A new file readable by its owner only, on disk before this returns (keys, seeds)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(content)
@@ -141,7 +142,7 @@ class KeyDirectory:
                         "restore master.key from a backup (signatures still verify without it: "
                         "`citeledger verify`; the sealed text cannot be read)"
                     )
-                _write_secret(master, os.urandom(32))
+                write_secret(master, os.urandom(32))
             if fresh:
                 key = self._generate_unlocked()
                 (self.path / "root.pub").write_text(b64(key.public_raw) + "\n", encoding="ascii")
@@ -214,6 +215,6 @@ class KeyDirectory:
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
-        _write_secret(self.path / f"{kid}.key", pem)
+        write_secret(self.path / f"{kid}.key", pem)
         (self.path / f"{kid}.pub").write_text(b64(public_raw) + "\n", encoding="ascii")
         return SigningKey(kid=kid, public_raw=public_raw, private=private)

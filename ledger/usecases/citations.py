@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ledger.domain.events import DOCUMENT_CHUNK_TYPES, MAX_IDENTIFIER_CHARS
+from ledger.domain.events import DOCUMENT_CHUNK_TYPES
 from ledger.domain.events import AccessDenied as AccessDeniedEvent
+from ledger.domain.fields import MAX_IDENTIFIER_CHARS
 from ledger.domain.timestamps import parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, CitationUnavailable

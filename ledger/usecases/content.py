@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledger.domain.entries import RecordedEvent
-from ledger.domain.events import MAX_CONTENT_READ, ContentRead
+from ledger.domain.events import ContentRead
+from ledger.domain.fields import MAX_CONTENT_READ
 from ledger.domain.timestamps import ONE_DAY, format_timestamp, parse_timestamp
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import AccessDenied, NotFound

@@ -153,11 +153,9 @@ class Pending:
         return Result(reveal({**self.answer(outcome.events), "dedup": False}))
 
 
+# What every write answers about its entry: where it is and who signed it.
+ENTRY_FACTS = ("position", "event_id", "kid", "signature")
+
+
 def entry_facts(event: RecordedEvent) -> dict[str, Any]:
-    """What every write answers about its entry: where it is and who signed it."""
-    return {
-        "position": event.position,
-        "event_id": event.event_id,
-        "kid": event.kid,
-        "signature": event.signature,
-    }
+    return {name: getattr(event, name) for name in ENTRY_FACTS}

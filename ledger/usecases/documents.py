@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,16 +15,15 @@ from pydantic import ValidationError
 from ledger.domain.document_parts import ChunkTooLarge, all_chunks, split_version
 from ledger.domain.entries import RecordedEvent, prepare
 from ledger.domain.events import (
-    MAX_CHUNKS_PER_DOCUMENT,
     Chunk,
     DocumentContinued,
     DocumentIngested,
     DocumentRemoved,
     EventRejected,
     Locator,
-    RemovalReason,
     Sealed,
 )
+from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, RemovalReason
 from ledger.retrieval.chunking import TextChunk, chunk_markdown, packed, stable_chunk_ids
 from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import ClaimBusy, DocumentClaims
@@ -42,14 +41,13 @@ def default_document_id(tenant_id: str, source: str, path: str) -> str:
 
 
 @contextmanager
-def _claimed(claims: DocumentClaims, tenant_id: str, document_id: str) -> Iterator[None]:
+def _claimed(hold: AbstractContextManager[None], which: str) -> Iterator[None]:
+    """Hold a document claim (or several) for the block; another writer's claim is `Busy`."""
     try:
-        with claims.hold(tenant_id, document_id):
+        with hold:
             yield
     except ClaimBusy:
-        raise Busy(
-            "another request is recording this document right now; retry", code="document_busy"
-        ) from None
+        raise Busy(f"another request is recording {which} right now; retry", code="document_busy") from None
 
 
 def _pieces(doc: DocumentIn) -> list[TextChunk]:
@@ -173,17 +171,6 @@ def _version_answer(
     }
 
 
-@contextmanager
-def _claimed_many(claims: DocumentClaims, tenant_id: str, document_ids: list[str]) -> Iterator[None]:
-    try:
-        with claims.hold_many(tenant_id, document_ids):
-            yield
-    except ClaimBusy:
-        raise Busy(
-            "another request is recording one of these documents right now; retry", code="document_busy"
-        ) from None
-
-
 def ingest_document(
     ctx: UseCaseContext,
     claims: DocumentClaims,
@@ -196,7 +183,7 @@ def ingest_document(
     content_sha256 = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
     pieces = _pieces(doc)
     document_id = doc.document_id or default_document_id(tenant, doc.source, doc.path)
-    with _claimed(claims, tenant, document_id):
+    with _claimed(claims.hold(tenant, document_id), "this document"):
         ctx.lookups.refresh()
         current = ctx.lookups.document(tenant, document_id)
         if current is not None and _unchanged(current, content_sha256, doc):
@@ -284,7 +271,7 @@ def ingest_batch(
     before = ctx.lookups.documents(tenant, targets)
     pending = [index for index in range(len(docs)) if not unchanged(index, before.get(targets[index]))]
     claimed = sorted({targets[index] for index in pending} | set(removals))  # one order: no deadlock
-    with _claimed_many(claims, tenant, claimed):
+    with _claimed(claims.hold_many(tenant, claimed), "one of these documents"):
         current_of: dict[str, DocumentState] = {}
         if claimed:
             ctx.lookups.refresh()
@@ -359,7 +346,7 @@ def remove_document(
     idempotency: IdempotencyKey | None = None,
 ) -> Result:
     tenant = caller.tenant_id
-    with _claimed(claims, tenant, document_id):
+    with _claimed(claims.hold(tenant, document_id), "this document"):
         ctx.lookups.refresh()
         current = ctx.lookups.document(tenant, document_id)
         if current is None or current.removed:

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ledger.deadline import Deadline
-from ledger.domain.events import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS, PolicyBundlePublished
+from ledger.domain.events import PolicyBundlePublished
+from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_BUNDLE_YAML_CHARS
 from ledger.policy.policy_rules import (
     MAX_BUNDLE_WILDCARDS,
     NO_POLICY,

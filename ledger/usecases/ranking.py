@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ledger.domain.events import MAX_FILTERS_APPLIED, SearchRequest
+from ledger.domain.events import SearchRequest
+from ledger.domain.fields import MAX_FILTERS_APPLIED
 from ledger.policy.policy_rules import PolicyRules
 from ledger.retrieval.search_text import query_terms
 from ledger.usecases.context import UseCaseContext

@@ -13,7 +13,6 @@ from typing import Any
 
 from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import (
-    FilterApplied,
     Locator,
     RetrievalRecorded,
     Sealed,
@@ -188,10 +187,7 @@ def _record(
         policy_snapshot=policy_snapshot(policy_state),
         search=request,
         selected_entries=entries,
-        filters_applied=[FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in run.filters_applied],  # type: ignore[arg-type]
-        context_hash=run.context_hash,
-        status=run.status,
-        withheld=run.withheld,
+        **run.receipt_fields(),
     )
     # The snippet's salted commitment, not a bare hash: once its key is shredded a log line
     # can no longer confirm a guess of the text.

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ledger.domain.events import FilterApplied
 from ledger.tlog.canonical import canonical_json
 from ledger.usecases.ports import ChunkState
 
@@ -39,29 +40,19 @@ class SearchHit:
     chunk: ChunkState = field(compare=False, repr=False)
 
     def commitment_material(self) -> list[Any]:
-        return [
-            self.chunk_id,
-            self.document_id,
-            self.path,
-            self.start_line,
-            self.end_line,
-            self.score,
-            [list(c) for c in self.score_breakdown],
-            list(self.snippet_span) if self.snippet_span else None,
-            hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
-        ]
+        where, snippet = self._where(), self._snippet_material()
+        return [*where, self.score, [list(c) for c in self.score_breakdown], *snippet]
 
     def context_material(self) -> list[Any]:
         """What `@2`'s context hash commits to: the cited text and where it is, no score."""
-        return [
-            self.chunk_id,
-            self.document_id,
-            self.path,
-            self.start_line,
-            self.end_line,
-            list(self.snippet_span) if self.snippet_span else None,
-            hashlib.sha256(self.snippet.encode("utf-8")).hexdigest(),
-        ]
+        return [*self._where(), *self._snippet_material()]
+
+    def _where(self) -> list[Any]:
+        return [self.chunk_id, self.document_id, self.path, self.start_line, self.end_line]
+
+    def _snippet_material(self) -> list[Any]:
+        span = list(self.snippet_span) if self.snippet_span else None
+        return [span, hashlib.sha256(self.snippet.encode("utf-8")).hexdigest()]
 
 
 @dataclass(frozen=True)
@@ -84,6 +75,16 @@ class SearchRun:
     @property
     def metrics(self) -> dict[str, int]:
         return {"files_scanned": self.files_scanned, "hits": len(self.hits)}
+
+    def receipt_fields(self) -> dict[str, Any]:
+        """What a `RetrievalRecorded` takes from the run as it is: its outcome and filters."""
+        filters = [FilterApplied(rule_id=r, chunk_id=c, action=a) for r, c, a in self.filters_applied]  # type: ignore[arg-type]
+        return {
+            "filters_applied": filters,
+            "context_hash": self.context_hash,
+            "status": self.status,
+            "withheld": self.withheld,
+        }
 
 
 def context_hash_of(

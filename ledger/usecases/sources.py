@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ledger.domain.events import MAX_RETENTION_DAYS
+from ledger.domain.fields import MAX_RETENTION_DAYS
 from ledger.domain.path_names import PATH_RULES
 from ledger.policy.front_matter import SENSITIVITY_RANK, FileRules, FrontMatterRefused, file_rules
 from ledger.retrieval.source_registry import RegistryError, Source, SourceRegistry, valid_name

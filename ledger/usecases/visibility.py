@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -52,25 +53,12 @@ class VisibleCorpus:
     live_count: int
     total_length: int
 
-    @property
-    def position(self) -> int:
-        return self.inner.position
-
-    @property
-    def lengths(self) -> Any:
-        return self.inner.lengths
-
-    @property
-    def ordinals(self) -> Any:
-        return self.inner.ordinals
-
-    @property
-    def document_numbers(self) -> Any:
-        return self.inner.document_numbers
-
-    @property
-    def restricted(self) -> Any:
-        return self.inner.restricted
+    # What hiding chunks leaves as it is: read through to the inner view.
+    position = property(attrgetter("inner.position"))
+    lengths = property(attrgetter("inner.lengths"))
+    ordinals = property(attrgetter("inner.ordinals"))
+    document_numbers = property(attrgetter("inner.document_numbers"))
+    restricted = property(attrgetter("inner.restricted"))
 
     def body_postings(self, term: str) -> tuple[Any, Any]:
         rows, counts = self.inner.body_postings(term)

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from ledger.domain import timestamps
 from ledger.domain.entries import EventDraft, RecordedEvent
-from ledger.domain.events import MAX_RETENTION_DAYS, ScrubReason
+from ledger.domain.fields import MAX_RETENTION_DAYS, ScrubReason
 from ledger.domain.scrub_parts import scrub_payloads
 from ledger.domain.timestamps import ONE_DAY, end_of_utc_day, utc_day
 from ledger.writing.application import Ledger
