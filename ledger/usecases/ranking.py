@@ -238,7 +238,7 @@ def _rank(
         if query_term.cover:
             matched_idf[matches] += idf
             if document_idf is not None:
-                add_document_coverage(document_idf, view, matches, idf)
+                add_document_coverage(document_idf, view, rows, field_rows, idf)
         if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
@@ -337,6 +337,7 @@ def _rank(
             "no_hit", position, _gaps([t.text for t in wanted], missing, True, roots), files=files_scanned
         )
     term_sets = {t.text for t in wanted if t.score}
+    sorted_postings = _sorted_postings(per_term)  # once, not per hit
     hits: list[SearchHit] = []
     per_file: dict[str, list[SearchHit]] = {}
     for score, path, _ordinal, row, verdict, base_score in allowed:
@@ -383,7 +384,7 @@ def _rank(
             components.append(("policy", _fixed(float(score) - base_score)))
         term_scores = tuple(
             (term, _fixed(float(contribution[np.searchsorted(rows_of, row)])))
-            for term, rows_of, contribution in _sorted_postings(per_term)
+            for term, rows_of, contribution in sorted_postings
             if _contains(rows_of, row)
         )
         hit = SearchHit(

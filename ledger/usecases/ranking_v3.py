@@ -65,9 +65,11 @@ def query_forms(query: str, term: Term) -> tuple[str, ...]:
     return (term.text, *related_stems(surface_word(query, term)))
 
 
-def add_document_coverage(coverage: Array, view: CorpusView, matches: Array, idf: float) -> None:
-    """Count `idf` once for every document with a matching chunk."""
-    documents = np.unique(view.document_numbers[np.nonzero(matches)[0]])
+def add_document_coverage(
+    coverage: Array, view: CorpusView, rows: Array, field_rows: Array, idf: float
+) -> None:
+    """Count `idf` once for every document with a chunk that holds the term (text or fields)."""
+    documents = np.unique(view.document_numbers[np.concatenate([rows, field_rows])])
     coverage[documents] += idf
 
 
