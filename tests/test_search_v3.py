@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from bootstrap import ledger_context
-from ledger.domain.events import SearchRequest
-from ledger.policy.policy_rules import NO_POLICY
 from ledger.retrieval.search_text import stem_word
 from ledger.retrieval.word_forms import related_stems
 from ledger.usecases.context import UseCaseContext
-from ledger.usecases.ranking import ENGINE, ENGINE_V2, ENGINE_V3, SearchRun, rank
+from ledger.usecases.ranking import ENGINE, ENGINE_V2, ENGINE_V3, SearchRun
 from ledger.writing.application import Ledger
 from tests.test_search import ACME, _ingest, _search
+from tests.test_search_no_hit import _run as run_engine
+from tests.test_search_no_hit import corpus_context
 
 FILES = {
     "security/tokens.md": "# Tokens\n\n## Signatures\n\nEvery token signature is checked by the verification "
@@ -31,17 +31,12 @@ FILES = {
 
 
 def _run(ctx: UseCaseContext, query: str, engine: str = ENGINE_V3, top_k: int = 5) -> SearchRun:
-    assert ctx.search_index is not None
-    request = SearchRequest(top_k=top_k, corpus_position=ctx.search_index.refresh())
-    return rank(ctx, "acme", query, request, NO_POLICY, ACME.scopes, None, engine=engine)
+    return run_engine(ctx, query, engine, top_k)
 
 
 @pytest.fixture
 def ctx(ledger: Ledger) -> UseCaseContext:
-    context = ledger_context(ledger)
-    for path, text in FILES.items():
-        _ingest(context, ACME, path, text)
-    return context
+    return corpus_context(ledger, FILES)
 
 
 def test_verify_and_verification_stem_apart_and_fold_together() -> None:
