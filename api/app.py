@@ -14,7 +14,7 @@ from api.config import ApiConfig, server_version
 from api.console import ConsoleSessions, console_router, template_config
 from api.console.errors import console_aware, error_html
 from api.contract import ContractApp, exception_handler
-from api.mcp.server import mcp_mount
+from api.mcp.mount import mcp_mount
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
 from api.routes import (

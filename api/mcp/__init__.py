@@ -7,5 +7,6 @@ HTTP mounted at `/mcp`. A thin adapter like the HTTP routes: it adds no rule.
 - `arguments.py`: the tools' input models that the HTTP contract keeps as path/query parameters
 - `tools.py`: the tools, `resources.py`: the read-only resources
 - `outcomes.py`: success and error results (the domain-error table of `api.errors`)
-- `server.py`: the `MCPServer` and the `/mcp` mount; `cli/mcp.py` runs it over stdio
+- `server.py`: the `MCPServer` (`cli/mcp.py` runs it over stdio); `mount.py`: the `/mcp` mount,
+  which imports `server.py` on its first request
 """

@@ -1,34 +1,20 @@
-"""The ledger's `MCPServer`, and its stateless Streamable HTTP mount at `/mcp`.
+"""The ledger's `MCPServer`, and the session manager behind its stateless Streamable HTTP
+mount at `/mcp` (`api.mcp.mount`, which imports this module on the first `/mcp` request).
 
-The mount sits inside the Litestar app, so `/mcp` keeps the `/v1` contract: the same
-bearer-token guard and rate limit (`api.auth.requires`), the request deadline, correlation
-headers, the access log and metrics of `api.contract.ContractApp`. Stateless: the SDK
-keeps nothing between requests, and a request naming a session (`Mcp-Session-Id`) is
-refused with the seed's 400. A mounted app's own lifespan never runs, so the host app's
-lifespan enters the session manager (`lifespan` below).
+Stateless: the SDK keeps nothing between requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
-
-from litestar import asgi
-from litestar.handlers import ASGIRouteHandler
-from litestar.types import Receive, Scope, Send
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from api.api_error import ApiError
-from api.auth import requires
 from api.config import ApiConfig, server_version
 from api.mcp.calls import HttpSurface, Surface, bind_request, refuse_unknown_tools
 from api.mcp.resources import add_resources
 from api.mcp.tools import ledger_tools
 
-MCP_PATH = "/mcp"
-SESSION_REFUSED = "MCP session state is not supported"
 INSTRUCTIONS = (
     "citeledger is a signed audit ledger for AI retrievals. `search` ranks the tenant's documents "
     "and records the search as a receipt; `get_document_chunk` reads a citation back; "
@@ -66,10 +52,9 @@ def transport_security(config: ApiConfig) -> TransportSecuritySettings:
     )
 
 
-def mcp_mount(
-    config: ApiConfig,
-) -> tuple[ASGIRouteHandler, Callable[[Any], AbstractAsyncContextManager[None]]]:
-    """The `/mcp` route handler and the lifespan the host app must enter."""
+def session_manager(config: ApiConfig) -> StreamableHTTPSessionManager:
+    """The stateless Streamable HTTP session manager of the ledger's server (`api.mcp.mount`
+    builds it on the first `/mcp` request and runs it until the app stops)."""
     server = build_server(HttpSurface(), history_resource=config.mcp_history_resource)
     server.streamable_http_app(
         streamable_http_path="/",
@@ -78,29 +63,4 @@ def mcp_mount(
         max_request_body_size=config.limits.max_body_bytes,
         transport_security=transport_security(config),
     )
-    manager = server.session_manager  # exists only once streamable_http_app() was called
-
-    @asgi(MCP_PATH, is_mount=True, copy_scope=True, guards=[requires()])
-    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-        """Model Context Protocol, stateless Streamable HTTP (JSON responses)."""
-        if any(name == b"mcp-session-id" for name, _ in scope.get("headers", ())):
-            raise ApiError(400, "bad_request", SESSION_REFUSED)
-        if scope.get("path", "/") not in ("", "/"):
-            raise ApiError(404, "not_found", "not found")
-        if scope.get("method") != "POST":
-            # Stateless: no server-to-client stream to open (GET) and no session to end (DELETE).
-            # A GET would otherwise hold an SSE stream open past every deadline.
-            raise ApiError(
-                405, "method_not_allowed", "MCP over HTTP is stateless: POST only", headers={"Allow": "POST"}
-            )
-        declared = next((value for name, value in scope.get("headers", ()) if name == b"content-length"), b"")
-        if declared.isdigit() and int(declared) > config.limits.max_body_bytes:
-            raise ApiError(413, "payload_too_large", "request body exceeds the size limit")
-        await manager.handle_request(scope, receive, send)  # type: ignore[arg-type]
-
-    @asynccontextmanager
-    async def lifespan(_: Any) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
-
-    return mcp_endpoint, lifespan
+    return server.session_manager  # exists only once streamable_http_app() was called
