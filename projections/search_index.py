@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,6 +47,7 @@ SEARCH_ERASURES_TABLE = "citeledger_rm_search_erasures"
 PROJECTION_NAME = "search_index"
 TRACKING_TABLE = adapters.TRACKING_TABLE
 FIELD_TITLE, FIELD_HEADING, FIELD_FILENAME = 1, 2, 4
+FLUSH_ROWS = 64
 BODY_DTYPE = np.dtype([("h", "<u8"), ("tf", "<u4")])
 FIELDS_DTYPE = np.dtype([("h", "<u8"), ("f", "u1")])
 
@@ -153,9 +154,9 @@ class SearchIndexProjection(Projection):
             event_type = self.check_known(event)
             if event_type == "DocumentIngested":
                 self._close(cursor, store, event, payload_field(event, "document_id"), pending)
-                pending.extend(self._rows(store, event))
+                self._add_rows(cursor, store, event, pending)
             elif event_type == "DocumentContinued":  # more chunks of the version just opened
-                pending.extend(self._rows(store, event))
+                self._add_rows(cursor, store, event, pending)
             elif event_type == "DocumentRemoved":
                 self._close(cursor, store, event, payload_field(event, "document_id"), pending)
             elif event_type == "RetentionScrubbed":
@@ -163,7 +164,17 @@ class SearchIndexProjection(Projection):
                 self._erase(cursor, store, event)
         self._flush(cursor, store, pending)
 
-    def _rows(self, store: Store, event: RecordedEvent) -> list[tuple[Any, ...]]:
+    def _add_rows(
+        self, cursor: Any, store: Store, event: RecordedEvent, pending: list[tuple[Any, ...]]
+    ) -> None:
+        """An event's rows, written every `FLUSH_ROWS`: tokenizing a large file's chunks takes
+        seconds, and a PostgreSQL session idle in its transaction that long is cut off."""
+        for row in self._rows(store, event):
+            pending.append(row)
+            if len(pending) >= FLUSH_ROWS:
+                self._flush(cursor, store, pending)
+
+    def _rows(self, store: Store, event: RecordedEvent) -> Iterator[tuple[Any, ...]]:
         keys = self.keys(store)
         tenant = event.tenant_id
         hasher = keys.hasher(tenant)
@@ -183,7 +194,6 @@ class SearchIndexProjection(Projection):
             for term in term_counts(text or "")[0]:
                 key = hasher(term)
                 document_fields[key] = document_fields.get(key, 0) | code
-        rows = []
         for chunk in payload_field(event, "chunks"):
             text = opened(chunk["text"])
             if text is None:
@@ -196,21 +206,18 @@ class SearchIndexProjection(Projection):
                 key = hasher(term)
                 fields[key] = fields.get(key, 0) | FIELD_HEADING
             field_array = np.array(sorted(fields.items()), dtype=FIELDS_DTYPE)
-            rows.append(
-                (
-                    tenant,
-                    event.position,
-                    chunk["ordinal"],
-                    payload_field(event, "document_id"),
-                    chunk["text"]["key_ref"],
-                    path,
-                    payload_field(event, "sensitivity"),
-                    length,
-                    _pack(body),
-                    _pack(field_array),
-                )
+            yield (
+                tenant,
+                event.position,
+                chunk["ordinal"],
+                payload_field(event, "document_id"),
+                chunk["text"]["key_ref"],
+                path,
+                payload_field(event, "sensitivity"),
+                length,
+                _pack(body),
+                _pack(field_array),
             )
-        return rows
 
     def _close(
         self,

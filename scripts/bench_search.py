@@ -45,7 +45,7 @@ from ledger.usecases.context import Caller  # noqa: E402
 from ledger.usecases.documents import ingest_batch  # noqa: E402
 from ledger.usecases.errors import Invalid  # noqa: E402
 from ledger.usecases.policy import publish_policy  # noqa: E402
-from ledger.usecases.ranking import rank  # noqa: E402
+from ledger.usecases.ranking import ENGINE, ENGINE_V2, rank  # noqa: E402
 from ledger.usecases.search import search  # noqa: E402
 from ledger.writing.application import Ledger  # noqa: E402
 from projections.search_index import SearchIndexProjection  # noqa: E402
@@ -211,7 +211,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
         position = ctx.search_index.refresh()  # type: ignore[attr-defined]
         # Query by query, the three side by side: a burst of load on this shared machine then
         # hits all three, not whichever happened to run during it.
-        bare_times, ledger_times, rank_times = [], [], []
+        bare_times, ledger_times, rank_times, rank_v2_times = [], [], [], []
         for query in queries:
             started = time.perf_counter()
             ids = tokenizer.tokenize([query], return_as="ids", update_vocab=False, show_progress=False)  # type: ignore[attr-defined]
@@ -225,6 +225,9 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
             request = SearchRequest(top_k=k, corpus_position=position)
             rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None)  # type: ignore[arg-type]
             rank_times.append(time.perf_counter() - started)
+            started = time.perf_counter()  # the previous engine, same query, same index
+            rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None, engine=ENGINE_V2)  # type: ignore[arg-type]
+            rank_v2_times.append(time.perf_counter() - started)
         chunks = len(texts)
         policy = policy_rows(ctx, queries, k, f"size {size}")
         fsync_p50, fsync_p95 = fsync_floor(work)
@@ -238,6 +241,8 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
         "ingest_index_s": index_s,
         "rank_p50_ms": percentile(rank_times, 50) * 1000,
         "rank_p95_ms": percentile(rank_times, 95) * 1000,
+        "rank_v2_p50_ms": percentile(rank_v2_times, 50) * 1000,
+        "rank_v2_p95_ms": percentile(rank_v2_times, 95) * 1000,
         "search_ledger_p50_ms": percentile(ledger_times, 50) * 1000,
         "search_ledger_p95_ms": percentile(ledger_times, 95) * 1000,
         "search_bare_p50_ms": percentile(bare_times, 50) * 1000,
@@ -330,8 +335,8 @@ def report(
         "| files | chunks | ingest ledger (s) | of which search index (s) | ingest bare (s) | ratio "
         "| search p50 ledger (ms) | search p95 ledger (ms) | rank only p50 / p95 (ms) "
         "| search p50 bare (ms) | search p95 bare (ms) | p95 ratio | rank-only p95 ratio "
-        "| fsync p50 / p95 (ms) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| fsync p50 / p95 (ms) | rank only `{ENGINE_V2}` p50 / p95 (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
@@ -343,7 +348,8 @@ def report(
             f"{row['search_bare_p50_ms']:.2f} | {row['search_bare_p95_ms']:.2f} | "
             f"{row['search_ledger_p95_ms'] / row['search_bare_p95_ms']:.1f}x | "
             f"{row['rank_p95_ms'] / row['search_bare_p95_ms']:.1f}x | "
-            f"{row['fsync_p50_ms']:.2f} / {row['fsync_p95_ms']:.2f} |"
+            f"{row['fsync_p50_ms']:.2f} / {row['fsync_p95_ms']:.2f} | "
+            f"{row['rank_v2_p50_ms']:.2f} / {row['rank_v2_p95_ms']:.2f} |"
         )
     lines += [
         "",
@@ -377,7 +383,7 @@ def report(
         "",
         "| ranker | recall@5 | MRR@10 | absent answered no_hit | no_hit precision | no_hit recall |",
         "|---|---:|---:|---:|---:|---:|",
-        _quality_row("ledger (`citeledger-bm25@2`)", qualities[0]),
+        _quality_row(f"ledger (`{ENGINE}`)", qualities[0]),
         _quality_row("bm25s, whole files (the bar)", qualities[2]),
         _quality_row("rank-bm25 BM25Okapi, whole files (reference)", qualities[1]),
         "",

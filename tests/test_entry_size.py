@@ -272,7 +272,7 @@ def test_a_source_sync_of_the_largest_files_splits_each_version_and_commits_them
 
     folder = tmp_path / "notes"
     folder.mkdir()
-    limits = SourceLimits()
+    limits = SourceLimits(max_file_bytes=512 * 1024)  # the limit this load was sized for (16 MiB now)
     line = EMOJI * 7_000 + "\n\n"  # 28,002 bytes: a chunk a paragraph
     for n in range(30):
         (folder / f"f{n}.md").write_text(

@@ -13,7 +13,7 @@ from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy
-from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, SearchRun, rank
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, ENGINE_V3, SearchRun, rank
 from ledger.usecases.replay import replay
 from ledger.writing.application import Ledger
 from tests.factories import search_receipt
@@ -57,7 +57,7 @@ def test_an_unrelated_edit_leaves_the_context_hash_and_reports_scores_apart(ledg
     assert searched["status"] == "ok" and len(searched["output"]["citations"]) == 3
     _unrelated_edit(ctx)
     body = replay(ctx, CALLER, searched["receipt_id"]).body
-    assert body["engine"] == ENGINE == ENGINE_V2 and body["integrity"] == "ok"
+    assert body["engine"] == ENGINE == ENGINE_V3 and body["integrity"] == "ok"
     drift = body["diff"]["data_drift"]
     assert drift["context_hash"]["changed"] is False
     assert drift["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
@@ -103,30 +103,50 @@ def test_an_edited_section_a_policy_redacts_is_not_shown(ledger: Ledger) -> None
     assert "July" not in str(body) and "January" not in str(body)
 
 
-def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) -> None:
+def _replayed_under_its_engine(
+    ledger: Ledger, engine: str
+) -> tuple[UseCaseContext, SearchRun, SearchRun, str]:
+    """A receipt ranked and recorded under `engine` (not the live one), replayed: the replay
+    runs `engine` and reproduces the receipt's context hash. (ctx, old run, live run, id)"""
     ctx = ledger_context(ledger)
     _corpus(ctx)
     assert ctx.search_index is not None
     request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
-    old = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine=ENGINE_V1)
+    old = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine=engine)
     new = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
     assert old.context_hash != new.context_hash  # the two rules commit to different things
-    receipt_id = _record(ctx, old, request, ENGINE_V1)
+    receipt_id = _record(ctx, old, request, engine)
     body = replay(ctx, CALLER, receipt_id).body
-    assert body["engine"] == ENGINE_V1 and body["integrity"] == "ok"
+    assert body["engine"] == engine and body["integrity"] == "ok"
     assert body["diff"]["as_of_original"]["context_hash"] == {
         "original": old.context_hash,
         "replay": old.context_hash,
         "changed": False,
     }
     event = ledger.get(body["replay_receipt"]["position"])
-    assert event is not None and event.payload["engine"] == ENGINE_V1
+    assert event is not None and event.payload["engine"] == engine
+    return ctx, old, new, receipt_id
+
+
+def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) -> None:
+    ctx, _, _, receipt_id = _replayed_under_its_engine(ledger, ENGINE_V1)
     # `@1`'s hash covers scores: an unrelated edit still changes it, as it always did.
     _unrelated_edit(ctx)
     again = replay(ctx, CALLER, receipt_id).body
     assert again["integrity"] == "ok"
     assert again["diff"]["data_drift"]["context_hash"]["changed"] is True
     assert again["diff"]["data_drift"]["changes"]["membership"] is False
+
+
+def test_an_at2_receipt_replays_under_at2_after_at3_became_the_default(ledger: Ledger) -> None:
+    """`@3` is what a live search runs now; a receipt of `@2` is re-run by `@2`'s ranking
+    (its no-hit rule, its file weight, its page) and reproduces its context hash."""
+    _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V2)
+    assert old.status == "ok" and ENGINE == ENGINE_V3
+    # @3 weighs the whole file twice as much: the same files score differently.
+    assert [dict(h.score_breakdown)["file_bm25"] for h in old.hits] != [
+        dict(h.score_breakdown)["file_bm25"] for h in new.hits
+    ]
 
 
 def test_an_engine_this_ledger_does_not_run_is_refused(ledger: Ledger) -> None:

@@ -1,22 +1,26 @@
 """`@2`'s `file_bm25` component: FILE_WEIGHT times the BM25 of the chunk's whole file (its
-live chunks' texts together), equal to bm25s over those files; `@1` has no such component."""
+live chunks' texts together), equal to bm25s over those files; `@3`'s the same with
+FILE_WEIGHT_V3 (these queries have no word forms to fold); `@1` has no such component."""
 
 from __future__ import annotations
 
 import bm25s
 import numpy as np
 import orjson
+import pytest
 
 from bootstrap import ledger_context
 from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import NO_POLICY
-from ledger.usecases.ranking import ENGINE_V1, FILE_WEIGHT, K1, B, rank
+from ledger.usecases.ranking import ENGINE_V1, ENGINE_V2, ENGINE_V3, FILE_WEIGHT, K1, B, rank
+from ledger.usecases.ranking_v3 import FILE_WEIGHT_V3
 from ledger.writing.application import Ledger
 from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus
 from tests.test_search import ACME
 
 
-def test_file_bm25_equals_bm25s_over_whole_files(ledger: Ledger) -> None:
+@pytest.mark.parametrize(("engine", "weight"), [(ENGINE_V2, FILE_WEIGHT), (ENGINE_V3, FILE_WEIGHT_V3)])
+def test_file_bm25_equals_bm25s_over_whole_files(ledger: Ledger, engine: str, weight: float) -> None:
     ctx = ledger_context(ledger)
     files = corpus_files()
     ingest_corpus(
@@ -41,13 +45,13 @@ def test_file_bm25_equals_bm25s_over_whole_files(ledger: Ledger) -> None:
     compared = 0
     for query in ["parental leave weeks", "hotel limit per night", "annual leave days", "远程办公设备补贴"]:
         request = SearchRequest(top_k=10, corpus_position=position)
-        run = rank(ctx, "acme", query, request, NO_POLICY, ACME.scopes, None)
+        run = rank(ctx, "acme", query, request, NO_POLICY, ACME.scopes, None, engine=engine)
         assert run.status == "ok"
         ids = tokenizer.tokenize([query], return_as="ids", update_vocab=False, show_progress=False)[0]
         reference = np.asarray(model.get_scores(ids), dtype=np.float64)
         for hit in run.hits:
             ours = float(dict(hit.score_breakdown)["file_bm25"])
-            expected = FILE_WEIGHT * reference[documents.index(hit.document_id)]
+            expected = weight * reference[documents.index(hit.document_id)]
             assert abs(ours - expected) < 2e-6, (query, hit.path)
             assert abs(float(hit.score) - sum(float(v) for _, v in hit.score_breakdown)) < 1e-5
             compared += 1

@@ -23,18 +23,22 @@ FILES = {
 }
 
 
-def _run(ctx: UseCaseContext, query: str, engine: str = ENGINE_V2) -> SearchRun:
+def _run(ctx: UseCaseContext, query: str, engine: str = ENGINE_V2, top_k: int = 5) -> SearchRun:
     assert ctx.search_index is not None
-    request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
+    request = SearchRequest(top_k=top_k, corpus_position=ctx.search_index.refresh())
     return rank(ctx, "acme", query, request, NO_POLICY, ACME.scopes, None, engine=engine)
+
+
+def corpus_context(ledger: Ledger, files: dict[str, str]) -> UseCaseContext:
+    context = ledger_context(ledger)
+    for path, text in files.items():
+        _ingest(context, ACME, path, text)
+    return context
 
 
 @pytest.fixture
 def ctx(ledger: Ledger) -> UseCaseContext:
-    context = ledger_context(ledger)
-    for path, text in FILES.items():
-        _ingest(context, ACME, path, text)
-    return context
+    return corpus_context(ledger, FILES)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from ledger.usecases.errors import Invalid
 from ledger.usecases.sources import add_source
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMITS = SourceLimits()
+LIMITS = SourceLimits(max_file_bytes=512 * 1024)  # the limit these cases were written against
 SECRET = "TOP SECRET outside text"
 
 

@@ -24,7 +24,7 @@ from ledger.usecases.documents import default_document_id
 from ledger.usecases.errors import Invalid, NotFound
 from ledger.usecases.sources import add_source, sync_source
 from ledger.writing.application import Ledger
-from tests.test_sources import EXPECTED_SKIPS, write_bad_files
+from tests.test_sources import EXPECTED_SKIPS, LIMITS, write_bad_files
 
 TENANT = "acme"
 CALLER = Caller(TENANT, "sync-test", frozenset({"ingest.write"}))
@@ -69,7 +69,7 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def syncer(ledger: Ledger, tmp_path: Path, root: Path) -> Iterator[Syncer]:
-    yield Syncer(ledger, tmp_path / "data", root, SourceLimits())
+    yield Syncer(ledger, tmp_path / "data", root, LIMITS)
 
 
 def test_first_sync_ingests_and_a_second_records_nothing(syncer: Syncer) -> None:

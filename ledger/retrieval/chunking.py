@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MAX_CHUNK_CHARS = 8_000
 MAX_HEADING_CHARS = 200
@@ -165,6 +165,54 @@ def chunk_markdown(text: str) -> list[TextChunk]:
         (number, line) = _trimmed(first.lines)[0]
         chunks.append(TextChunk(0, number, number, first.heading_path, line[:MAX_CHUNK_CHARS]))
     return chunks
+
+
+def packed(text: str, chunks: list[TextChunk], max_chunks: int) -> list[TextChunk]:
+    """A document with more chunks than one version may hold (a large file of short sections,
+    release notes): neighbouring chunks merged while their line range fits MAX_CHUNK_CHARS,
+    under the heading path they share. A merged chunk's text is exactly the lines its locator
+    names; a piece of a cut line stays as it was. Only above `max_chunks`: every other
+    document chunks as before."""
+    if len(chunks) <= max_chunks:
+        return chunks
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    ends = [0]
+    for line in lines:
+        ends.append(ends[-1] + len(line) + 1)
+
+    def size(start_line: int, end_line: int) -> int:
+        return ends[end_line] - ends[start_line - 1] - 1
+
+    out: list[TextChunk] = []
+    run: list[TextChunk] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(replace(run[0], ordinal=len(out)))
+        elif run:
+            first, last = run[0].start_line, run[-1].end_line
+            shared = run[0].heading_path
+            for chunk in run[1:]:
+                common = 0
+                while common < min(len(shared), len(chunk.heading_path)) and (
+                    shared[common] == chunk.heading_path[common]
+                ):
+                    common += 1
+                shared = shared[:common]
+            out.append(TextChunk(len(out), first, last, shared, "\n".join(lines[first - 1 : last])))
+        run.clear()
+
+    for chunk in chunks:
+        if size(chunk.start_line, chunk.end_line) > MAX_CHUNK_CHARS:  # a piece of a cut line
+            flush()
+            out.append(replace(chunk, ordinal=len(out)))
+        elif run and size(run[0].start_line, chunk.end_line) > MAX_CHUNK_CHARS:
+            flush()
+            run.append(chunk)
+        else:
+            run.append(chunk)
+    flush()
+    return out
 
 
 def stable_chunk_ids(document_id: str, chunks: Sequence[TextChunk]) -> list[str]:

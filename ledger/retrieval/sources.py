@@ -15,6 +15,7 @@ time). A file it cannot use is answered with a reason, never an exception.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import hashlib
 import os
@@ -44,6 +45,9 @@ BAD_PATH = "bad_path"
 DUPLICATE_NAME = "duplicate_name"  # another spelling (NFC/NFD) of a file already synced under that name
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
+MAX_FILE_BYTES_SETTING = 64 * 1024 * 1024
+HELD_IN_SCAN_BYTES = 1024 * 1024  # a larger file's text is not kept by the scan (`deferred`)
+READ_BLOCK = 1024 * 1024
 
 # System paths no source may read, whatever its root (Linux and macOS).
 BUILTIN_DENYLIST: tuple[str, ...] = (
@@ -81,7 +85,9 @@ class PathRefused(Exception):
 class SourceLimits:
     """What one scan may cost. Every value has a default and a setting (`from_env`)."""
 
-    max_file_bytes: int = 512 * 1024  # a larger file is skipped (`too_large`); its entry must fit 1 MiB
+    # A larger file is skipped (`too_large`). A file above `HELD_IN_SCAN_BYTES` is checked while
+    # streamed and read again, alone, when its turn to be recorded comes (`ScannedFile.deferred`).
+    max_file_bytes: int = 16 * 1024 * 1024
     max_files: int = 20_000  # markdown files per scan; beyond it the scan stops (`truncated`)
     scan_timeout_s: float = 60.0  # wall time of one scan; past it the scan stops (`truncated`)
     max_line_chars: int = 32_768  # a longer line (say a 1 MB minified blob) skips the file
@@ -94,7 +100,9 @@ class SourceLimits:
         extra = env.get("CITELEDGER_SOURCES_DENYLIST", "")
         return cls(
             max_file_bytes=int(
-                _setting(env, "CITELEDGER_SOURCES_MAX_FILE_BYTES", cls.max_file_bytes, 1, 1 << 20)
+                _setting(
+                    env, "CITELEDGER_SOURCES_MAX_FILE_BYTES", cls.max_file_bytes, 1, MAX_FILE_BYTES_SETTING
+                )
             ),
             max_files=int(_setting(env, "CITELEDGER_SOURCES_MAX_FILES", cls.max_files, 1, 1_000_000)),
             scan_timeout_s=_setting(env, "CITELEDGER_SOURCES_SCAN_TIMEOUT_S", cls.scan_timeout_s, 0.01, 3600),
@@ -186,6 +194,9 @@ class ScannedFile:
     size: int = 0
     sha256: str | None = None
     spelled: str | None = None  # the name on disk, when it is not `path`'s NFC spelling
+    # A usable file too large to keep in a scan (`HELD_IN_SCAN_BYTES`): its checked real path,
+    # read again by `read_markdown` when it is recorded, one large file in memory at a time.
+    deferred: str | None = None
 
 
 @dataclass
@@ -200,8 +211,12 @@ def is_markdown(name: str) -> bool:
     return name.lower().endswith(MARKDOWN_SUFFIXES)
 
 
-def read_markdown(real: Path, relative: str, limits: SourceLimits) -> ScannedFile:
-    """Read one file whose real path was checked; every problem becomes a skip reason."""
+def read_markdown(real: Path, relative: str, limits: SourceLimits, *, keep_large: bool = True) -> ScannedFile:
+    """Read one file whose real path was checked; every problem becomes a skip reason.
+
+    Read in `READ_BLOCK` pieces, hashed, decoded and checked (NUL, line length) as they come:
+    memory is the text itself. `keep_large` False (the scan): a usable file above
+    `HELD_IN_SCAN_BYTES` is answered `deferred` (its path, size and hash, no text)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         descriptor = os.open(real, flags | getattr(os, "O_CLOEXEC", 0))
@@ -214,27 +229,86 @@ def read_markdown(real: Path, relative: str, limits: SourceLimits) -> ScannedFil
             return ScannedFile(relative, skip=NOT_REGULAR_FILE)
         if info.st_size > limits.max_file_bytes:
             return ScannedFile(relative, skip=TOO_LARGE, size=info.st_size)
+        keep = keep_large or info.st_size <= HELD_IN_SCAN_BYTES
         with os.fdopen(os.dup(descriptor), "rb") as handle:
-            raw = handle.read(limits.max_file_bytes + 1)
+            reading = _Reading(limits, keep)
+            while reading.size <= limits.max_file_bytes:
+                block = handle.read(READ_BLOCK)
+                if not block:
+                    break
+                reading.feed(block)
     except OSError:
         return ScannedFile(relative, skip=UNREADABLE)
     finally:
         os.close(descriptor)
-    size, digest = len(raw), hashlib.sha256(raw).hexdigest()
-    if size > limits.max_file_bytes:  # grew while being read
-        return ScannedFile(relative, skip=TOO_LARGE, size=size, sha256=digest)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return ScannedFile(relative, skip=NOT_UTF8, size=size, sha256=digest)
-    text = text.removeprefix("\ufeff")
-    if "\x00" in text:
-        return ScannedFile(relative, skip=BINARY, size=size, sha256=digest)
-    if not text.strip():
-        return ScannedFile(relative, skip=EMPTY, size=size, sha256=digest)
-    if max(map(len, text.splitlines()), default=0) > limits.max_line_chars:
-        return ScannedFile(relative, skip=LINE_TOO_LONG, size=size, sha256=digest)
-    return ScannedFile(relative, text=text, size=size, sha256=digest)
+    return reading.finish(relative, str(real))
+
+
+class _Reading:
+    """One file's bytes as they arrive: size, SHA-256, UTF-8 decoding, NUL and line-length
+    checks (lines as `str.splitlines` cuts them; the unfinished last line is carried, at most
+    `max_line_chars` of it), and, when kept, the decoded pieces."""
+
+    def __init__(self, limits: SourceLimits, keep: bool) -> None:
+        self.limits, self.keep = limits, keep
+        self.size, self.digest = 0, hashlib.sha256()
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.pieces: list[str] = []
+        self.not_utf8 = self.binary = self.too_long = self.visible = False
+        self.first, self.tail = True, ""
+
+    def feed(self, block: bytes, final: bool = False) -> None:
+        self.size += len(block)
+        self.digest.update(block)
+        if self.not_utf8:
+            return
+        try:
+            text = self.decoder.decode(block, final)
+        except UnicodeDecodeError:
+            self.not_utf8 = True
+            self.pieces = []
+            return
+        if self.first and text:
+            text, self.first = text.removeprefix("\ufeff"), False
+        self.binary = self.binary or "\x00" in text
+        self.visible = self.visible or (bool(text) and not text.isspace())
+        if not self.too_long:
+            lines = (self.tail + text).splitlines(keepends=True)
+            self.tail = (
+                ""
+                if final
+                or not lines
+                or lines[-1] != lines[-1].rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+                else lines.pop()
+            )
+            limit = self.limits.max_line_chars
+            self.too_long = len(self.tail) > limit or any(
+                len(line.splitlines()[0]) > limit for line in lines if line
+            )
+        if self.keep:
+            self.pieces.append(text)
+
+    def finish(self, relative: str, real: str) -> ScannedFile:
+        if self.size > self.limits.max_file_bytes:  # grew while being read
+            return ScannedFile(relative, skip=TOO_LARGE, size=self.size, sha256=self.digest.hexdigest())
+        self.feed(b"", final=True)
+        size, digest = self.size, self.digest.hexdigest()
+        problem = (
+            NOT_UTF8
+            if self.not_utf8
+            else BINARY
+            if self.binary
+            else EMPTY
+            if not self.visible
+            else LINE_TOO_LONG
+            if self.too_long
+            else None
+        )
+        if problem is not None:
+            return ScannedFile(relative, skip=problem, size=size, sha256=digest)
+        if not self.keep:
+            return ScannedFile(relative, size=size, sha256=digest, deferred=real)
+        return ScannedFile(relative, text="".join(self.pieces), size=size, sha256=digest)
 
 
 def _valid_relative(relative: str) -> bool:
@@ -312,7 +386,7 @@ def scan(
             if found > limits.max_files:
                 result.truncated = "max_files"
                 return _finish(result)
-            scanned = read_markdown(real, named, limits)
+            scanned = read_markdown(real, named, limits, keep_large=False)
             result.files.append(scanned if named == shown else replace(scanned, spelled=shown))
         pending.extend(reversed(subdirectories))
     return _finish(result)

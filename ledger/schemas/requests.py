@@ -200,6 +200,19 @@ class DocumentIn(RequestModel):
     subject_id: Id | None = None
 
 
+MAX_SOURCE_FILE_CHARS = 64 * 1024 * 1024  # a source's per-file limit may be set up to 64 MiB
+SourceFileText = Annotated[
+    str, Field(min_length=1, max_length=MAX_SOURCE_FILE_CHARS, json_schema_extra=_PROSE_SCHEMA), _PROSE
+]
+
+
+class SourceFileIn(DocumentIn):
+    """A file a source sync read, recorded like a document: bounded by the source's per-file
+    limit (`SourceLimits.max_file_bytes`, 16 MiB by default), not by an HTTP body's."""
+
+    text: SourceFileText
+
+
 class TaskIn(RequestModel):
     task_id: Id | None = None
     deadline_ms: Milliseconds | None = None

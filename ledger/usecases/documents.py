@@ -24,7 +24,7 @@ from ledger.domain.events import (
     Sealed,
 )
 from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, RemovalReason
-from ledger.retrieval.chunking import TextChunk, chunk_markdown, stable_chunk_ids
+from ledger.retrieval.chunking import TextChunk, chunk_markdown, packed, stable_chunk_ids
 from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import ClaimBusy, DocumentClaims
 from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry_facts, record
@@ -51,7 +51,7 @@ def _claimed(hold: AbstractContextManager[None], which: str) -> Iterator[None]:
 
 
 def _pieces(doc: DocumentIn) -> list[TextChunk]:
-    pieces = chunk_markdown(doc.text)
+    pieces = packed(doc.text, chunk_markdown(doc.text), MAX_CHUNKS_PER_DOCUMENT)
     if not pieces:
         raise Invalid("the document has no text to chunk", code="empty_document")
     if len(pieces) > MAX_CHUNKS_PER_DOCUMENT:

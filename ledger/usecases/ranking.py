@@ -68,10 +68,19 @@ from ledger.usecases.ranking_steps import (
     _sorted_postings,
     _top_ranked,
 )
+from ledger.usecases.ranking_v3 import (
+    FILE_WEIGHT_V3,
+    add_document_coverage,
+    best_per_document,
+    family_postings,
+    needed_document_coverage,
+    query_forms,
+)
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
     ENGINE_V2,
+    ENGINE_V3,
     ENGINES,
     SearchHit,
     SearchRun,
@@ -88,6 +97,7 @@ __all__ = [
     "ENGINES",
     "ENGINE_V1",
     "ENGINE_V2",
+    "ENGINE_V3",
     "FILE_WEIGHT",
     "K1",
     "MIN_COVERAGE",
@@ -180,7 +190,7 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1 = engine == ENGINE_V1
+    v1, v3 = engine == ENGINE_V1, engine == ENGINE_V3
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -204,10 +214,14 @@ def _rank(
     cover_idf: list[float] = []
     cover_terms: list[str] = []
     files = None if v1 else _FileBm25(view)
+    document_idf = np.zeros(int(view.document_numbers.max(initial=-1)) + 1) if v3 else None
     for query_term in wanted:
         term = query_term.text
-        rows, tf = view.body_postings(term)
-        field_rows, codes = view.field_postings(term)
+        if v3:  # @3: the term and its word forms, one term (`ranking_v3`)
+            rows, tf, field_rows, codes = family_postings(view, query_forms(query, query_term))
+        else:
+            rows, tf = view.body_postings(term)
+            field_rows, codes = view.field_postings(term)
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         if query_term.cover:
@@ -223,6 +237,8 @@ def _rank(
         matches[field_rows] = True
         if query_term.cover:
             matched_idf[matches] += idf
+            if document_idf is not None:
+                add_document_coverage(document_idf, view, rows, field_rows, idf)
         if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
@@ -241,12 +257,14 @@ def _rank(
     seen[view.document_numbers[touched]] = True
     files_scanned = int(seen.sum())
     scored = (bm25 + title + heading + filename)[touched] > 0
-    if v1:
-        needed = MIN_COVERAGE * total_idf
+    known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
+    covering = None
+    if document_idf is not None:  # @3: some document must cover enough; then any match ranks
+        covering = document_idf >= needed_document_coverage(known, missing) - 1e-12
+        qualified = touched[scored] if covering.any() else touched[:0]
     else:
-        known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
-        needed = _needed_coverage(known, missing, total_idf)
-    qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
+        needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
+        qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
@@ -273,8 +291,14 @@ def _rank(
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
     file_score = np.zeros(len(rows_array))
     if files is not None:
-        file_score = FILE_WEIGHT * files.scores[view.document_numbers[rows_array]]
+        weight = FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
+        file_score = weight * files.scores[view.document_numbers[rows_array]]
         base = base + file_score
+    if v3:  # each file's best parts only: the policy window then spans files
+        keep = best_per_document(rows_array, base, view)
+        rows_array, base = rows_array[keep], base[keep]
+        position_bonus, file_score = position_bonus[keep], file_score[keep]
+        candidates = rows_array.tolist()
     slot_of = {row: i for i, row in enumerate(candidates)}
     top_k = min(request.top_k, policy.max_top_k)
     ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
@@ -282,6 +306,8 @@ def _rank(
         return empty_run("timeout", position, files=files_scanned)
     window = ranked[: top_k * FILTER_WINDOW]
     allowed = [item for item in ranked if not item[4].denied][: top_k * FILTER_WINDOW]
+    if covering is not None and not any(covering[view.document_numbers[item[3]]] for item in allowed):
+        allowed = []  # @3: what may be cited only fills a page that a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])
     filters: list[tuple[str, str, str]] = []
@@ -311,6 +337,7 @@ def _rank(
             "no_hit", position, _gaps([t.text for t in wanted], missing, True, roots), files=files_scanned
         )
     term_sets = {t.text for t in wanted if t.score}
+    sorted_postings = _sorted_postings(per_term)  # once, not per hit
     hits: list[SearchHit] = []
     per_file: dict[str, list[SearchHit]] = {}
     for score, path, _ordinal, row, verdict, base_score in allowed:
@@ -357,7 +384,7 @@ def _rank(
             components.append(("policy", _fixed(float(score) - base_score)))
         term_scores = tuple(
             (term, _fixed(float(contribution[np.searchsorted(rows_of, row)])))
-            for term, rows_of, contribution in _sorted_postings(per_term)
+            for term, rows_of, contribution in sorted_postings
             if _contains(rows_of, row)
         )
         hit = SearchHit(

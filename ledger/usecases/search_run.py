@@ -15,8 +15,9 @@ from ledger.usecases.ports import ChunkState
 
 ENGINE_V1 = "citeledger-bm25@1"
 ENGINE_V2 = "citeledger-bm25@2"
-ENGINE = ENGINE_V2  # what a live search runs and records
-ENGINES = (ENGINE_V1, ENGINE_V2)  # what a replay can re-run, each under its own rules
+ENGINE_V3 = "citeledger-bm25@3"
+ENGINE = ENGINE_V3  # what a live search runs and records
+ENGINES = (ENGINE_V1, ENGINE_V2, ENGINE_V3)  # what a replay can re-run, each under its own rules
 SearchStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
 
 

@@ -34,9 +34,10 @@ from ledger.retrieval.sources import (
     SourceLimits,
     check_root,
     denied_by,
+    read_markdown,
     scan,
 )
-from ledger.schemas.requests import UNSAFE_PATH, DocumentIn
+from ledger.schemas.requests import UNSAFE_PATH, SourceFileIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch
@@ -193,42 +194,22 @@ def sync_source(
         raise _refused(exc) from None
     truncated = scanned.truncated
     rows: dict[str, dict[str, Any]] = {}
-    readable: list[tuple[ScannedFile, DocumentIn, FileRules]] = []
+    readable: list[Prepared] = []
     default_days = ctx.retention_for(tenant).default_days
-    targets = _targets(ctx, tenant, name, [f for f in scanned.files if f.text is not None], readmit)
+    usable = [f for f in scanned.files if f.text is not None or f.deferred is not None]
+    targets = _targets(ctx, tenant, name, usable, readmit)
+    large: list[ScannedFile] = []  # read and recorded one at a time, after the others
     for file in scanned.files:
-        if file.text is None:
-            rows[file.path] = _row(file, "skipped", file.skip)
+        if file.deferred is not None and file.path in targets:
+            large.append(file)
             continue
-        document_id = targets.get(file.path)
-        if document_id is None:
-            rows[file.path] = _row(file, "skipped", "erased", detail=READMIT_HINT)
-            continue
-        try:
-            rules = file_rules(file.text, source.sensitivity, source.retention_days, default_days)
-        except FrontMatterRefused as exc:
-            rows[file.path] = _row(file, "skipped", exc.reason, detail=exc.message)
-            continue
-        try:
-            doc = DocumentIn(
-                path=file.path,
-                text=file.text,
-                title=_title(file.text),
-                source=name,
-                document_id=document_id,
-                sensitivity=rules.sensitivity,  # type: ignore[arg-type]
-                retention_days=rules.retention_days,
-            )
-        except ValidationError as exc:
-            # A file name no document path may be (`a\\b.md`): the scanner's own reason for it.
-            types = [str(error["type"]) for error in exc.errors()]
-            named = next((t for t in types if t in PATH_RULES), None)  # the scanner's rules, as a backstop
-            reason = BAD_PATH if UNSAFE_PATH in types else named or "invalid_document"
-            rows[file.path] = _row(file, "skipped", reason)
-            continue
-        readable.append((file, doc, rules))
+        prepared = _prepared(file, targets, source, default_days, name)
+        if isinstance(prepared, dict):
+            rows[file.path] = prepared
+        else:
+            readable.append(prepared)
     total = len(scanned.files)
-    done = total - len(readable)
+    done = total - len(readable) - len(large)
     if progress is not None:
         progress(done, total)
     for start in range(0, len(readable), SYNC_BATCH_DOCUMENTS):
@@ -238,23 +219,21 @@ def sync_source(
             for file, _, _ in readable[start:]:
                 rows[file.path] = _row(file, "skipped", "deadline")
             break
-        outcomes = ingest_batch(
-            ctx,
-            claims,
-            caller,
-            [doc for _, doc, _ in batch],
-            origins=[(rules.sensitivity_origin, rules.retention_origin) for _, _, rules in batch],
-        )
-        for (file, _, rules), outcome in zip(batch, outcomes, strict=True):
-            rows[file.path] = _outcome_row(file, outcome)
-            if outcome.status in ("ingested", "unchanged"):
-                rows[file.path].update(
-                    sensitivity=rules.sensitivity,
-                    sensitivity_origin=rules.sensitivity_origin,
-                    retention_days=rules.retention_days,
-                    retention_origin=rules.retention_origin,
-                )
+        _record(ctx, claims, caller, batch, rows)
         done += len(batch)
+        if progress is not None:
+            progress(done, total)
+    for file in large:
+        if truncated == "deadline" or time.monotonic() - started > budget:
+            truncated = "deadline"
+            rows[file.path] = _row(file, "skipped", "deadline")
+            continue
+        prepared = _prepared(_read_large(file, limits), targets, source, default_days, name)
+        if isinstance(prepared, dict):
+            rows[file.path] = prepared
+        else:
+            _record(ctx, claims, caller, [prepared], rows)
+        done += 1
         if progress is not None:
             progress(done, total)
     if truncated is None:
@@ -292,6 +271,74 @@ def sync_source(
         },
         "truncated": truncated,
     }
+
+
+Prepared = tuple[ScannedFile, SourceFileIn, FileRules]
+
+
+def _prepared(
+    file: ScannedFile, targets: dict[str, str], source: Source, default_days: int, name: str
+) -> Prepared | dict[str, Any]:
+    """A readable file as the document to record, or its report row (skipped, and why)."""
+    if file.text is None:
+        return _row(file, "skipped", file.skip)
+    document_id = targets.get(file.path)
+    if document_id is None:
+        return _row(file, "skipped", "erased", detail=READMIT_HINT)
+    try:
+        rules = file_rules(file.text, source.sensitivity, source.retention_days, default_days)
+    except FrontMatterRefused as exc:
+        return _row(file, "skipped", exc.reason, detail=exc.message)
+    try:
+        doc = SourceFileIn(
+            path=file.path,
+            text=file.text,
+            title=_title(file.text),
+            source=name,
+            document_id=document_id,
+            sensitivity=rules.sensitivity,  # type: ignore[arg-type]
+            retention_days=rules.retention_days,
+        )
+    except ValidationError as exc:
+        # A file name no document path may be (`a\\b.md`): the scanner's own reason for it.
+        types = [str(error["type"]) for error in exc.errors()]
+        named = next((t for t in types if t in PATH_RULES), None)  # the scanner's rules, as a backstop
+        reason = BAD_PATH if UNSAFE_PATH in types else named or "invalid_document"
+        return _row(file, "skipped", reason)
+    return file, doc, rules
+
+
+def _read_large(file: ScannedFile, limits: SourceLimits) -> ScannedFile:
+    """A file the scan deferred, read now (checked again: it may have changed since)."""
+    assert file.deferred is not None
+    read = read_markdown(Path(file.deferred), file.path, limits)
+    return replace(read, spelled=file.spelled)
+
+
+def _record(
+    ctx: UseCaseContext,
+    claims: DocumentClaims,
+    caller: Caller,
+    batch: list[Prepared],
+    rows: dict[str, dict[str, Any]],
+) -> None:
+    """One write of prepared files; their report rows."""
+    outcomes = ingest_batch(
+        ctx,
+        claims,
+        caller,
+        [doc for _, doc, _ in batch],
+        origins=[(rules.sensitivity_origin, rules.retention_origin) for _, _, rules in batch],
+    )
+    for (file, _, rules), outcome in zip(batch, outcomes, strict=True):
+        rows[file.path] = _outcome_row(file, outcome)
+        if outcome.status in ("ingested", "unchanged"):
+            rows[file.path].update(
+                sensitivity=rules.sensitivity,
+                sensitivity_origin=rules.sensitivity_origin,
+                retention_days=rules.retention_days,
+                retention_origin=rules.retention_origin,
+            )
 
 
 READMIT_HINT = "erased from the ledger; `citeledger sources sync NAME --readmit PATH` records it again"

@@ -1,0 +1,202 @@
+"""Search quality on documentation the ranker was not written against: dev sets from the
+markdown that Python packages ship in their sdists, the ledger's engines against whole-file
+bm25s, in one run.
+
+Each set is `scripts/eval_sets/<package>.yaml` (questions written before any ranker ran on
+the corpus; `role: tuning` or `held_out`). The corpus is every `*.md` of the package's sdist,
+fetched with `pip download --no-binary :all: --no-deps <package>==<version>` (the package
+registry, nothing else) into `--cache`. The golden set (tests/golden over tests/corpus) is a
+tuning row too.
+
+For every set and engine: recall@5 and MRR@10 over the answerable questions (distinct cited
+paths, `top_k` 10), no_hit precision (of the `no_hit` answers, the share that are questions the
+corpus does not answer) and no_hit recall (of those, the share answered `no_hit`), and the
+misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hit`.
+
+    python scripts/eval_search.py [--sets click,starlette,attrs] [--engines @2,@3] [--golden]
+        [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|...]
+
+`--variant` measures one of `@3`'s choices against its alternative (run on tuning sets only):
+`no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
+`coverage-C` the share of the question one document must cover.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bootstrap import ledger_context  # noqa: E402
+from ledger.config import LedgerConfig  # noqa: E402
+from ledger.domain.events import SearchRequest  # noqa: E402
+from ledger.policy.policy_rules import NO_POLICY  # noqa: E402
+from ledger.schemas.requests import DocumentIn  # noqa: E402
+from ledger.storage.claims import DocumentClaims  # noqa: E402
+from ledger.usecases.context import Caller, UseCaseContext  # noqa: E402
+from ledger.usecases.documents import ingest_batch  # noqa: E402
+from ledger.usecases.ranking import rank  # noqa: E402
+from ledger.writing.application import Ledger  # noqa: E402
+from tests.golden_support import (  # noqa: E402
+    GoldenQuery,
+    Quality,
+    WholeFileBm25s,
+    corpus_files,
+    load_queries,
+    measure,
+)
+
+SETS = ROOT / "scripts" / "eval_sets"
+CALLER = Caller("eval", "eval", frozenset({"retrieval.write"}))
+TOP_K = 10
+BATCH = 50
+
+
+def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
+    """Every markdown file of the package's sdist (path inside the sdist -> text)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    archives = sorted(cache.glob(f"{package}-{version}.tar.gz"))
+    if not archives:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-binary",
+                ":all:",
+                "--no-deps",
+                *(f"{package}=={version}", "-d", str(cache)),
+            ],
+            check=True,
+        )
+        archives = sorted(cache.glob(f"{package}-{version}.tar.gz"))
+    files: dict[str, str] = {}
+    with tarfile.open(archives[0]) as archive:
+        for member in archive.getmembers():
+            if member.isfile() and member.name.lower().endswith(".md"):
+                handle = archive.extractfile(member)
+                assert handle is not None
+                relative = member.name.split("/", 1)[1]
+                files[relative] = handle.read().decode("utf-8", errors="replace")
+    return dict(sorted(files.items()))
+
+
+def load_set(name: str) -> tuple[dict[str, object], list[GoldenQuery]]:
+    raw = yaml.safe_load((SETS / f"{name}.yaml").read_text(encoding="utf-8"))
+    queries = [
+        GoldenQuery(q["query"], tuple(q.get("expect", [])), bool(q.get("absent", False)))
+        for q in raw["queries"]
+    ]
+    return raw, queries
+
+
+def ingest(ctx: UseCaseContext, files: dict[str, str], source: str) -> None:
+    claims = DocumentClaims(ctx.ledger.store)
+    docs = [DocumentIn(path=path, text=text, source=source) for path, text in files.items() if text.strip()]
+    for start in range(0, len(docs), BATCH):
+        ingest_batch(ctx, claims, CALLER, docs[start : start + BATCH])
+
+
+def ledger_ranker(ctx: UseCaseContext, engine: str) -> Callable[[str], tuple[str, list[str]]]:
+    assert ctx.search_index is not None
+    position = ctx.search_index.refresh()
+
+    def ranked(query: str) -> tuple[str, list[str]]:
+        request = SearchRequest(top_k=TOP_K, corpus_position=position)
+        run = rank(ctx, CALLER.tenant_id, query, request, NO_POLICY, CALLER.scopes, None, engine=engine)
+        return run.status, list(dict.fromkeys(hit.path for hit in run.hits))
+
+    return ranked
+
+
+def evaluate(
+    files: dict[str, str], queries: list[GoldenQuery], engines: list[str], work: Path
+) -> dict[str, Quality]:
+    ledger = Ledger(LedgerConfig(data_dir=work, run_checkpointer=False))
+    try:
+        ctx = ledger_context(ledger)
+        ingest(ctx, files, "docs")
+        out = {
+            f"citeledger-bm25{e}": measure(queries, ledger_ranker(ctx, f"citeledger-bm25{e}"))
+            for e in engines
+        }
+        bare = WholeFileBm25s(files)
+        out["bm25s, whole files"] = measure(queries, lambda q: ("ok", bare.search(q, TOP_K)))
+        return out
+    finally:
+        ledger.close()
+
+
+def apply_variant(variant: str) -> None:
+    """Swap one of `@3`'s choices in this process (measurement only)."""
+    from ledger.usecases import ranking, ranking_v3
+
+    if variant == "no-forms":
+        vars(ranking)["query_forms"] = lambda query, term: (term.text,)
+    elif variant.startswith("file-"):
+        vars(ranking)["FILE_WEIGHT_V3"] = float(variant.removeprefix("file-"))
+    elif variant.startswith("coverage-"):
+        ranking_v3.DOC_COVERAGE = float(variant.removeprefix("coverage-"))
+    elif variant:
+        raise SystemExit(f"unknown variant {variant}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sets", default="click,starlette,attrs")
+    parser.add_argument("--engines", default="@2,@3")
+    parser.add_argument("--golden", action="store_true", help="add the golden set (tuning)")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "citeledger-eval")
+    parser.add_argument("--misses", action="store_true")
+    parser.add_argument("--variant", default="")
+    args = parser.parse_args()
+    apply_variant(args.variant)
+    engines = args.engines.split(",")
+    rows: list[tuple[str, str, int, int, int, str, Quality]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        plan: list[tuple[str, str, dict[str, str], list[GoldenQuery]]] = []
+        if args.golden:
+            plan.append(("golden (tests/corpus)", "tuning", corpus_files(), load_queries()))
+        for name in [s for s in args.sets.split(",") if s]:
+            meta, queries = load_set(name)
+            files = sdist_files(str(meta["package"]), str(meta["version"]), args.cache)
+            plan.append((f"{name} {meta['version']}", str(meta["role"]), files, queries))
+        for index, (label, role, files, queries) in enumerate(plan):
+            answerable = sum(not q.absent for q in queries)
+            for ranker, quality in evaluate(files, queries, engines, Path(tmp) / str(index)).items():
+                rows.append((label, role, len(files), answerable, len(queries) - answerable, ranker, quality))
+    print(
+        "| set | role | files | answerable / absent | ranker | recall@5 | MRR@10 | false no_hit | "
+        "absent → no_hit | no_hit precision | no_hit recall |"
+    )
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    for role in ("tuning", "held_out"):
+        for label, row_role, files_count, answerable, absent, ranker, q in rows:
+            if row_role != role:
+                continue
+            no_hit = "–" if ranker.startswith("bm25s") else f"{q.no_hit_precision:.3f}"
+            recall = "–" if ranker.startswith("bm25s") else f"{q.no_hit_recall:.3f}"
+            print(
+                f"| {label} | {role} | {files_count} | {answerable} / {absent} | {ranker} | "
+                f"{q.recall_at_5:.3f} | {q.mrr:.3f} | {q.present_no_hit}/{answerable} | "
+                f"{q.absent_no_hit}/{q.absent_total} | {no_hit} | {recall} |"
+            )
+    if args.misses:
+        for label, _role, _f, _a, _b, ranker, q in rows:
+            for miss in q.misses:
+                print(f"{label} {ranker}: {miss}")
+
+
+if __name__ == "__main__":
+    main()
