@@ -38,8 +38,8 @@ from litestar.types import Message, Receive, Scope, Send
 from api.api_error import CODES, RETRY_AFTER_S, RETRYABLE_STATUSES, ApiError
 from api.errors import to_api_error
 from ledger.deadline import Deadline
-from ledger.domain.events import EventRejected
 from ledger.domain.fields import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.payloads import EventRejected
 from ledger.domain.timestamps import utc_now
 from ledger.schemas.requests import RULE_ERRORS
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ledger.domain.entries import RecordedEvent
-from ledger.domain.events import PAYLOAD_MODELS
+from ledger.domain.payloads import PAYLOAD_MODELS
 from ledger.storage.store import Store
 
 KNOWN_EVENT_TYPES = frozenset(PAYLOAD_MODELS)

@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from ledger.domain.entries import EventDraft, entry_signature_ok, signing_input_of
-from ledger.domain.events import EventRejected, PolicySnapshot, SigningKeyRotated
+from ledger.domain.events import PolicySnapshot, SigningKeyRotated
 from ledger.domain.fields import MAX_ENVELOPE_BYTES
+from ledger.domain.payloads import EventRejected
 from ledger.evidence.bundle import BundleError, build_bundle, verify_bundle
 from ledger.evidence.export_file import verify_export
 from ledger.storage.audit import verify_store, write_export

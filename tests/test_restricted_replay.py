@@ -8,11 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from bootstrap import ledger_context
-from ledger.domain.events import (
-    PAYLOAD_MODELS,
-    SearchRequest,
-    payload_to_json,
-)
+from ledger.domain.events import SearchRequest
+from ledger.domain.payloads import PAYLOAD_MODELS, payload_to_json
 from ledger.policy.policy_rules import NO_POLICY
 from ledger.tlog.canonical import canonical_json
 from ledger.usecases.context import Caller, record

@@ -21,7 +21,7 @@ from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, servi
 from api.routes.events import history_page
 from api.routes.listing import ID_PATTERN, time_bound
 from api.routes.receipts import receipt_answer, receipt_page
-from ledger.domain.events import EventType
+from ledger.domain.payloads import EventType
 from ledger.domain.timestamps import format_timestamp
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export

@@ -16,7 +16,7 @@ from api.routes.common import CallDep, operation
 from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
-from ledger.domain.events import EventType
+from ledger.domain.payloads import EventType
 from ledger.evidence.bundle import proof_json
 from ledger.schemas.reads import EventOut, EventPage, InclusionProofOut
 from ledger.usecases.content import read_content, require_content_scope

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledger.domain.entry_limit import LIMIT_TEXT, MAX_ENTRY_BYTES, envelope_bytes
-from ledger.domain.events import Chunk, DocumentContinued, DocumentIngested, payload_to_json
+from ledger.domain.events import Chunk, DocumentContinued, DocumentIngested
 from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, MAX_IDENTIFIER_CHARS
+from ledger.domain.payloads import payload_to_json
 from ledger.tlog.canonical import canonical_json
 
 _LONGEST_ID = "x" * MAX_IDENTIFIER_CHARS

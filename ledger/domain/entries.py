@@ -22,15 +22,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from ledger.domain.entry_limit import check_size, envelope_bytes
-from ledger.domain.events import (
-    CONTINUATION_OF,
-    CONTINUED_LISTS,
-    PAYLOAD_MODELS,
-    EventRejected,
-    Schema,
-    payload_to_json,
-)
+from ledger.domain.events import CONTINUATION_OF, CONTINUED_LISTS, Schema
 from ledger.domain.fields import MAX_ENVELOPE_BYTES, SYSTEM_TENANT, EnvelopeTenantId, Identifier, TenantId
+from ledger.domain.payloads import PAYLOAD_MODELS, EventRejected, payload_to_json
 from ledger.domain.timestamps import utc_now
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import leaf_hash

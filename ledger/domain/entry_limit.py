@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import orjson
 
-from ledger.domain.events import EventRejected
+from ledger.domain.payloads import EventRejected
 from ledger.tlog.canonical import MAX_SAFE_INTEGER
 
 MAX_ENTRY_BYTES = 0xFFFF  # tlog-tiles: uint16 length prefix

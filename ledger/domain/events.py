@@ -11,9 +11,9 @@ Schemas admit only values that `ledger.tlog.canonical` encodes exactly: no float
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ledger.domain.fields import (
     MAX_AUTH_SCOPES,
@@ -380,94 +380,3 @@ class ReportIssued(Schema):
     start_size: SafeInt
     end_size: SafeInt
     manifest_sha256: Hex64
-
-
-PAYLOAD_MODELS: dict[str, type[Schema]] = {
-    "DocumentIngested": DocumentIngested,
-    "DocumentRemoved": DocumentRemoved,
-    "PolicyBundlePublished": PolicyBundlePublished,
-    "RetrievalRecorded": RetrievalRecorded,
-    "RetentionScrubbed": RetentionScrubbed,
-    "AccessDenied": AccessDenied,
-    "ReplayRecorded": ReplayRecorded,
-    "SigningKeyRotated": SigningKeyRotated,
-    "LegalHoldPlaced": LegalHoldPlaced,
-    "LegalHoldReleased": LegalHoldReleased,
-    "IntegrityRepaired": IntegrityRepaired,
-    "ContentRead": ContentRead,
-    "TokenIssued": TokenIssued,
-    "TokenRevoked": TokenRevoked,
-    "DocumentContinued": DocumentContinued,
-    "RetrievalContinued": RetrievalContinued,
-    "ReportIssued": ReportIssued,
-}
-EventType = Literal[
-    "DocumentIngested",
-    "DocumentRemoved",
-    "PolicyBundlePublished",
-    "RetrievalRecorded",
-    "RetentionScrubbed",
-    "AccessDenied",
-    "ReplayRecorded",
-    "SigningKeyRotated",
-    "LegalHoldPlaced",
-    "LegalHoldReleased",
-    "IntegrityRepaired",
-    "ContentRead",
-    "TokenIssued",
-    "TokenRevoked",
-    "DocumentContinued",
-    "RetrievalContinued",
-    "ReportIssued",
-]
-# Fields that are left out of the signed JSON when unset, so "absent" and
-# "explicitly null" stay distinguishable forever.
-OMIT_WHEN_NONE = frozenset(
-    {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
-    | {"unverifiable"}  # receipts of external engines (OTLP spans) may report unverifiable documents
-)
-# The same inside each selected entry: fields added later, so older entries keep their bytes.
-ENTRY_OMIT_WHEN_NONE = frozenset({"source", "score"})
-
-
-class EventRejected(ValueError):
-    """An event refused before anything was written; `field` names the culprit."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[str, Any]:
-    """Validate a payload for `event_type` and return its JSON form.
-
-    Raises EventRejected naming the first offending field.
-    """
-    model = PAYLOAD_MODELS.get(event_type)
-    if model is None:
-        raise EventRejected("type", f"unknown event type {event_type!r}")
-    try:
-        if isinstance(payload, Schema):
-            if not isinstance(payload, model):
-                raise EventRejected("payload", f"expected {model.__name__}, got {type(payload).__name__}")
-            parsed = payload
-        else:
-            parsed = model.model_validate(payload, strict=False)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        location = ".".join(str(part) for part in first["loc"])
-        raise EventRejected(f"payload.{location}" if location else "payload", first["msg"]) from None
-    dumped = parsed.model_dump(mode="json")
-    for key in OMIT_WHEN_NONE:
-        if key in dumped and dumped[key] is None:
-            del dumped[key]
-    search = dumped.get("search") if event_type == "RetrievalRecorded" else None
-    if isinstance(search, dict) and search.get("root_sources", 0) is None:
-        del search["root_sources"]
-    with_entries = event_type in ("RetrievalRecorded", "RetrievalContinued")
-    for entry in dumped.get("selected_entries", ()) if with_entries else ():
-        for key in ENTRY_OMIT_WHEN_NONE:
-            if entry.get(key, 0) is None:
-                del entry[key]
-    return dumped

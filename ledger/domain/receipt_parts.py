@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from ledger.domain.document_parts import PAYLOAD_BUDGET, ItemTooLarge, pack
 from ledger.domain.entry_limit import EntryTooLarge
-from ledger.domain.events import (
-    FilterApplied,
-    RetrievalContinued,
-    RetrievalRecorded,
-    Schema,
-    SelectedEntry,
-    payload_to_json,
-)
+from ledger.domain.events import FilterApplied, RetrievalContinued, RetrievalRecorded, Schema, SelectedEntry
 from ledger.domain.fields import MAX_FILTERS_APPLIED, MAX_SELECTED_ENTRIES
+from ledger.domain.payloads import payload_to_json
 from ledger.tlog.canonical import canonical_json
 
 _MOST_PARTS = MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED

@@ -14,16 +14,9 @@ from pydantic import ValidationError
 
 from ledger.domain.document_parts import ChunkTooLarge, all_chunks, split_version
 from ledger.domain.entries import RecordedEvent, prepare
-from ledger.domain.events import (
-    Chunk,
-    DocumentContinued,
-    DocumentIngested,
-    DocumentRemoved,
-    EventRejected,
-    Locator,
-    Sealed,
-)
+from ledger.domain.events import Chunk, DocumentContinued, DocumentIngested, DocumentRemoved, Locator, Sealed
 from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, RemovalReason
+from ledger.domain.payloads import EventRejected
 from ledger.retrieval.chunking import TextChunk, chunk_markdown, packed, stable_chunk_ids
 from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import ClaimBusy, DocumentClaims

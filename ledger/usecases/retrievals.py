@@ -17,7 +17,6 @@ from typing import Any
 from ledger.domain.entries import RecordedEvent, utc_now
 from ledger.domain.events import AccessDenied as AccessDeniedEvent
 from ledger.domain.events import (
-    EventRejected,
     FilterApplied,
     Locator,
     PolicySnapshot,
@@ -29,6 +28,7 @@ from ledger.domain.events import (
     TaskEnvelope,
     UnverifiedCitation,
 )
+from ledger.domain.payloads import EventRejected
 from ledger.domain.timestamps import parse_timestamp
 from ledger.schemas.requests import MAX_BATCH_ITEMS, RetrievalIn
 from ledger.tlog.canonical import canonical_json
@@ -362,10 +362,12 @@ def record_retrievals(
     (`dedup: true`) without re-running the checks (the cited document may be gone by now).
     A failure of the transaction itself is raised: nothing of the batch was written."""
     with collector_paused():  # a batch's objects are freed by reference counting
-        return _record_retrievals(ctx, caller, items)
+        return _record_retrievals(ctx, caller, items, texts)
 
 
-def _record_retrievals(ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+def _record_retrievals(
+    ctx: UseCaseContext, caller: Caller, items: Sequence[BatchItem], texts: ChunkTexts | None
+) -> list[ItemOutcome]:
     """`record_retrievals` with the collector paused."""
     if len(items) > MAX_BATCH_ITEMS:
         raise TooLarge(f"items: at most {MAX_BATCH_ITEMS} per batch")

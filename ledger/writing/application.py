@@ -29,7 +29,7 @@ from ledger.domain.entries import (
     sign_entry,
     utc_now,
 )
-from ledger.domain.events import EventRejected
+from ledger.domain.payloads import EventRejected
 from ledger.storage.adapters import IdempotencyRecord
 from ledger.storage.log_repeats import log_failure
 from ledger.storage.store import EVENT_TOPIC_PREFIX, LEDGER_STREAM_ID, Store

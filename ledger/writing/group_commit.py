@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.domain.entries import EventDraft, RecordedEvent
-from ledger.domain.events import EventRejected
+from ledger.domain.payloads import EventRejected
 from ledger.writing.application import MAX_BATCH_EVENTS, Ledger, Write, WriteOutcome, prepare_all
 from ledger.writing.collector import collector_paused
 from ledger.writing.idempotency import IdempotentWrite

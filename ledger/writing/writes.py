@@ -11,7 +11,7 @@ from typing import Any
 
 from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.domain.entries import EventDraft, PreparedDraft, RecordedEvent, prepare
-from ledger.domain.events import EventRejected
+from ledger.domain.payloads import EventRejected
 from ledger.storage.adapters import DUPLICATE_KEY_ERRORS
 from ledger.writing import idempotency
 from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
