@@ -4,7 +4,8 @@
 #   - PostgreSQL answering at 127.0.0.1:5432 and Redis at 127.0.0.1:6379 (started when they
 #     do not answer: the suite uses both, and fails rather than skips without them);
 #   - Chromium for the browser tests (Debian's package; no browser is downloaded at run time);
-#   - the MCP Inspector CLI from npm in .cache/mcp-inspector/<version> (tests/inspector_support.py pins them).
+#   - the MCP Inspector CLI from npm in ~/.cache/citeledger/mcp-inspector/<version> (tests/inspector_support.py
+#     pins them; CITELEDGER_TOOL_CACHE moves that folder).
 # Arguments are passed to pytest (e.g. `bash scripts/test.sh tests/test_search.py -x`).
 # The suite writes only into temporary folders (the console pictures: scripts/console_screenshots.sh).
 set -euo pipefail
@@ -50,33 +51,48 @@ ensure_chromium() {
 }
 
 ensure_inspector() {
-  # Every version tests/inspector_support.py pins, each in .cache/mcp-inspector/<version>.
+  # Every version tests/inspector_support.py pins, each in $TOOL_CACHE/mcp-inspector/<version>.
   local versions version
   versions=$(sed -n 's/^[A-Z_]* = "\([0-9][0-9.]*\)".*/\1/p' tests/inspector_support.py)
   for version in $versions; do
     grep -qs "\"version\": \"$version\"" \
-      ".cache/mcp-inspector/$version/node_modules/@modelcontextprotocol/inspector/package.json" && continue
+      "$TOOL_CACHE/mcp-inspector/$version/node_modules/@modelcontextprotocol/inspector/package.json" && continue
     command -v npm >/dev/null 2>&1 || {
       say "npm is missing: installing Debian's npm for the MCP Inspector tests"
       (as_root apt-get update -q && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q npm) \
         >/dev/null 2>&1 || { say "could not install npm; the MCP Inspector tests will fail"; return 0; }
     }
-    mkdir -p ".cache/mcp-inspector/$version"
-    npm install --prefix ".cache/mcp-inspector/$version" --no-audit --no-fund --silent \
+    mkdir -p "$TOOL_CACHE/mcp-inspector/$version"
+    npm install --prefix "$TOOL_CACHE/mcp-inspector/$version" --no-audit --no-fund --silent \
       "@modelcontextprotocol/inspector@$version" >/dev/null 2>&1 \
       || say "could not install the MCP Inspector $version; its test will fail"
   done
 }
+
+# Tools the suite needs that are not Python packages live outside the checkout, made once per
+# machine: a fresh clone does not download them again.
+TOOL_CACHE=${CITELEDGER_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/citeledger}
+export CITELEDGER_TOOL_CACHE=$TOOL_CACHE
+mkdir -p "$TOOL_CACHE"
 
 ensure_postgres
 ensure_redis
 ensure_chromium
 ensure_inspector
 
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
-fi
-.venv/bin/pip install -q -e '.[dev]'
+# The environment is made and filled by uv (a pinned major, in its own small venv under the tool
+# cache, made once per machine): pip spent ~95 s of CPU resolving and unpacking the dev extras on
+# every fresh clone, uv ~5 s from its cache. The project still installs with plain pip (README).
+ensure_uv() {
+  UV=$TOOL_CACHE/uv/bin/uv
+  "$UV" --version >/dev/null 2>&1 && return 0
+  say "installing uv (the package installer) into $TOOL_CACHE/uv"
+  rm -rf "$TOOL_CACHE/uv"
+  python3 -m venv "$TOOL_CACHE/uv" && "$TOOL_CACHE/uv/bin/pip" install -q 'uv>=0.9,<1'
+}
+ensure_uv
+[ -x .venv/bin/python ] || "$UV" venv -q --python python3 .venv
+"$UV" pip install -q --python .venv/bin/python -e '.[dev]'
 # PYTHONDONTWRITEBYTECODE=1 (set on this machine kind) would make every server and CLI subprocess
 # of the suite compile the project's modules again (~20% of a server's start-up CPU): compile
 # them once, into the gitignored __pycache__/ folders.

@@ -1,5 +1,5 @@
 """The real MCP Inspector CLI (npm `@modelcontextprotocol/inspector`), each pinned version
-installed once into `.cache/mcp-inspector/<version>` (scripts/test.sh installs them up front; a
+installed once per machine into `~/.cache/citeledger/mcp-inspector/<version>` (scripts/test.sh installs them up front; a
 test installs one when missing). 2.x speaks Streamable HTTP with headers; 0.15, the first line
 whose CLI checked `structuredContent` against the output schema, only stdio to a bearer-token
 server (it has no `--header`)."""
@@ -19,7 +19,12 @@ from tests.server_process import ROOT
 CURRENT = "2.12.0"  # its exit codes and checks are what the tests assert
 FIRST_CHECKING = "0.15.0"
 INSPECTOR_VERSIONS = (CURRENT, FIRST_CHECKING)
-CACHE = ROOT / ".cache" / "mcp-inspector"
+# Outside the checkout, so a fresh clone reuses them (scripts/test.sh sets the same folder).
+CACHE = (
+    Path(os.environ["CITELEDGER_TOOL_CACHE"])
+    if os.environ.get("CITELEDGER_TOOL_CACHE")
+    else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "citeledger"
+) / "mcp-inspector"
 _LAUNCHER = {CURRENT: "inspector", FIRST_CHECKING: "mcp-inspector"}
 
 
