@@ -95,6 +95,20 @@ class PreparedDraft:
     draft: EventDraft
     payload_json: bytes
 
+    @property
+    def size_bound(self) -> int:
+        """An upper bound of the signed entry's size (`envelope_bytes` of this draft)."""
+        draft = self.draft
+        return envelope_bytes(
+            len(self.payload_json),
+            event_id=draft.event_id,
+            event_type=draft.type,
+            tenant_id=draft.tenant_id,
+            actor=draft.actor,
+            run_id=draft.run_id,
+            trace_id=draft.trace_id,
+        )
+
 
 # Token entries too: only the token commands write them (`api.token_admin`), never a use case.
 _SYSTEM_ONLY = frozenset({"SigningKeyRotated", "IntegrityRepaired", "TokenIssued", "TokenRevoked"})
@@ -120,18 +134,9 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     payload_json = canonical_json(payload, checked=False)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
-    check_size(
-        envelope_bytes(
-            len(payload_json),
-            event_id=draft.event_id,
-            event_type=draft.type,
-            tenant_id=draft.tenant_id,
-            actor=draft.actor,
-            run_id=draft.run_id,
-            trace_id=draft.trace_id,
-        )
-    )
-    return PreparedDraft(draft=draft, payload_json=payload_json)
+    prepared = PreparedDraft(draft=draft, payload_json=payload_json)
+    check_size(prepared.size_bound)
+    return prepared
 
 
 def sign_entry(
