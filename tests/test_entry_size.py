@@ -330,7 +330,7 @@ def test_the_prepared_bound_is_never_below_the_signed_size(ledger: Ledger) -> No
     from tests.factories import retrieval_draft
 
     for draft in (retrieval_draft(ledger), retrieval_draft(ledger, "q" * 5000, run_id="r" * 128)):
-        bound = prepare(draft).size_bound
+        bound = draft.size_bound(len(prepare(draft).payload_json))
         [event] = ledger.append_batch([draft], tenant_id="acme")
         assert len(event.entry) <= bound <= len(event.entry) + 32
 

@@ -63,6 +63,18 @@ class EventDraft:
     # 128 random bits as uuid4().hex spells them, without building a UUID (a hot path).
     event_id: str = field(default_factory=lambda: os.urandom(16).hex())
 
+    def size_bound(self, payload_bytes: int) -> int:
+        """An upper bound of the signed entry's size with a payload of `payload_bytes`."""
+        return envelope_bytes(
+            payload_bytes,
+            event_id=self.event_id,
+            event_type=self.type,
+            tenant_id=self.tenant_id,
+            actor=self.actor,
+            run_id=self.run_id,
+            trace_id=self.trace_id,
+        )
+
     @classmethod
     def of(
         cls,
@@ -95,20 +107,6 @@ class PreparedDraft:
     draft: EventDraft
     payload_json: bytes
 
-    @property
-    def size_bound(self) -> int:
-        """An upper bound of the signed entry's size (`envelope_bytes` of this draft)."""
-        draft = self.draft
-        return envelope_bytes(
-            len(self.payload_json),
-            event_id=draft.event_id,
-            event_type=draft.type,
-            tenant_id=draft.tenant_id,
-            actor=draft.actor,
-            run_id=draft.run_id,
-            trace_id=draft.trace_id,
-        )
-
 
 # Token entries too: only the token commands write them (`api.token_admin`), never a use case.
 _SYSTEM_ONLY = frozenset({"SigningKeyRotated", "IntegrityRepaired", "TokenIssued", "TokenRevoked"})
@@ -134,9 +132,8 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     payload_json = canonical_json(payload, checked=False)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
-    prepared = PreparedDraft(draft=draft, payload_json=payload_json)
-    check_size(prepared.size_bound)
-    return prepared
+    check_size(draft.size_bound(len(payload_json)))
+    return PreparedDraft(draft=draft, payload_json=payload_json)
 
 
 def sign_entry(
