@@ -87,12 +87,9 @@ class TokenRecord:
             "secret_sha256": self.secret_sha256,
             "created_at": self.created_at,
         }
-        if self.expires_at is not None:
-            value["expires_at"] = self.expires_at
-        if self.revoked_at is not None:
-            value["revoked_at"] = self.revoked_at
-        if self.revocation_position is not None:
-            value["revocation_position"] = self.revocation_position
+        for name in ("expires_at", "revoked_at", "revocation_position"):  # absent while unset
+            if getattr(self, name) is not None:
+                value[name] = getattr(self, name)
         return value
 
     def status(self, now: float | None = None) -> str:

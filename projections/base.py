@@ -9,7 +9,7 @@ then rolls the batch back and stops that projection at that position.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -31,16 +31,25 @@ class UnappliableEvent(RuntimeError):
 
 
 @dataclass(frozen=True)
-class DigestColumn:
-    """A column in the digest; `as_of` says how to read it as of log position p.
+class Column:
+    """A read-model column, declared once: its SQL type, and how the state digest reads it.
 
     `as_of`: None (immutable), "position" (value only if its position column <= p),
     or "exclude" (left out of as-of digests: ciphertext that a later scrub nulls).
+    `digest=False`: not in the digest at all (current-state models leave their key out).
+    `inserted=False`: filled in later by an UPDATE, not by the batch insert.
     """
 
     name: str
+    sql_type: str
     as_of: str | None = None
     position_column: str | None = None
+    digest: bool = True
+    inserted: bool = True
+
+
+# The digest reads immutable columns first, then the excluded ones, then those read as of a position.
+_DIGEST_ORDER = {None: 0, "exclude": 1, "position": 2}
 
 
 @dataclass(frozen=True)
@@ -67,8 +76,64 @@ class IndexSpec:
 class TableSpec:
     name: str
     key: tuple[str, ...]
-    columns: tuple[DigestColumn, ...]
+    columns: tuple[Column, ...]  # in table order
     position_column: str  # rows with this column <= p exist as of p
+
+    @property
+    def digest_columns(self) -> tuple[Column, ...]:
+        """The digested columns, in digest order (stable within each kind)."""
+        digested = [c for c in self.columns if c.digest]
+        return tuple(sorted(digested, key=lambda c: _DIGEST_ORDER[c.as_of]))
+
+    @property
+    def insert_columns(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.inserted)
+
+    def index(self, suffix: str, columns: str, *, unique: bool = False, deferrable: bool = True) -> IndexSpec:
+        """An index on this table, named after it."""
+        return IndexSpec(f"{self.name}_{suffix}", self.name, columns, unique, deferrable)
+
+    def create(self, store: Store) -> str:
+        columns = ", ".join(f"{c.name} {c.sql_type}" for c in self.columns)
+        return (
+            f"CREATE TABLE IF NOT EXISTS {store.table(self.name)} "
+            f"({columns}, PRIMARY KEY ({', '.join(self.key)}))"
+        )
+
+
+def declare_table(
+    name: str,
+    columns: str,
+    *,
+    key: tuple[str, ...],
+    position_column: str,
+    excluded: tuple[str, ...] = (),
+    later: Mapping[str, str] | None = None,
+    undigested: tuple[str, ...] = (),
+    uninserted: tuple[str, ...] = (),
+) -> TableSpec:
+    """A table from its columns as SQL (`"name TYPE [NOT NULL], ..."`, in table order) and what
+    the digest and the batch insert make of some of them: `excluded` from as-of digests; `later`
+    (column -> its position column) filled in by an UPDATE and read as of that position;
+    `undigested` left out of the digest; `uninserted` filled in by an UPDATE, digested as is."""
+    later = dict(later or {})
+    declared = []
+    for part in columns.split(","):
+        column, _, sql_type = part.strip().partition(" ")
+        declared.append(
+            Column(
+                column,
+                sql_type,
+                as_of="position" if column in later else "exclude" if column in excluded else None,
+                position_column=later.get(column),
+                digest=column not in undigested,
+                inserted=column not in later and column not in uninserted,
+            )
+        )
+    unknown = {*key, *excluded, *later, *undigested, *uninserted} - {c.name for c in declared}
+    if unknown:
+        raise ValueError(f"{name}: no column {sorted(unknown)}")
+    return TableSpec(name, key, tuple(declared), position_column)
 
 
 def json_text(value: Any) -> str | None:
@@ -88,9 +153,9 @@ class Projection(ABC):
     # False for current-state models (rows updated in place): no as-of digest exists for them.
     as_of_digest: ClassVar[bool] = True
 
-    @abstractmethod
     def table_ddl(self, store: Store) -> list[str]:
-        """CREATE TABLE IF NOT EXISTS statements."""
+        """CREATE TABLE IF NOT EXISTS statements, from the tables' column declarations."""
+        return [spec.create(store) for spec in self.tables]
 
     def ddl(self, store: Store) -> list[str]:
         return [*self.table_ddl(store), *(index.create(store) for index in self.indexes)]

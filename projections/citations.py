@@ -12,31 +12,25 @@ from typing import Any, ClassVar
 
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store, in_batches
-from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
 from projections.rows import insert_rows
 
 CITATIONS_TABLE = "citeledger_rm_citations"
 
-_INSERT_COLUMNS = (
-    "tenant_id",
-    "citation_id",
-    "receipt_id",
-    "position",
-    "document_id",
-    "version_id",
-    "chunk_id",
-    "path",
-    "start_line",
-    "end_line",
-    "locator",
-    "score",
-    "sensitivity",
-    "expires_at",
-    "snapshot_key_ref",
-    "snapshot_commitment",
-    "snapshot",
+TABLE = declare_table(
+    CITATIONS_TABLE,
+    "tenant_id TEXT NOT NULL, citation_id TEXT NOT NULL, receipt_id TEXT NOT NULL, "
+    "position BIGINT NOT NULL, document_id TEXT NOT NULL, version_id TEXT, chunk_id TEXT NOT NULL, "
+    "path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
+    "locator TEXT NOT NULL, score TEXT NOT NULL, sensitivity TEXT NOT NULL, expires_at TEXT, "
+    "snapshot_key_ref TEXT NOT NULL, snapshot_commitment TEXT NOT NULL, snapshot TEXT, "
+    "scrubbed_position BIGINT, scrub_reason TEXT",
+    key=("tenant_id", "citation_id"),
+    position_column="position",
+    excluded=("snapshot",),
+    later={"scrubbed_position": "scrubbed_position", "scrub_reason": "scrubbed_position"},
 )
-_SCRUB_COLUMNS = ("scrubbed_position", "scrub_reason")
+_INSERT_COLUMNS = TABLE.insert_columns
 
 
 def scrub_rows(
@@ -65,42 +59,15 @@ def scrub_rows(
 class CitationsProjection(Projection):
     name: ClassVar[str] = "citations"
     version: ClassVar[int] = 1
-    tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=CITATIONS_TABLE,
-            key=("tenant_id", "citation_id"),
-            columns=(
-                *(DigestColumn(c) for c in _INSERT_COLUMNS if c != "snapshot"),
-                DigestColumn("snapshot", as_of="exclude"),
-                *(
-                    DigestColumn(c, as_of="position", position_column="scrubbed_position")
-                    for c in _SCRUB_COLUMNS
-                ),
-            ),
-            position_column="position",
-        ),
-    )
+    tables: ClassVar[tuple[TableSpec, ...]] = (TABLE,)
 
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
-        IndexSpec(f"{CITATIONS_TABLE}_receipt", CITATIONS_TABLE, "tenant_id, receipt_id"),
-        IndexSpec(f"{CITATIONS_TABLE}_position", CITATIONS_TABLE, "tenant_id, position"),
+        TABLE.index("receipt", "tenant_id, receipt_id"),
+        TABLE.index("position", "tenant_id, position"),
         # Used by scrubs while applying: never dropped.
-        IndexSpec(f"{CITATIONS_TABLE}_document", CITATIONS_TABLE, "tenant_id, document_id", deferrable=False),
-        IndexSpec(
-            f"{CITATIONS_TABLE}_key_ref", CITATIONS_TABLE, "tenant_id, snapshot_key_ref", deferrable=False
-        ),
+        TABLE.index("document", "tenant_id, document_id", deferrable=False),
+        TABLE.index("key_ref", "tenant_id, snapshot_key_ref", deferrable=False),
     )
-
-    def table_ddl(self, store: Store) -> list[str]:
-        return [
-            f"CREATE TABLE IF NOT EXISTS {store.table(CITATIONS_TABLE)} ("
-            "tenant_id TEXT NOT NULL, citation_id TEXT NOT NULL, receipt_id TEXT NOT NULL, "
-            "position BIGINT NOT NULL, document_id TEXT NOT NULL, version_id TEXT, chunk_id TEXT NOT NULL, "
-            "path TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
-            "locator TEXT NOT NULL, score TEXT NOT NULL, sensitivity TEXT NOT NULL, expires_at TEXT, "
-            "snapshot_key_ref TEXT NOT NULL, snapshot_commitment TEXT NOT NULL, snapshot TEXT, "
-            "scrubbed_position BIGINT, scrub_reason TEXT, PRIMARY KEY (tenant_id, citation_id))",
-        ]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         pending: list[tuple[Any, ...]] = []

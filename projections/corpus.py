@@ -19,85 +19,50 @@ from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import DOCUMENT_CHUNK_TYPES
 from ledger.storage.store import Store
 from ledger.usecases.ports import ChunkState
-from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
 from projections.citations import scrub_rows
 from projections.rows import from_row, insert_rows
 
 CORPUS_TABLE = "citeledger_rm_corpus"
 
-_INSERT_COLUMNS = (
-    "tenant_id",
-    "live_from_position",
-    "ordinal",
-    "document_id",
-    "version_id",
-    "version",
-    "chunk_id",
-    "source",
-    "path",
-    "sensitivity",
-    "content_sha256",
-    "start_line",
-    "end_line",
-    "heading_path",
-    "text_key_ref",
-    "text_commitment",
-    "text",
-    "retention_days",
+TABLE = declare_table(
+    CORPUS_TABLE,
+    "tenant_id TEXT NOT NULL, live_from_position BIGINT NOT NULL, ordinal INTEGER NOT NULL, "
+    "document_id TEXT NOT NULL, version_id TEXT NOT NULL, version BIGINT NOT NULL, "
+    "chunk_id TEXT NOT NULL, source TEXT NOT NULL, path TEXT NOT NULL, sensitivity TEXT NOT NULL, "
+    "content_sha256 TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
+    "heading_path TEXT, text_key_ref TEXT NOT NULL, text_commitment TEXT NOT NULL, text TEXT, "
+    "live_to_position BIGINT, removed_reason TEXT, scrubbed_position BIGINT, scrub_reason TEXT, "
+    "retention_days INTEGER",
+    key=("tenant_id", "live_from_position", "ordinal"),
+    position_column="live_from_position",
+    excluded=("heading_path", "text"),
+    later={
+        "live_to_position": "live_to_position",
+        "removed_reason": "live_to_position",
+        "scrubbed_position": "scrubbed_position",
+        "scrub_reason": "scrubbed_position",
+    },
 )
+_INSERT_COLUMNS = TABLE.insert_columns
 
 
 class CorpusProjection(Projection):
     name: ClassVar[str] = "corpus"
     version: ClassVar[int] = 2
-    tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=CORPUS_TABLE,
-            key=("tenant_id", "live_from_position", "ordinal"),
-            columns=(
-                *(DigestColumn(c) for c in _INSERT_COLUMNS if c not in ("text", "heading_path")),
-                DigestColumn("heading_path", as_of="exclude"),
-                DigestColumn("text", as_of="exclude"),
-                DigestColumn("live_to_position", as_of="position", position_column="live_to_position"),
-                DigestColumn("removed_reason", as_of="position", position_column="live_to_position"),
-                DigestColumn("scrubbed_position", as_of="position", position_column="scrubbed_position"),
-                DigestColumn("scrub_reason", as_of="position", position_column="scrubbed_position"),
-            ),
-            position_column="live_from_position",
-        ),
-    )
+    tables: ClassVar[tuple[TableSpec, ...]] = (TABLE,)
 
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
         # Open versions of a document (closed by the next version) and scrubs: used while applying.
-        IndexSpec(
-            f"{CORPUS_TABLE}_document",
-            CORPUS_TABLE,
-            "tenant_id, document_id, live_to_position",
-            deferrable=False,
-        ),
-        IndexSpec(f"{CORPUS_TABLE}_key_ref", CORPUS_TABLE, "tenant_id, text_key_ref", deferrable=False),
+        TABLE.index("document", "tenant_id, document_id, live_to_position", deferrable=False),
+        TABLE.index("key_ref", "tenant_id, text_key_ref", deferrable=False),
         # The write path's chunk lookup (a citation names document and chunk).
-        IndexSpec(
-            f"{CORPUS_TABLE}_chunk", CORPUS_TABLE, "tenant_id, document_id, chunk_id", deferrable=False
-        ),
+        TABLE.index("chunk", "tenant_id, document_id, chunk_id", deferrable=False),
         # A source's documents: a sync's own files, target_roots naming a source.
-        IndexSpec(f"{CORPUS_TABLE}_source", CORPUS_TABLE, "tenant_id, source, document_id"),
+        TABLE.index("source", "tenant_id, source, document_id"),
         # as_of(p): rows with live_from <= p (primary key prefix) and live_to NULL or > p.
-        IndexSpec(f"{CORPUS_TABLE}_live_to", CORPUS_TABLE, "tenant_id, live_to_position, live_from_position"),
+        TABLE.index("live_to", "tenant_id, live_to_position, live_from_position"),
     )
-
-    def table_ddl(self, store: Store) -> list[str]:
-        return [
-            f"CREATE TABLE IF NOT EXISTS {store.table(CORPUS_TABLE)} ("
-            "tenant_id TEXT NOT NULL, live_from_position BIGINT NOT NULL, ordinal INTEGER NOT NULL, "
-            "document_id TEXT NOT NULL, version_id TEXT NOT NULL, version BIGINT NOT NULL, "
-            "chunk_id TEXT NOT NULL, source TEXT NOT NULL, path TEXT NOT NULL, sensitivity TEXT NOT NULL, "
-            "content_sha256 TEXT NOT NULL, start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, "
-            "heading_path TEXT, text_key_ref TEXT NOT NULL, text_commitment TEXT NOT NULL, text TEXT, "
-            "live_to_position BIGINT, removed_reason TEXT, scrubbed_position BIGINT, scrub_reason TEXT, "
-            "retention_days INTEGER, "
-            "PRIMARY KEY (tenant_id, live_from_position, ordinal))",
-        ]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         table = store.table(CORPUS_TABLE)

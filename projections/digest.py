@@ -21,7 +21,7 @@ _PAGE = 5_000
 
 
 def _select(spec: TableSpec, store: Store, as_of: int | None, after: tuple[Any, ...] | None) -> str:
-    columns = [*spec.key, *(c.name for c in spec.columns if c.name not in spec.key)]
+    columns = [*spec.key, *(c.name for c in spec.digest_columns if c.name not in spec.key)]
     conditions = []
     if as_of is not None:
         conditions.append(f"{spec.position_column} <= ?")
@@ -53,7 +53,7 @@ def _rows(spec: TableSpec, store: Store, as_of: int | None) -> Iterator[Any]:
 
 def _encode(spec: TableSpec, row: Any, as_of: int | None) -> bytes:
     values: list[Any] = []
-    for column in spec.columns:
+    for column in spec.digest_columns:
         value = row[column.name]
         if as_of is not None and column.as_of == "exclude":
             continue

@@ -7,22 +7,20 @@ from typing import Any, ClassVar
 
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store
-from projections.base import DigestColumn, IndexSpec, Projection, TableSpec
+from projections.base import IndexSpec, Projection, TableSpec, declare_table
 from projections.rows import insert_rows
 
 HISTORY_TABLE = "citeledger_rm_history"
 
-_COLUMNS = (
-    "position",
-    "tenant_id",
-    "type",
-    "actor",
-    "run_id",
-    "trace_id",
-    "receipt_id",
-    "event_id",
-    "recorded_at",
+TABLE = declare_table(
+    HISTORY_TABLE,
+    "position BIGINT, tenant_id TEXT NOT NULL, type TEXT NOT NULL, "
+    "actor TEXT NOT NULL, run_id TEXT, trace_id TEXT, receipt_id TEXT, "
+    "event_id TEXT NOT NULL, recorded_at TEXT NOT NULL",
+    key=("position",),
+    position_column="position",
 )
+_COLUMNS = TABLE.insert_columns
 
 
 def receipt_id_of(envelope: dict[str, Any]) -> str | None:
@@ -50,31 +48,16 @@ def trace_id_of(envelope: dict[str, Any]) -> str | None:
 class HistoryProjection(Projection):
     name: ClassVar[str] = "history"
     version: ClassVar[int] = 1
-    tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=HISTORY_TABLE,
-            key=("position",),
-            columns=tuple(DigestColumn(c) for c in _COLUMNS),
-            position_column="position",
-        ),
-    )
+    tables: ClassVar[tuple[TableSpec, ...]] = (TABLE,)
 
     # Every filter is tenant-scoped and pages by position, so each index ends in position.
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
         *(
-            IndexSpec(f"{HISTORY_TABLE}_{column}", HISTORY_TABLE, f"tenant_id, {column}, position")
+            TABLE.index(column, f"tenant_id, {column}, position")
             for column in ("type", "actor", "run_id", "trace_id", "receipt_id", "recorded_at")
         ),
-        IndexSpec(f"{HISTORY_TABLE}_tenant", HISTORY_TABLE, "tenant_id, position"),
+        TABLE.index("tenant", "tenant_id, position"),
     )
-
-    def table_ddl(self, store: Store) -> list[str]:
-        return [
-            f"CREATE TABLE IF NOT EXISTS {store.table(HISTORY_TABLE)} ("
-            "position BIGINT PRIMARY KEY, tenant_id TEXT NOT NULL, type TEXT NOT NULL, "
-            "actor TEXT NOT NULL, run_id TEXT, trace_id TEXT, receipt_id TEXT, "
-            "event_id TEXT NOT NULL, recorded_at TEXT NOT NULL)"
-        ]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         rows = []

@@ -16,69 +16,38 @@ import orjson
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store
 from ledger.tlog.canonical import canonical_json
-from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, json_text, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
 from projections.history import trace_id_of
 from projections.rows import insert_rows
 
 RECEIPTS_TABLE = "citeledger_rm_receipts"
 
-_COLUMNS = (
-    "tenant_id",
-    "receipt_id",
-    "position",
-    "event_id",
-    "recorded_at",
-    "actor",
-    "run_id",
-    "trace_id",
-    "engine",
-    "mode",
-    "status",
-    "parent_receipt_id",
-    "subject_id",
-    "context_hash",
-    "policy_snapshot",
-    "policy_bundle_hash",
-    "citation_count",
-    "body",
-    "kid",
-    "signature",
+TABLE = declare_table(
+    RECEIPTS_TABLE,
+    "tenant_id TEXT NOT NULL, receipt_id TEXT NOT NULL, position BIGINT NOT NULL, "
+    "event_id TEXT NOT NULL, recorded_at TEXT NOT NULL, actor TEXT NOT NULL, run_id TEXT, "
+    "trace_id TEXT, engine TEXT NOT NULL, mode TEXT NOT NULL, status TEXT NOT NULL, "
+    "parent_receipt_id TEXT, subject_id TEXT, context_hash TEXT NOT NULL, "
+    "policy_snapshot TEXT, policy_bundle_hash TEXT, citation_count INTEGER NOT NULL, "
+    "body TEXT NOT NULL, kid TEXT NOT NULL, signature TEXT NOT NULL",
+    key=("tenant_id", "receipt_id"),
+    position_column="position",
 )
+_COLUMNS = TABLE.insert_columns
 
 
 class ReceiptsProjection(Projection):
     name: ClassVar[str] = "receipts"
     version: ClassVar[int] = 1
-    tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=RECEIPTS_TABLE,
-            key=("tenant_id", "receipt_id"),
-            columns=tuple(DigestColumn(c) for c in _COLUMNS),
-            position_column="position",
-        ),
-    )
+    tables: ClassVar[tuple[TableSpec, ...]] = (TABLE,)
 
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
-        IndexSpec(f"{RECEIPTS_TABLE}_position", RECEIPTS_TABLE, "tenant_id, position"),
+        TABLE.index("position", "tenant_id, position"),
         # With the position, a receipt's replays are one index range already in log order
         # (without it SQLite ordered by the position index: a scan of the tenant's receipts).
-        IndexSpec(
-            f"{RECEIPTS_TABLE}_parent_position", RECEIPTS_TABLE, "tenant_id, parent_receipt_id, position"
-        ),
-        IndexSpec(f"{RECEIPTS_TABLE}_trace", RECEIPTS_TABLE, "tenant_id, trace_id, position"),
+        TABLE.index("parent_position", "tenant_id, parent_receipt_id, position"),
+        TABLE.index("trace", "tenant_id, trace_id, position"),
     )
-
-    def table_ddl(self, store: Store) -> list[str]:
-        return [
-            f"CREATE TABLE IF NOT EXISTS {store.table(RECEIPTS_TABLE)} ("
-            "tenant_id TEXT NOT NULL, receipt_id TEXT NOT NULL, position BIGINT NOT NULL, "
-            "event_id TEXT NOT NULL, recorded_at TEXT NOT NULL, actor TEXT NOT NULL, run_id TEXT, "
-            "trace_id TEXT, engine TEXT NOT NULL, mode TEXT NOT NULL, status TEXT NOT NULL, "
-            "parent_receipt_id TEXT, subject_id TEXT, context_hash TEXT NOT NULL, "
-            "policy_snapshot TEXT, policy_bundle_hash TEXT, citation_count INTEGER NOT NULL, "
-            "body TEXT NOT NULL, kid TEXT NOT NULL, signature TEXT NOT NULL, "
-            "PRIMARY KEY (tenant_id, receipt_id))",
-        ]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         rows: list[tuple[Any, ...]] = []

@@ -37,7 +37,7 @@ from ledger.storage import adapters
 from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
-from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, declare_table, payload_field
 from projections.rows import insert_rows
 
 log = logging.getLogger("citeledger.search_index")
@@ -51,18 +51,17 @@ FLUSH_ROWS = 64
 BODY_DTYPE = np.dtype([("h", "<u8"), ("tf", "<u4")])
 FIELDS_DTYPE = np.dtype([("h", "<u8"), ("f", "u1")])
 
-_INSERT_COLUMNS = (
-    "tenant_id",
-    "live_from_position",
-    "ordinal",
-    "document_id",
-    "text_key_ref",
-    "path",
-    "sensitivity",
-    "length",
-    "terms",
-    "fields",
+CHUNKS = declare_table(
+    SEARCH_CHUNKS_TABLE,
+    "tenant_id TEXT NOT NULL, live_from_position BIGINT NOT NULL, ordinal INTEGER NOT NULL, "
+    "document_id TEXT NOT NULL, text_key_ref TEXT NOT NULL, path TEXT NOT NULL, "
+    "sensitivity TEXT NOT NULL, length INTEGER NOT NULL, terms TEXT NOT NULL, "
+    "fields TEXT NOT NULL, live_to_position BIGINT",
+    key=("tenant_id", "live_from_position", "ordinal"),
+    position_column="live_from_position",
+    uninserted=("live_to_position",),
 )
+_INSERT_COLUMNS = CHUNKS.insert_columns
 
 
 def _pack(array: npt.NDArray[Any]) -> str:
@@ -94,31 +93,19 @@ class SearchIndexProjection(Projection):
     # Rows of erased documents are deleted, so an as-of digest of the past is not reproducible.
     as_of_digest: ClassVar[bool] = False
     tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=SEARCH_CHUNKS_TABLE,
-            key=("tenant_id", "live_from_position", "ordinal"),
-            columns=(*(DigestColumn(c) for c in _INSERT_COLUMNS), DigestColumn("live_to_position")),
-            position_column="live_from_position",
-        ),
-        TableSpec(
-            name=SEARCH_ERASURES_TABLE,
+        CHUNKS,
+        declare_table(
+            SEARCH_ERASURES_TABLE,
+            "tenant_id TEXT NOT NULL, position BIGINT NOT NULL",
             key=("tenant_id", "position"),
-            columns=(DigestColumn("tenant_id"), DigestColumn("position")),
             position_column="position",
         ),
     )
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
-        IndexSpec(
-            f"{SEARCH_CHUNKS_TABLE}_document",
-            SEARCH_CHUNKS_TABLE,
-            "tenant_id, document_id, live_to_position",
-            deferrable=False,
-        ),
-        IndexSpec(
-            f"{SEARCH_CHUNKS_TABLE}_key_ref", SEARCH_CHUNKS_TABLE, "tenant_id, text_key_ref", deferrable=False
-        ),
+        CHUNKS.index("document", "tenant_id, document_id, live_to_position", deferrable=False),
+        CHUNKS.index("key_ref", "tenant_id, text_key_ref", deferrable=False),
         # Catching a loaded copy up: versions closed after its position.
-        IndexSpec(f"{SEARCH_CHUNKS_TABLE}_live_to", SEARCH_CHUNKS_TABLE, "tenant_id, live_to_position"),
+        CHUNKS.index("live_to", "tenant_id, live_to_position"),
     )
 
     def __init__(self) -> None:
@@ -137,16 +124,7 @@ class SearchIndexProjection(Projection):
 
     def table_ddl(self, store: Store) -> list[str]:
         self.keys(store)  # opens the data-key table now, never inside an apply's transaction
-        return [
-            f"CREATE TABLE IF NOT EXISTS {store.table(SEARCH_CHUNKS_TABLE)} ("
-            "tenant_id TEXT NOT NULL, live_from_position BIGINT NOT NULL, ordinal INTEGER NOT NULL, "
-            "document_id TEXT NOT NULL, text_key_ref TEXT NOT NULL, path TEXT NOT NULL, "
-            "sensitivity TEXT NOT NULL, length INTEGER NOT NULL, terms TEXT NOT NULL, "
-            "fields TEXT NOT NULL, live_to_position BIGINT, "
-            "PRIMARY KEY (tenant_id, live_from_position, ordinal))",
-            f"CREATE TABLE IF NOT EXISTS {store.table(SEARCH_ERASURES_TABLE)} ("
-            "tenant_id TEXT NOT NULL, position BIGINT NOT NULL, PRIMARY KEY (tenant_id, position))",
-        ]
+        return super().table_ddl(store)
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         pending: list[tuple[Any, ...]] = []

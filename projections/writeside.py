@@ -12,25 +12,33 @@ from typing import Any, ClassVar
 
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store
-from projections.base import DigestColumn, IndexSpec, Projection, TableSpec, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, declare_table, payload_field
 
 DOCUMENTS_TABLE = "citeledger_rm_documents"
 POLICIES_TABLE = "citeledger_rm_policies"
 HOLDS_TABLE = "citeledger_rm_legal_holds"
 
-_DOCUMENT_COLUMNS = (
-    "tenant_id",
-    "document_id",
-    "version",
-    "version_id",
-    "content_sha256",
-    "path",
-    "sensitivity",
-    "position",
-    "removed",
-    "retention_days",
-    "subject_id",
+DOCUMENTS = declare_table(
+    DOCUMENTS_TABLE,
+    "tenant_id TEXT NOT NULL, document_id TEXT NOT NULL, version BIGINT NOT NULL, "
+    "version_id TEXT NOT NULL, content_sha256 TEXT NOT NULL, path TEXT NOT NULL, "
+    "sensitivity TEXT NOT NULL, position BIGINT NOT NULL, removed INTEGER NOT NULL, "
+    "retention_days INTEGER, subject_id TEXT",
+    key=("tenant_id", "document_id"),
+    position_column="position",
+    undigested=("tenant_id", "document_id"),  # current state: the digest reads the key apart
 )
+# One row per (hold, target); target_kind is 'document' or 'subject'.
+HOLDS = declare_table(
+    HOLDS_TABLE,
+    "tenant_id TEXT NOT NULL, hold_id TEXT NOT NULL, target_kind TEXT NOT NULL, "
+    "target_id TEXT NOT NULL, position BIGINT NOT NULL, released_position BIGINT",
+    key=("tenant_id", "hold_id", "target_kind", "target_id"),
+    position_column="position",
+    undigested=("tenant_id", "hold_id", "target_kind", "target_id"),
+    later={"released_position": "released_position"},
+)
+_DOCUMENT_COLUMNS = DOCUMENTS.insert_columns
 
 
 class WriteSideProjection(Projection):
@@ -38,53 +46,21 @@ class WriteSideProjection(Projection):
     version: ClassVar[int] = 1
     as_of_digest: ClassVar[bool] = False  # current state, updated in place
     tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=DOCUMENTS_TABLE,
-            key=("tenant_id", "document_id"),
-            columns=tuple(DigestColumn(c) for c in _DOCUMENT_COLUMNS[2:]),
-            position_column="position",
-        ),
-        TableSpec(
-            name=POLICIES_TABLE,
+        DOCUMENTS,
+        declare_table(
+            POLICIES_TABLE,
+            "tenant_id TEXT, policy_version TEXT NOT NULL, bundle_sha256 TEXT NOT NULL, "
+            "bundle_yaml TEXT NOT NULL, position BIGINT NOT NULL",
             key=("tenant_id",),
-            columns=(
-                DigestColumn("policy_version"),
-                DigestColumn("bundle_sha256"),
-                DigestColumn("position"),
-            ),
             position_column="position",
+            undigested=("tenant_id", "bundle_yaml"),
         ),
-        TableSpec(
-            name=HOLDS_TABLE,
-            key=("tenant_id", "hold_id", "target_kind", "target_id"),
-            columns=(
-                DigestColumn("position"),
-                DigestColumn("released_position", as_of="position", position_column="released_position"),
-            ),
-            position_column="position",
-        ),
+        HOLDS,
     )
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
-        IndexSpec(f"{DOCUMENTS_TABLE}_subject", DOCUMENTS_TABLE, "tenant_id, subject_id"),
-        IndexSpec(f"{HOLDS_TABLE}_target", HOLDS_TABLE, "tenant_id, target_kind, target_id"),
+        DOCUMENTS.index("subject", "tenant_id, subject_id"),
+        HOLDS.index("target", "tenant_id, target_kind, target_id"),
     )
-
-    def table_ddl(self, store: Store) -> list[str]:
-        t = store.table
-        return [
-            f"CREATE TABLE IF NOT EXISTS {t(DOCUMENTS_TABLE)} (tenant_id TEXT NOT NULL, "
-            "document_id TEXT NOT NULL, version BIGINT NOT NULL, version_id TEXT NOT NULL, "
-            "content_sha256 TEXT NOT NULL, path TEXT NOT NULL, sensitivity TEXT NOT NULL, "
-            "position BIGINT NOT NULL, removed INTEGER NOT NULL, retention_days INTEGER, subject_id TEXT, "
-            "PRIMARY KEY (tenant_id, document_id))",
-            f"CREATE TABLE IF NOT EXISTS {t(POLICIES_TABLE)} (tenant_id TEXT PRIMARY KEY, "
-            "policy_version TEXT NOT NULL, bundle_sha256 TEXT NOT NULL, bundle_yaml TEXT NOT NULL, "
-            "position BIGINT NOT NULL)",
-            # One row per (hold, target); target_kind is 'document' or 'subject'.
-            f"CREATE TABLE IF NOT EXISTS {t(HOLDS_TABLE)} (tenant_id TEXT NOT NULL, hold_id TEXT NOT NULL, "
-            "target_kind TEXT NOT NULL, target_id TEXT NOT NULL, position BIGINT NOT NULL, "
-            "released_position BIGINT, PRIMARY KEY (tenant_id, hold_id, target_kind, target_id))",
-        ]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         for event in events:

@@ -27,19 +27,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.config import ApiConfig
-from api.metrics import Metrics
-from api.services import Services
+from _support import drop_schema, retrieval_body, scratch_config, services_with_document
+
 from client import Client
-from ledger.config import LedgerConfig
-from ledger.schemas.requests import DocumentIn, RetrievalIn
-from ledger.usecases.context import Caller
-from ledger.usecases.documents import ingest_document
+from ledger.schemas.requests import RetrievalIn
 from ledger.usecases.retrievals import BatchItem, record_retrievals
 from ledger.writing.application import Ledger
 from ledger.writing.idempotency import IdempotencyKey
 from tests.api_support import DOC
-from tests.conftest import PG_DSN, pg_connect
 from tests.factories import TENANT, retrieval_draft
 from tests.server_process import ServerProcess, free_port, server_env
 
@@ -53,37 +48,7 @@ FAST = {"drain_interval_s": None, "backoff_base_s": 0.01}
 
 
 def body(doc: dict[str, Any], n: int) -> dict[str, Any]:
-    return {
-        "query": f"bench query {n}",
-        "engine": "external:bench",
-        "task": {"task_id": f"b-{n}"},
-        "selected_entries": [
-            {
-                "document_id": doc["document_id"],
-                "chunk_id": doc["chunks"][0]["chunk_id"],
-                "score": "1.5",
-                "snippet": "Audit logs are kept for 180 days.",
-            }
-        ],
-    }
-
-
-def config_for(backend: str, root: Path) -> tuple[LedgerConfig, str | None]:
-    data_dir = root / uuid.uuid4().hex[:10]
-    if backend == "sqlite":
-        return LedgerConfig(data_dir=data_dir, run_checkpointer=False), None
-    schema = "bench_" + uuid.uuid4().hex[:12]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    return LedgerConfig(
-        data_dir=data_dir, database_url=f"{PG_DSN}?schema={schema}", run_checkpointer=False
-    ), schema
-
-
-def drop(schema: str | None) -> None:
-    if schema:
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return retrieval_body(doc, n, query="bench query", task="b", score="1.5")
 
 
 def rate(count: int, seconds: float) -> float:
@@ -91,7 +56,7 @@ def rate(count: int, seconds: float) -> float:
 
 
 def through_client(backend: str, root: Path) -> dict[str, float]:
-    config, schema = config_for(backend, root)
+    config, schema = scratch_config(backend, root)
     server = ServerProcess(
         config.data_dir, server_env(config, TOKEN), log_path=root / f"{backend}.log"
     ).start()
@@ -124,12 +89,12 @@ def through_client(backend: str, root: Path) -> dict[str, float]:
         drain = rate(SPOOL_EVENTS, report.seconds)
     finally:
         server.stop()
-        drop(schema)
+        drop_schema(schema)
     return {"single": single, "batched": batched, "spool_append": spooled, "drain": drain}
 
 
 def in_process(backend: str, root: Path) -> float:
-    config, schema = config_for(backend, root)
+    config, schema = scratch_config(backend, root)
     ledger = Ledger(config)
     try:
         drafts = [retrieval_draft(ledger, f"q{n}") for n in range(INPROCESS_EVENTS)]
@@ -139,19 +104,15 @@ def in_process(backend: str, root: Path) -> float:
         return rate(INPROCESS_EVENTS, time.perf_counter() - started)
     finally:
         ledger.close()
-        drop(schema)
+        drop_schema(schema)
 
 
 def use_case(backend: str, root: Path) -> float:
     """`record_retrievals` called in-process on the services a server runs (group committer,
     projections in the write transaction, idempotency records), 500 items per call."""
-    config, schema = config_for(backend, root)
-    services = Services(ApiConfig(ledger=config), Metrics())
+    config, schema = scratch_config(backend, root)
+    services, caller, document = services_with_document(config, TENANT, DOC)
     try:
-        caller = Caller(TENANT, "bench", frozenset({"retrieval.write", "ingest.write"}))
-        document = ingest_document(
-            services.context, services.claims, caller, DocumentIn(path="bench.md", text=DOC)
-        ).body
         started = time.perf_counter()
         for start in range(0, BATCHED_EVENTS, BATCH):
             items = []
@@ -164,7 +125,7 @@ def use_case(backend: str, root: Path) -> float:
         return rate(BATCHED_EVENTS, time.perf_counter() - started)
     finally:
         services.close()
-        drop(schema)
+        drop_schema(schema)
 
 
 def main() -> None:

@@ -36,6 +36,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# _support imports the product inside its functions: the code of `--repo` is what runs.
+from _support import drop_schema, retrieval_body, scratch_config, services_with_document
+
 HERE = Path(__file__).resolve()
 BATCH = 500
 
@@ -107,36 +110,12 @@ def _cpu_us(fn: Callable[[], Any], count: int) -> float:
     return (time.process_time() - started) * 1e6 / count
 
 
-def _config(backend: str, root: Path) -> tuple[Any, str | None]:
-    """A fresh SQLite directory or PostgreSQL schema. (Not bench_client's `config_for`: that
-    module puts this checkout first on sys.path, and the base side must import its own.)"""
-    from ledger.config import LedgerConfig
-    from tests.conftest import PG_DSN, pg_connect
-
-    data_dir = root / uuid.uuid4().hex[:10]
-    if backend == "sqlite":
-        return LedgerConfig(data_dir=data_dir, run_checkpointer=False), None
-    schema = "bench_floor_" + uuid.uuid4().hex[:12]
-    with pg_connect() as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    url = f"{PG_DSN}?schema={schema}"
-    return LedgerConfig(data_dir=data_dir, database_url=url, run_checkpointer=False), schema
-
-
-def _drop(schema: str | None) -> None:
-    if schema:
-        from tests.conftest import pg_connect
-
-        with pg_connect() as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
 def _bare_append(backend: str, root: Path, count: int) -> tuple[float, float]:
     """(µs CPU per event, events/s wall) of `Ledger.append_batch`, 500 per call."""
     from ledger.writing.application import Ledger
     from tests.factories import TENANT, retrieval_draft
 
-    config, schema = _config(backend, root)
+    config, schema = scratch_config(backend, root, "bench_floor_")
     ledger = Ledger(config)
     try:
         drafts = [retrieval_draft(ledger, f"how long are audit logs kept {n}") for n in range(count)]
@@ -148,10 +127,7 @@ def _bare_append(backend: str, root: Path, count: int) -> tuple[float, float]:
         return cpu * 1e6 / count, count / wall
     finally:
         ledger.close()
-        _drop(schema)
-
-
-_DOC = "# Retention\n\nAudit logs are kept for 180 days.\n\n## Backups\n\nBackups are kept for 35 days.\n"
+        drop_schema(schema)
 
 
 def _use_case(backend: str, root: Path, count: int) -> tuple[float, float, float]:
@@ -159,30 +135,19 @@ def _use_case(backend: str, root: Path, count: int) -> tuple[float, float, float
     `record_retrievals`, 500 items per call, on the services one server process runs; items
     are validated request bodies, as the route hands them over, built before the clock
     starts, one batch at a time (as a server holds one request's)."""
-    from bench_write_vs_base import _body  # the request body the HTTP comparison sends
-
-    from api.config import ApiConfig
-    from api.metrics import Metrics
-    from api.services import Services
-    from ledger.schemas.requests import DocumentIn, RetrievalIn
-    from ledger.usecases.context import Caller
-    from ledger.usecases.documents import ingest_document
+    from ledger.schemas.requests import RetrievalIn
     from ledger.usecases.retrievals import BatchItem, record_retrievals
     from ledger.writing.idempotency import IdempotencyKey
     from tests.factories import TENANT
 
-    config, schema = _config(backend, root)
-    services = Services(ApiConfig(ledger=config), Metrics())
+    config, schema = scratch_config(backend, root, "bench_floor_")
+    services, caller, doc = services_with_document(config, TENANT)
     try:
-        caller = Caller(TENANT, "bench", frozenset({"retrieval.write", "ingest.write"}))
-        doc = ingest_document(
-            services.context, services.claims, caller, DocumentIn(path="bench.md", text=_DOC)
-        ).body
 
         def batch(start: int) -> list[Any]:
             items = []
             for n in range(start, min(count, start + BATCH)):
-                body = RetrievalIn.model_validate(_body(doc, n))
+                body = RetrievalIn.model_validate(retrieval_body(doc, n))
                 items.append(BatchItem(IdempotencyKey(TENANT, uuid.uuid4().hex, uuid.uuid4().hex), body))
             return items
 
@@ -213,7 +178,7 @@ def _use_case(backend: str, root: Path, count: int) -> tuple[float, float, float
         return cpu_total * 1e6 / count, count / wall_total, sum(collecting) * 1e6 / count
     finally:
         services.close()
-        _drop(schema)
+        drop_schema(schema)
 
 
 def measure(backend: str, events: int, rounds: int) -> dict[str, float]:

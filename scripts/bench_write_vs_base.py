@@ -16,13 +16,13 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
+from _support import DOC
+from _support import retrieval_body as _body  # the request body bench_floor.py sends too
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-write-token-0123456789abcdef"
-DOC = "# Retention\n\nAudit logs are kept for 180 days.\n\n## Backups\n\nBackups are kept for 35 days.\n"
 
 
 def _port() -> int:
@@ -54,22 +54,6 @@ def _serve(venv: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
             pass
         time.sleep(0.1)
     raise RuntimeError(f"{venv} did not start")
-
-
-def _body(doc: dict[str, Any], n: int) -> dict[str, Any]:
-    return {
-        "query": f"how long are audit logs kept {n}",
-        "engine": "external:bench",
-        "task": {"task_id": f"t-{n}"},
-        "selected_entries": [
-            {
-                "document_id": doc["document_id"],
-                "chunk_id": doc["chunks"][0]["chunk_id"],
-                "score": "2.5",
-                "snippet": "Audit logs are kept for 180 days.",
-            }
-        ],
-    }
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +66,34 @@ def _verify(ledger_config: LedgerConfig) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@contextmanager
+def _served(ledger_config: LedgerConfig, tmp_path: Path) -> Iterator[tuple[ServerProcess, dict[str, Any]]]:
+    """A real server holding one document; stopped after the test, whose log is then verified
+    (when the test passed)."""
+    server = _server(ledger_config, tmp_path).start()
+    try:
+        yield server, _document(server.base_url)
+    finally:
+        server.stop()
+    _verify(ledger_config)
+
+
+def _writer(
+    url: str, spool_dir: Path, doc: dict[str, Any], name: str, threads: int, each: int
+) -> subprocess.Popen[str]:
+    """A `tests.client_writer` process: `threads` threads each recording `each` retrievals
+    citing `doc`, printing a line per acknowledged one."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.client_writer", url, TOKEN, str(spool_dir), doc["document_id"],
+         doc["chunks"][0]["chunk_id"], name, str(threads), str(each)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 def test_ledger_stopped_mid_stream_and_restarted(ledger_config: LedgerConfig, tmp_path: Path) -> None:
-    server = _server(ledger_config, tmp_path).start()
-    port = server.port
-    try:
-        doc = _document(server.base_url)
+    with _served(ledger_config, tmp_path) as (server, doc):
+        port = server.port
         acknowledged: list[tuple[str, Any]] = []
         settings = {**FAST, "max_attempts": 2, "breaker_threshold": 3, "breaker_cooldown_s": 0.3}
         with Client(server.base_url, TOKEN, spool_dir=str(tmp_path / "spool"), **settings) as ledger:
@@ -88,25 +112,16 @@ def test_ledger_stopped_mid_stream_and_restarted(ledger_config: LedgerConfig, tm
             assert ledger.flush_spool().delivered == 0  # nothing left, nothing sent twice
         recorded = _task_ids(server.base_url)
         assert recorded == Counter(task for task, _ in acknowledged)  # each exactly once
-    finally:
-        server.stop()
-    _verify(ledger_config)
 
 
 @pytest.mark.slow
 def test_client_sigkilled_while_spooling_loses_nothing_it_acknowledged(
     ledger_config: LedgerConfig, tmp_path: Path
 ) -> None:
-    server = _server(ledger_config, tmp_path).start()
-    try:
-        doc = _document(server.base_url)
+    with _served(ledger_config, tmp_path) as (server, doc):
         spool_dir = tmp_path / "spool"
         nowhere = f"http://127.0.0.1:{free_port()}"  # the ledger unreachable: everything spools
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.client_writer", nowhere, TOKEN, str(spool_dir), doc["document_id"],
-             doc["chunks"][0]["chunk_id"], "killed", "4", "60"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        child = _writer(nowhere, spool_dir, doc, "killed", 4, 60)
         assert child.stdout is not None
         acknowledged: list[str] = []
         deadline = time.monotonic() + 60
@@ -131,40 +146,14 @@ def test_client_sigkilled_while_spooling_loses_nothing_it_acknowledged(
         assert all(count == 1 for count in recorded.values()), recorded.most_common(3)
         assert set(acknowledged) <= set(recorded)
         assert sum(recorded.values()) == pending
-    finally:
-        server.stop()
-    _verify(ledger_config)
 
 
 @pytest.mark.slow
 def test_load_from_two_processes_is_delivered_exactly_once(
     ledger_config: LedgerConfig, tmp_path: Path
 ) -> None:
-    server = _server(ledger_config, tmp_path).start()
-    try:
-        doc = _document(server.base_url)
-        children = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.client_writer",
-                    server.base_url,
-                    TOKEN,
-                    str(tmp_path / f"spool-{p}"),
-                    doc["document_id"],
-                    doc["chunks"][0]["chunk_id"],
-                    f"p{p}",
-                    "4",
-                    "6",
-                ],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for p in range(2)
-        ]
+    with _served(ledger_config, tmp_path) as (server, doc):
+        children = [_writer(server.base_url, tmp_path / f"spool-{p}", doc, f"p{p}", 4, 6) for p in range(2)]
         acknowledged: Counter[str] = Counter()
         for child in children:
             out, err = child.communicate(timeout=120)
@@ -177,6 +166,3 @@ def test_load_from_two_processes_is_delivered_exactly_once(
         recorded = _task_ids(server.base_url)
         assert recorded == acknowledged
         assert set(recorded.values()) == {1}
-    finally:
-        server.stop()
-    _verify(ledger_config)

@@ -327,20 +327,10 @@ def test_the_prepared_bound_is_never_below_the_signed_size(ledger: Ledger) -> No
     """`prepare` judges a draft by its envelope at its largest, so the check on the signed
     bytes (which would fail a whole group commit) is never the one that refuses."""
     from ledger.domain.entries import prepare
-    from ledger.domain.entry_limit import envelope_bytes
     from tests.factories import retrieval_draft
 
     for draft in (retrieval_draft(ledger), retrieval_draft(ledger, "q" * 5000, run_id="r" * 128)):
-        prepared = prepare(draft)
-        bound = envelope_bytes(
-            len(prepared.payload_json),
-            event_id=draft.event_id,
-            event_type=draft.type,
-            tenant_id=draft.tenant_id,
-            actor=draft.actor,
-            run_id=draft.run_id,
-            trace_id=draft.trace_id,
-        )
+        bound = draft.size_bound(len(prepare(draft).payload_json))
         [event] = ledger.append_batch([draft], tenant_id="acme")
         assert len(event.entry) <= bound <= len(event.entry) + 32
 

@@ -47,6 +47,14 @@ def _ingest(ctx: UseCaseContext, caller: Caller, path: str, text: str, **fields:
     return ingest_document(ctx, DocumentClaims(ctx.ledger.store), caller, doc).body
 
 
+def corpus_context(ledger: Ledger, files: dict[str, str]) -> UseCaseContext:
+    """A use-case context on `ledger` with `files` (path -> text) ingested for acme, in order."""
+    context = ledger_context(ledger)
+    for path, text in files.items():
+        _ingest(context, ACME, path, text)
+    return context
+
+
 def _search(ctx: UseCaseContext, caller: Caller, query: str, **task: Any) -> dict[str, Any]:
     envelope = {"input": {"query": query, "top_k": task.pop("top_k", 5), **task.pop("input", {})}, **task}
     return search(ctx, caller, SearchIn.model_validate(envelope)).body
@@ -176,14 +184,14 @@ def _without_minted(receipt: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_other_tenants_documents_never_change_scores(ledger: Ledger) -> None:
-    ctx = ledger_context(ledger)
-    _ingest(
-        ctx,
-        ACME,
-        "handbook/leave.md",
-        "# Leave\n\nParental leave is 20 weeks.\n\n## Sick\n\nSick leave needs a note.",
+    ctx = corpus_context(
+        ledger,
+        {
+            "handbook/leave.md": "# Leave\n\nParental leave is 20 weeks.\n\n"
+            "## Sick\n\nSick leave needs a note.",
+            "handbook/other.md": "# Other\n\nWeeks of onboarding and leave planning.",
+        },
     )
-    _ingest(ctx, ACME, "handbook/other.md", "# Other\n\nWeeks of onboarding and leave planning.")
     before = [_rank(ctx, "acme", q, ledger.size) for q in ("parental leave weeks", "sick note", "salary")]
     for i in range(12):  # the same words, many times over, in another tenant
         _ingest(ctx, GLOBEX, f"handbook/leave-{i}.md", "# Leave\n\nParental leave weeks leave leave weeks.")

@@ -7,23 +7,25 @@ from decimal import Decimal
 
 from bootstrap import ledger_context
 from ledger.writing.application import Ledger
-from tests.test_search import ACME, _ingest, _search
+from tests.test_search import ACME, _ingest, _search, corpus_context
 
 FILLER = " ".join(f"filler{i}" for i in range(40))
 
 
 def test_a_files_snippets_are_one_citation_and_citations_are_in_score_order(ledger: Ledger) -> None:
-    ctx = ledger_context(ledger)
     # Two sections of one file match: the first strongly, the second weakly (below b.md).
-    _ingest(
-        ctx,
-        ACME,
-        "guides/a.md",
+    guide_a = (
         "# Guide A\n\n## Setup\n\nCalibration of the widget: widget calibration steps, widget "
-        "calibration checks.\n\n## Notes\n\nA widget calibration note appears once among " + FILLER + ".\n",
+        "calibration checks.\n\n## Notes\n\nA widget calibration note appears once among " + FILLER + ".\n"
     )
-    _ingest(ctx, ACME, "guides/b.md", "# Guide B\n\nWidget calibration and widget care.\n")
-    _ingest(ctx, ACME, "guides/c.md", "# Guide C\n\nUnrelated words about lunch.\n")
+    ctx = corpus_context(
+        ledger,
+        {
+            "guides/a.md": guide_a,
+            "guides/b.md": "# Guide B\n\nWidget calibration and widget care.\n",
+            "guides/c.md": "# Guide C\n\nUnrelated words about lunch.\n",
+        },
+    )
     body = _search(ctx, ACME, "widget calibration", top_k=5)
     assert body["status"] == "ok"
     citations = body["output"]["citations"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap import ledger_context
 from ledger.domain.events import SearchRequest
 from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.ranking import ENGINE_V1, ENGINE_V2, SearchRun, rank
 from ledger.writing.application import Ledger
-from tests.test_search import ACME, _ingest
+from tests.test_search import ACME, corpus_context
 
 FILES = {
     "security/standard.md": "# Security standard\n\n## Passwords\n\nPasswords must be at least 14 characters "
@@ -27,13 +26,6 @@ def _run(ctx: UseCaseContext, query: str, engine: str = ENGINE_V2, top_k: int = 
     assert ctx.search_index is not None
     request = SearchRequest(top_k=top_k, corpus_position=ctx.search_index.refresh())
     return rank(ctx, "acme", query, request, NO_POLICY, ACME.scopes, None, engine=engine)
-
-
-def corpus_context(ledger: Ledger, files: dict[str, str]) -> UseCaseContext:
-    context = ledger_context(ledger)
-    for path, text in files.items():
-        _ingest(context, ACME, path, text)
-    return context
 
 
 @pytest.fixture

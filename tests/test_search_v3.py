@@ -9,15 +9,13 @@ from typing import Any
 
 import pytest
 
-from bootstrap import ledger_context
 from ledger.retrieval.search_text import stem_word
 from ledger.retrieval.word_forms import related_stems
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.ranking import ENGINE, ENGINE_V2, ENGINE_V3, SearchRun
 from ledger.writing.application import Ledger
-from tests.test_search import ACME, _ingest, _search
+from tests.test_search import ACME, _search, corpus_context
 from tests.test_search_no_hit import _run as run_engine
-from tests.test_search_no_hit import corpus_context
 
 FILES = {
     "security/tokens.md": "# Tokens\n\n## Signatures\n\nEvery token signature is checked by the verification "
@@ -97,22 +95,18 @@ def test_a_file_whose_sections_together_answer_is_found(ctx: UseCaseContext) -> 
 
 
 def test_the_page_fills_to_top_k_files_in_score_order(ledger: Ledger) -> None:
-    ctx = ledger_context(ledger)
     # One file answers; eight others mention "invoice" once among other words.
-    _ingest(
-        ctx,
-        ACME,
-        "finance/invoices.md",
+    invoices = (
         "# Invoices\n\nInvoice approval: every invoice over 500 "
-        "euros needs a second approval by the controller.\n",
+        "euros needs a second approval by the controller.\n"
     )
-    for n in range(8):
-        _ingest(
-            ctx,
-            ACME,
-            f"misc/note-{n}.md",
-            f"# Note {n}\n\n" + "Unrelated words here. " * (n + 1) + "An invoice was mentioned.\n",
-        )
+    notes = {
+        f"misc/note-{n}.md": f"# Note {n}\n\n"
+        + "Unrelated words here. " * (n + 1)
+        + "An invoice was mentioned.\n"
+        for n in range(8)
+    }
+    ctx = corpus_context(ledger, {"finance/invoices.md": invoices, **notes})
     at2 = _run(ctx, "invoice approval by the controller", ENGINE_V2, top_k=5)
     run = _run(ctx, "invoice approval by the controller", top_k=5)
     assert run.status == "ok" and run.hits[0].path == "finance/invoices.md"

@@ -63,6 +63,18 @@ class EventDraft:
     # 128 random bits as uuid4().hex spells them, without building a UUID (a hot path).
     event_id: str = field(default_factory=lambda: os.urandom(16).hex())
 
+    def size_bound(self, payload_bytes: int) -> int:
+        """An upper bound of the signed entry's size with a payload of `payload_bytes`."""
+        return envelope_bytes(
+            payload_bytes,
+            event_id=self.event_id,
+            event_type=self.type,
+            tenant_id=self.tenant_id,
+            actor=self.actor,
+            run_id=self.run_id,
+            trace_id=self.trace_id,
+        )
+
     @classmethod
     def of(
         cls,
@@ -120,17 +132,7 @@ def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
     payload_json = canonical_json(payload, checked=False)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
-    check_size(
-        envelope_bytes(
-            len(payload_json),
-            event_id=draft.event_id,
-            event_type=draft.type,
-            tenant_id=draft.tenant_id,
-            actor=draft.actor,
-            run_id=draft.run_id,
-            trace_id=draft.trace_id,
-        )
-    )
+    check_size(draft.size_bound(len(payload_json)))
     return PreparedDraft(draft=draft, payload_json=payload_json)
 
 

@@ -109,6 +109,13 @@ class Store:
         """Idempotent DDL, serialised across processes on PostgreSQL."""
         self.adapter.create_tables(*statements)
 
+    def create_table(self, name: str, columns: str) -> str:
+        """`create_tables` for one table `name` with `columns` (its SQL column list);
+        its resolved name."""
+        table = self.table(name)
+        self.create_tables(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+        return table
+
     def maintenance(self, statement: str) -> None:
         """A statement that must run outside a transaction (VACUUM, wal_checkpoint)."""
         self.adapter.maintenance(statement)

@@ -176,10 +176,9 @@ class RepairRecords:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.table = store.table("citeledger_integrity_repairs")
-        store.create_tables(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            "evidence TEXT PRIMARY KEY, position BIGINT NOT NULL, repaired_at TEXT NOT NULL)"
+        self.table = store.create_table(
+            "citeledger_integrity_repairs",
+            "evidence TEXT PRIMARY KEY, position BIGINT NOT NULL, repaired_at TEXT NOT NULL",
         )
 
     def answered(self) -> set[str]:

@@ -42,12 +42,11 @@ RECHECK_S = 1.0  # the bound stated in docs/security.md
 class FindingRecords:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.table = store.table("citeledger_integrity_findings")
-        store.create_tables(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
+        self.table = store.create_table(
+            "citeledger_integrity_findings",
             "evidence TEXT PRIMARY KEY, kind TEXT NOT NULL, message TEXT NOT NULL, "
             "detail TEXT NOT NULL, source TEXT NOT NULL, found_at TEXT NOT NULL, "
-            "repaired_position BIGINT, repaired_at TEXT)"
+            "repaired_position BIGINT, repaired_at TEXT",
         )
 
     def record(self, findings: Iterable[Finding], source: str) -> None:

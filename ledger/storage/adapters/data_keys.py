@@ -39,21 +39,10 @@ class DataKeyStatements(AdapterCore):
 
     def data_key_get(self, key_ref: str) -> DataKeyRow | None:
         """The stored key, or None when the ref was never created nor tombstoned."""
-        with self.transaction(commit=False) as cursor:
-            cursor.execute(
-                self.sql(
-                    f"SELECT tenant_id, wrapped, destroyed_at FROM {self.table(KEYS_TABLE)} WHERE key_ref=?"
-                ),
-                (key_ref,),
-            )
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        wrapped = None if row["wrapped"] is None else bytes(row["wrapped"])
-        return DataKeyRow(row["tenant_id"], wrapped, row["destroyed_at"] is not None)
+        return self.data_keys_get_many([key_ref]).get(key_ref)
 
     def data_keys_get_many(self, key_refs: Sequence[str]) -> dict[str, DataKeyRow]:
-        """`data_key_get` for many refs at once; refs never created nor tombstoned are absent."""
+        """The stored keys of `key_refs`; refs never created nor tombstoned are absent."""
         return {
             row["key_ref"]: DataKeyRow(
                 row["tenant_id"],
@@ -157,14 +146,13 @@ class DataKeyStatements(AdapterCore):
     def data_keys_mark_recorded(self, key_refs: Sequence[str], position: int) -> None:
         """Note where the log records these destructions (first recording wins)."""
         with self.transaction(commit=True) as cursor:
-            for key_ref in key_refs:
-                cursor.execute(
-                    self.sql(
-                        f"UPDATE {self.table(KEYS_TABLE)} SET scrub_position=? "
-                        "WHERE key_ref=? AND scrub_position IS NULL"
-                    ),
-                    (position, key_ref),
-                )
+            cursor.executemany(
+                self.sql(
+                    f"UPDATE {self.table(KEYS_TABLE)} SET scrub_position=? "
+                    "WHERE key_ref=? AND scrub_position IS NULL"
+                ),
+                [(position, key_ref) for key_ref in key_refs],
+            )
 
     def data_keys_live(self, tenant_id: str, prefix: str, below: str, limit: int = 10_000) -> list[str]:
         """Undestroyed key refs of a tenant with `prefix <= ref < below`, in order (bounded)."""
