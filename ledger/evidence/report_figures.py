@@ -20,7 +20,10 @@ from typing import Any
 from ledger.domain.fields import SYSTEM_TENANT
 from ledger.domain.timestamps import parse_timestamp
 
-REPORT_FORMAT = "citeledger-report/1"
+# /2: the counted entries compressed (evidence/entries.ndjson.zst). A checker names what it
+# does not check rather than reading an earlier layout with other rules.
+REPORT_FORMAT = "citeledger-report/2"
+EARLIER_FORMATS = {"citeledger-report/1": "its counted entries uncompressed in evidence/entries.ndjson"}
 SAMPLE_SIZE = 20  # receipts in the reproducible sample
 MAX_TABLE_ROWS = 500  # rows a table lists (its count figure still counts every entry)
 SIX_MONTHS_DAYS = 183  # Art. 19(1), 26(6): "at least six months"
