@@ -316,6 +316,15 @@ def test_removed_evidence_file_fails(built: Built, tmp_path: Path, name: str) ->
     assert result.problem is not None and result.problem.startswith(f"{name}: missing")
 
 
+def test_changed_evidence_file_fails(built: Built, tmp_path: Path) -> None:
+    """An evidence file changed, the manifest left as it was: its hash names it."""
+    copy = _copy(built, tmp_path)
+    (copy / files.LEAVES).write_bytes(bytes(32) + (copy / files.LEAVES).read_bytes()[32:])
+    result = verify_report(copy, _root(built))
+    assert not result.ok
+    assert result.problem == f"{files.LEAVES}: changed: its SHA-256 is not the one the manifest lists"
+
+
 def _rewrite_entries(directory: Path, lines: list[bytes]) -> None:
     """The counted entries replaced by `lines`, compressed as a report writes them, and the
     manifest's hash of the file restated to hide the change."""
