@@ -122,18 +122,8 @@ def one_side(root: Path, size: int, name: str) -> dict[str, Any]:
 
 def _side(repo: Path, root: Path, size: int, name: str) -> dict[str, Any]:
     """One side in its own process, importing `repo`'s code (no bytecode written there)."""
-    command = [
-        sys.executable,
-        str(HERE),
-        "--json",
-        "--repo",
-        str(repo),
-        "--dir",
-        str(root),
-        "--events",
-        str(size),
-    ]
-    command += ["--name", name]
+    flags = {"--repo": repo, "--dir": root, "--events": size, "--name": name}
+    command = [sys.executable, str(HERE), "--json", *(str(part) for flag in flags.items() for part in flag)]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=7200, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
