@@ -1,45 +1,50 @@
 """Benchmark: the record-keeping report (issue 31) at 100k and 1M events of one tenant.
 
-For each size: a SQLite ledger of that many retrieval receipts of one tenant (and a few other
-kinds), one period covering them all. Timed in the same run, side by side: `issue_report`
-(figures, evidence, HTML; no PDF), the tenant export of the same ledger (the nearest existing
-pass: every entry of the tenant with its inclusion proof), `verify_report` and
-`verify_tenant_export`. The ratios are what to quote (the machine is shared); the report's
-size by file too. Writes docs/benchmarks/report.md with --write.
+For each size: a SQLite ledger of that many retrieval receipts of one tenant (one
+`AccessDenied` in 201), a signed checkpoint every 10,000 entries, one period covering them
+all, written once with the bare signed batch append (`Ledger.append_batch`) under `--dir` and
+reused by later runs (`--dir` is kept: delete it when done). Timed for each side, each in its
+own process with its own checkout's code, on the same ledger: `issue_report` (figures,
+evidence, HTML, the signed entry; no PDF) and `verify_report` (offline), wall and CPU time
+(every thread of the process), and the report's size by file. The ratios are what to quote
+(the machine is shared). Prints a Markdown table.
 
-    .venv/bin/python scripts/bench_report.py --events 100000 1000000 --write
+    .venv/bin/python scripts/bench_report.py --events 100000 1000000 \
+        --base-repo /work/main --base-events 100000
+    .venv/bin/python scripts/bench_report.py --json --repo DIR --events 100000   # one side (used for each)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from bootstrap import ledger_context  # noqa: E402
-from ledger.config import LedgerConfig  # noqa: E402
-from ledger.domain.entries import EventDraft  # noqa: E402
-from ledger.domain.events import AccessDenied  # noqa: E402
-from ledger.domain.timestamps import format_timestamp  # noqa: E402
-from ledger.evidence.report_check import verify_report  # noqa: E402
-from ledger.evidence.tenant_export import iter_tenant_export, verify_tenant_export  # noqa: E402
-from ledger.tlog.signing import KeyDirectory  # noqa: E402
-from ledger.usecases.context import Caller  # noqa: E402
-from ledger.usecases.report import issue_report, report_period  # noqa: E402
-from ledger.writing.application import Ledger  # noqa: E402
-from tests.factories import TENANT, retrieval_draft  # noqa: E402
-
+HERE = Path(__file__).resolve()
 BATCH = 1000
 
 
-def build(root: Path, size: int) -> tuple[LedgerConfig, str, str]:
-    config = LedgerConfig(data_dir=root / f"l{size}", run_checkpointer=False)
+def build(root: Path, size: int) -> dict[str, str]:
+    """The ledger of `size` entries under `root` (made once; its period is kept beside it)."""
+    from ledger.config import LedgerConfig
+    from ledger.domain.entries import EventDraft
+    from ledger.domain.events import AccessDenied
+    from ledger.domain.timestamps import format_timestamp
+    from ledger.writing.application import Ledger
+    from tests.factories import TENANT, retrieval_draft
+
+    meta_path = root / f"ledger-{size}.json"
+    if meta_path.exists():
+        meta: dict[str, str] = json.loads(meta_path.read_text())
+        return meta
+    config = LedgerConfig(data_dir=root / f"ledger-{size}", run_checkpointer=False)
     with Ledger(config) as ledger:
         template = [retrieval_draft(ledger, f"question {i}") for i in range(200)]
         template.append(
@@ -67,65 +72,81 @@ def build(root: Path, size: int) -> tuple[LedgerConfig, str, str]:
         ledger.issue_checkpoint()
         time.sleep(0.01)
         end = format_timestamp(datetime.now(UTC) + timedelta(milliseconds=1))
-    return config, start, end
+    meta = {"start": start, "end": end, "ledger": str(config.data_dir)}
+    meta_path.write_text(json.dumps(meta))
+    return meta
 
 
-def bench(root: Path, size: int) -> dict[str, float]:
-    config, start, end = build(root, size)
-    root_key = KeyDirectory(config.keys_dir).root_public_key()
-    out = root / f"report-{size}"
-    export = root / f"export-{size}.jsonl"
+def one_side(root: Path, size: int, name: str) -> dict[str, Any]:
+    """Generate and verify the report of the ledger of `size` with the code on sys.path."""
+    from bootstrap import ledger_context
+    from ledger.config import LedgerConfig
+    from ledger.evidence.report_check import verify_report
+    from ledger.tlog.signing import KeyDirectory
+    from ledger.usecases.context import Caller
+    from ledger.usecases.report import issue_report, report_period
+    from ledger.writing.application import Ledger
+    from tests.factories import TENANT
+
+    meta = json.loads((root / f"ledger-{size}.json").read_text())
+    config = LedgerConfig(data_dir=Path(meta["ledger"]), run_checkpointer=False)
+    out = root / f"report-{size}-{name}"
+    shutil.rmtree(out, ignore_errors=True)
     with Ledger(config) as ledger:
-        ctx = ledger_context(ledger)
-        period = report_period(start, end, now=datetime.now(UTC))
-        started = time.perf_counter()
-        outcome = issue_report(
-            ctx, Caller(TENANT, "bench", frozenset({"audit.read"})), period, out, pdf=False
-        )
-        generate = time.perf_counter() - started
-        started = time.perf_counter()
-        with export.open("wb") as handle:
-            for line in iter_tenant_export(ledger, TENANT):
-                handle.write(line)
-        exported = time.perf_counter() - started
-    started = time.perf_counter()
+        ctx = ledger_context(ledger)  # (its read models catch up here, before the clock starts)
+        period = report_period(meta["start"], meta["end"], now=datetime.now(UTC))
+        caller = Caller(TENANT, "bench", frozenset({"audit.read"}))
+        wall, cpu = time.perf_counter(), time.process_time()
+        outcome = issue_report(ctx, caller, period, out, pdf=False)
+        generate, generate_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    root_key = KeyDirectory(config.keys_dir).root_public_key()
+    wall, cpu = time.perf_counter(), time.process_time()
     checked = verify_report(out, root_key, tenant=TENANT)
-    verify = time.perf_counter() - started
+    verify, verify_cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert checked.ok, checked.problem
-    started = time.perf_counter()
-    export_checked = verify_tenant_export(export, root_key)
-    verify_export = time.perf_counter() - started
-    assert export_checked.ok
     sizes = {
         path.relative_to(out).as_posix(): path.stat().st_size for path in out.rglob("*") if path.is_file()
     }
+    shutil.rmtree(out)
     return {
         "events": size,
         "counted": outcome.entries,
         "generate_s": generate,
-        "export_s": exported,
+        "generate_cpu_s": generate_cpu,
         "verify_s": verify,
-        "verify_export_s": verify_export,
+        "verify_cpu_s": verify_cpu,
         "report_bytes": sum(sizes.values()),
-        "export_bytes": export.stat().st_size,
-        **{f"file:{name}": value for name, value in sizes.items()},
+        "files": sizes,
     }
 
 
-def table(results: list[dict[str, float]]) -> str:
+def _side(repo: Path, root: Path, size: int, name: str) -> dict[str, Any]:
+    """One side in its own process, importing `repo`'s code (no bytecode written there)."""
+    flags = {"--repo": repo, "--dir": root, "--events": size, "--name": name}
+    command = [sys.executable, str(HERE), "--json", *(str(part) for flag in flags.items() for part in flag)]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=7200, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def table(rows: list[tuple[str, dict[str, Any]]], base: dict[int, dict[str, Any]]) -> str:
     lines = [
-        "| events | report generation | tenant export (same run) | ratio | verify-report "
-        "| verify tenant export | ratio | report size | export size |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| events | code | generation (wall) | generation (CPU) | verify-report (wall) "
+        "| verify-report (CPU) | report size |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in results:
+    for name, r in rows:
         lines.append(
-            f"| {int(r['events']):,} | {r['generate_s']:.1f} s | {r['export_s']:.1f} s | "
-            f"{r['generate_s'] / r['export_s']:.2f}x | {r['verify_s']:.1f} s | "
-            f"{r['verify_export_s']:.1f} s | "
-            f"{r['verify_s'] / r['verify_export_s']:.2f}x | {r['report_bytes'] / 1e6:.1f} MB | "
-            f"{r['export_bytes'] / 1e6:.1f} MB |"
+            f"| {int(r['events']):,} | {name} | {r['generate_s']:.1f} s | {r['generate_cpu_s']:.1f} s | "
+            f"{r['verify_s']:.1f} s | {r['verify_cpu_s']:.1f} s | {r['report_bytes'] / 1e6:.1f} MB |"
         )
+    for size, b in sorted(base.items()):
+        new = next((r for name, r in rows if name == "this branch" and r["events"] == size), None)
+        if new is None:
+            continue
+        keys = ("generate_s", "generate_cpu_s", "verify_s", "verify_cpu_s", "report_bytes")
+        ratios = " | ".join(f"{new[key] / b[key]:.2f}x" for key in keys)
+        lines.append(f"| {size:,} | this ÷ main | {ratios} |")
     return "\n".join(lines)
 
 
@@ -134,20 +155,33 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--events", type=int, nargs="+", default=[100_000])
-    parser.add_argument("--dir", type=Path, default=None, help="Where the ledgers go (default: a temp dir)")
+    parser.add_argument("--dir", type=Path, default=Path("/work/tmp/report-bench"), help="ledgers (kept)")
+    parser.add_argument("--repo", type=Path, default=HERE.parents[1], help="checkout whose code runs")
+    parser.add_argument("--base-repo", type=Path, default=None, help="a checkout of the base (main)")
+    parser.add_argument("--base-events", type=int, nargs="*", default=None, help="sizes main runs (all)")
+    parser.add_argument("--name", default="side")
+    parser.add_argument("--json", action="store_true", help="print one JSON line (one side, one size)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        results = []
-        for size in args.events:
-            result = bench(Path(tmp), size)
-            results.append(result)
-            print(result, flush=True)
-    print(table(results))
-    for r in results:
-        files = {k.removeprefix("file:"): v for k, v in r.items() if k.startswith("file:")}
-        print(f"\n{int(r['events']):,} events, by file:")
-        for name, value in sorted(files.items(), key=lambda item: -item[1]):
-            print(f"- `{name}`: {value / 1e6:.2f} MB")
+    sys.path.insert(0, str(args.repo.resolve()))
+    args.dir.mkdir(parents=True, exist_ok=True)
+    if args.json:
+        print(json.dumps(one_side(args.dir, args.events[0], args.name)))
+        return
+    rows: list[tuple[str, dict[str, Any]]] = []
+    base: dict[int, dict[str, Any]] = {}
+    for size in args.events:
+        build(args.dir, size)
+        if args.base_repo is not None and (args.base_events is None or size in args.base_events):
+            base[size] = _side(args.base_repo, args.dir, size, "main")
+            rows.append(("main", base[size]))
+            print(rows[-1], flush=True)
+        rows.append(("this branch", _side(args.repo, args.dir, size, "branch")))
+        print(rows[-1], flush=True)
+    print(table(rows, base))
+    for name, r in rows:
+        print(f"\n{int(r['events']):,} events, {name}, by file:")
+        for file, value in sorted(r["files"].items(), key=lambda item: -item[1])[:6]:
+            print(f"- `{file}`: {value / 1e6:.2f} MB")
 
 
 if __name__ == "__main__":

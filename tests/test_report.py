@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pypdf
 import pytest
+import zstandard
 
 from api.token_admin import issue_token, revoke_token
 from ledger.config import LedgerConfig
@@ -315,19 +316,78 @@ def test_removed_evidence_file_fails(built: Built, tmp_path: Path, name: str) ->
     assert result.problem is not None and result.problem.startswith(f"{name}: missing")
 
 
+def test_changed_evidence_file_fails(built: Built, tmp_path: Path) -> None:
+    """An evidence file changed, the manifest left as it was: its hash names it."""
+    copy = _copy(built, tmp_path)
+    (copy / files.LEAVES).write_bytes(bytes(32) + (copy / files.LEAVES).read_bytes()[32:])
+    result = verify_report(copy, _root(built))
+    assert not result.ok
+    assert result.problem == f"{files.LEAVES}: changed: its SHA-256 is not the one the manifest lists"
+
+
+def _rewrite_entries(directory: Path, lines: list[bytes]) -> None:
+    """The counted entries replaced by `lines`, compressed as a report writes them, and the
+    manifest's hash of the file restated to hide the change."""
+    (directory / files.ENTRIES).write_bytes(zstandard.ZstdCompressor().compress(b"".join(lines)))
+    manifest = _manifest(directory)
+    manifest["evidence"][files.ENTRIES] = hashlib.sha256((directory / files.ENTRIES).read_bytes()).hexdigest()
+    _rewrite_manifest(directory, manifest)
+
+
+def _entry_lines(directory: Path) -> list[bytes]:
+    raw = zstandard.ZstdDecompressor().decompressobj().decompress((directory / files.ENTRIES).read_bytes())
+    return raw.splitlines(keepends=True)
+
+
 def test_dropped_entry_fails_even_with_the_hashes_restated(built: Built, tmp_path: Path) -> None:
     """An entry left out of the evidence, the manifest's file hash updated to hide it: the
     figures no longer add up."""
     copy = _copy(built, tmp_path)
-    lines = (copy / files.ENTRIES).read_bytes().splitlines(keepends=True)
+    lines = _entry_lines(copy)
     dropped = next(line for line in lines if b'"type":"AccessDenied"' in line)
-    (copy / files.ENTRIES).write_bytes(b"".join(line for line in lines if line != dropped))
-    manifest = _manifest(copy)
-    manifest["evidence"][files.ENTRIES] = hashlib.sha256((copy / files.ENTRIES).read_bytes()).hexdigest()
-    _rewrite_manifest(copy, manifest)
+    _rewrite_entries(copy, [line for line in lines if line != dropped])
     result = verify_report(copy, _root(built))
     assert not result.ok
     assert result.problem is not None and "figure" in result.problem
+
+
+def test_edited_entry_fails_even_with_the_hashes_restated(built: Built, tmp_path: Path) -> None:
+    """An entry's bytes changed inside the compressed evidence: its hash is not the leaf."""
+    copy = _copy(built, tmp_path)
+    lines = _entry_lines(copy)
+    at = next(i for i, line in enumerate(lines) if b'"type":"AccessDenied"' in line)
+    lines[at] = lines[at].replace(b'"actor":"', b'"actor":"x', 1)
+    _rewrite_entries(copy, lines)
+    result = verify_report(copy, _root(built))
+    assert not result.ok
+    assert result.problem is not None and result.problem.startswith(files.ENTRIES)
+    assert "not the entry the log holds there" in result.problem
+
+
+def test_entries_not_zstandard_fails_clearly(built: Built, tmp_path: Path) -> None:
+    copy = _copy(built, tmp_path)
+    plain = b"".join(_entry_lines(copy))
+    (copy / files.ENTRIES).write_bytes(plain)
+    manifest = _manifest(copy)
+    manifest["evidence"][files.ENTRIES] = hashlib.sha256(plain).hexdigest()
+    _rewrite_manifest(copy, manifest)
+    result = verify_report(copy, _root(built))
+    assert not result.ok
+    assert result.problem is not None and result.problem.startswith(
+        f"{files.ENTRIES}: not a readable Zstandard"
+    )
+
+
+def test_earlier_report_format_is_named(built: Built, tmp_path: Path) -> None:
+    """A report of an earlier layout is refused with what it is and what this checker reads."""
+    copy = _copy(built, tmp_path)
+    manifest = _manifest(copy)
+    manifest["format"] = "citeledger-report/1"
+    _rewrite_manifest(copy, manifest)
+    result = verify_report(copy, _root(built))
+    assert not result.ok and result.problem is not None
+    assert result.problem.startswith("manifest.json: a citeledger-report/1 report")
+    assert "citeledger-report/2 reports only" in result.problem
 
 
 def _swap_end_checkpoint(directory: Path, record: CheckpointRecord) -> None:

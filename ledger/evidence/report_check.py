@@ -33,7 +33,13 @@ from ledger.domain.keychain import KeyChainError, check_key_event
 from ledger.domain.timestamps import parse_timestamp
 from ledger.evidence import report_files as files
 from ledger.evidence.bundle import BundleError, check_inclusion, verify_bundle
-from ledger.evidence.report_figures import REPORT_FORMAT, FigureBuilder, Period, checkpoint_figures
+from ledger.evidence.report_figures import (
+    EARLIER_FORMATS,
+    REPORT_FORMAT,
+    FigureBuilder,
+    Period,
+    checkpoint_figures,
+)
 from ledger.evidence.report_files import ReportInvalid
 from ledger.evidence.report_html import check_html
 from ledger.tlog.checkpoints import CheckpointRecord, open_record, origin_for
@@ -107,7 +113,15 @@ class _Checker:
             manifest = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise ReportInvalid(files.MANIFEST, "not JSON") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != REPORT_FORMAT:
+        stated = manifest.get("format") if isinstance(manifest, dict) else None
+        if stated in EARLIER_FORMATS:
+            raise ReportInvalid(
+                files.MANIFEST,
+                f"a {stated} report ({EARLIER_FORMATS[stated]}); this verify-report checks "
+                f"{REPORT_FORMAT} reports only: check it with the citeledger that wrote it, "
+                "or issue the report again",
+            )
+        if not isinstance(manifest, dict) or stated != REPORT_FORMAT:
             raise ReportInvalid(files.MANIFEST, f"not a {REPORT_FORMAT} manifest")
         if manifest.get("origin") != self.origin or manifest.get("root_public_key") != b64(self.root_key):
             raise ReportInvalid(files.MANIFEST, "names another log than the trusted root key's")
@@ -233,7 +247,7 @@ class _Checker:
             raise ReportInvalid(where, f"position {position}: signature does not verify")
 
     def entries(self, builder: FigureBuilder, leaves: bytes, start_size: int, period: Period) -> None:
-        for line in _lines(self.dir, files.ENTRIES):
+        for line in files.entry_lines(self.dir / files.ENTRIES):
             try:
                 envelope = orjson.loads(line)
                 position = int(envelope["position"])

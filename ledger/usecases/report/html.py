@@ -27,7 +27,8 @@ SECTION_TITLES = {
     "integrity": "Integrity: findings, repairs, keys and witnesses",
 }
 SECTION_HOW = {
-    "coverage": "Every entry counted is in evidence/entries.ndjson; its hash must be the leaf at its "
+    "coverage": "Every entry counted is in evidence/entries.ndjson.zst (one a line, Zstandard-compressed: "
+    "`zstd -d` opens it); its hash must be the leaf at its "
     "position in evidence/leaves.bin, and those leaves must rebuild both signed checkpoints' roots.",
     "retrievals": "Each count names the positions of the receipts it counts (manifest.json); the sample "
     "is drawn by the seed in the manifest, so anyone draws the same receipts.",

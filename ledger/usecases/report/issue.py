@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ledger.deadline import Deadline
-from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
+from ledger.domain.entries import SYSTEM_TENANT
 from ledger.domain.events import ReportIssued
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.evidence import report_files as files
@@ -36,6 +36,7 @@ from ledger.evidence.report_figures import (
     checkpoint_figures,
 )
 from ledger.tlog.checkpoints import CheckpointRecord
+from ledger.tlog.merkle import leaf_hash
 from ledger.tlog.signing import b64
 from ledger.usecases.content import read_content
 from ledger.usecases.context import Caller, UseCaseContext, record
@@ -44,12 +45,14 @@ from ledger.usecases.report.html import render_html
 from ledger.usecases.report.mapping import MAPPING, NOT_SHOWN
 from ledger.usecases.report.pdf import PDF_TIMEOUT_S, render_pdf
 from ledger.usecases.scopes import CONTENT_SCOPE
+from ledger.writing.writes import LedgerIntegrityError
 
 AUDIT_SCOPE = "audit.read"
 MAX_PERIOD_DAYS = 366  # a year: a quarter is what is asked for
 MAX_REPORT_ENTRIES = 2_000_000  # entries counted in one report
 MAX_CITED = 5_000  # entries proven one by one (the tables are capped below this)
-_DEADLINE_EVERY = 4096
+_RECEIPT_MARK = b'"type":"RetrievalRecorded"'
+_POLICY_MARK = b'"type":"PolicyBundlePublished"'
 
 
 @dataclass(frozen=True)
@@ -97,67 +100,85 @@ def _checkpoints(ledger: Any, period: Period) -> tuple[CheckpointRecord | None, 
 
 
 class _Scan:
-    """One pass over the log: the context before the period, then the range's leaves and entries."""
+    """One pass over the log's raw rows: the context before the period, then the range's leaves
+    and entries. Only the tenant's entries (and the ledger's own) are parsed, each once, and
+    none is kept: a million entries pass through in constant memory."""
 
     def __init__(
         self, tenant: str, period: Period, builder: FigureBuilder, max_entries: int, deadline: Deadline | None
     ) -> None:
         self.tenant, self.period, self.builder, self.max_entries = tenant, period, builder, max_entries
         self.deadline = deadline
+        # Canonical JSON writes a top-level member as `"name":"value"`, quotes unescaped, which no
+        # string's bytes can hold: these find every candidate, the parsed envelope decides.
         self.tenant_mark = b'"tenant_id":"' + tenant.encode() + b'"'
         self.ledger_mark = b'"tenant_id":"' + SYSTEM_TENANT.encode() + b'"'
         self.oldest_receipt: dict[str, Any] | None = None
         self.policy_at_start: dict[str, Any] | None = None
-        self.receipts: list[RecordedEvent] = []
         self.counted = 0
+        self.pending = bytearray()
+        self.read_to = 0
 
-    def _mine(self, event: RecordedEvent) -> bool:
-        return self.tenant_mark in event.entry
-
-    def prefix(self, events: Iterator[RecordedEvent]) -> None:
-        for event in events:
-            if not self._mine(event):
-                continue
-            envelope = event.envelope
-            if envelope["tenant_id"] != self.tenant:
-                continue
-            kind = envelope["type"]
-            if kind == "RetrievalRecorded" and self.oldest_receipt is None:
-                self.oldest_receipt = envelope
-            elif (
-                kind == "PolicyBundlePublished"
-                and parse_timestamp(envelope["recorded_at"]) < self.period.start
-            ):
+    def _context(self, envelope: dict[str, Any], recorded: datetime | None = None) -> None:
+        """The two entries before the period a figure names."""
+        if envelope["tenant_id"] != self.tenant:
+            return
+        kind = envelope["type"]
+        if kind == "RetrievalRecorded" and self.oldest_receipt is None:
+            self.oldest_receipt = envelope
+        elif kind == "PolicyBundlePublished":
+            moment = recorded if recorded is not None else parse_timestamp(envelope["recorded_at"])
+            if moment < self.period.start:
                 self.policy_at_start = envelope
 
-    def range(self, events: Iterator[RecordedEvent], leaves: BinaryIO, entries: BinaryIO) -> None:
-        for event in events:
-            if self.deadline is not None and event.position % _DEADLINE_EVERY == 0:
+    def prefix(self, pages: Iterator[list[tuple[int, bytes]]]) -> None:
+        for page in pages:
+            for _position, entry in page:
+                if self.tenant_mark not in entry:
+                    continue
+                if (self.oldest_receipt is None and _RECEIPT_MARK in entry) or _POLICY_MARK in entry:
+                    self._context(orjson.loads(entry))
+
+    def range(
+        self, pages: Iterator[list[tuple[int, bytes]]], first: int, leaves: BinaryIO, entries: BinaryIO
+    ) -> None:
+        """Every leaf hash of positions `first`.. to `leaves`, the counted entries to `entries`,
+        a page at a time (the compressor's worker thread takes a block at a time)."""
+        expected = first
+        for page in pages:
+            if self.deadline is not None:
                 self.deadline.check()  # a request's report stops when its answer is no longer awaited
-            leaves.write(event.leaf_hash)
-            if not (self._mine(event) or self.ledger_mark in event.entry):
-                continue
-            envelope = event.envelope
-            owner, kind = envelope["tenant_id"], envelope["type"]
-            if owner != self.tenant and not (owner == SYSTEM_TENANT and kind in LEDGER_TYPES):
-                continue
-            recorded = parse_timestamp(envelope["recorded_at"])
-            if owner == self.tenant and kind == "RetrievalRecorded" and self.oldest_receipt is None:
-                self.oldest_receipt = envelope
-            if owner == self.tenant and kind == "PolicyBundlePublished" and recorded < self.period.start:
-                self.policy_at_start = envelope
-            if not self.period.start <= recorded < self.period.end:
-                continue
-            self.counted += 1
-            if self.counted > self.max_entries:
-                raise TooLarge(
-                    f"to: the period holds more than {self.max_entries} entries of the tenant; "
-                    "report a shorter period"
-                )
-            self.builder.add(envelope)
-            entries.write(event.entry + b"\n")
-            if kind == "RetrievalRecorded":
-                self.receipts.append(event)
+            hashes = bytearray()
+            for position, entry in page:
+                if position != expected:
+                    raise LedgerIntegrityError(f"position {expected}: missing from the store")
+                expected += 1
+                hashes += leaf_hash(entry)
+                if self.tenant_mark in entry or self.ledger_mark in entry:
+                    self._entry(entry)
+            leaves.write(hashes)
+            entries.write(self.pending)
+            self.pending.clear()
+        self.read_to = expected - 1
+
+    def _entry(self, entry: bytes) -> None:
+        envelope = orjson.loads(entry)
+        owner, kind = envelope["tenant_id"], envelope["type"]
+        if owner != self.tenant and not (owner == SYSTEM_TENANT and kind in LEDGER_TYPES):
+            return
+        recorded = parse_timestamp(envelope["recorded_at"])
+        self._context(envelope, recorded)
+        if not self.period.start <= recorded < self.period.end:
+            return
+        self.counted += 1
+        if self.counted > self.max_entries:
+            raise TooLarge(
+                f"to: the period holds more than {self.max_entries} entries of the tenant; "
+                "report a shorter period"
+            )
+        self.builder.add(envelope)
+        self.pending += entry
+        self.pending += b"\n"
 
 
 def _named_positions(figures: list[dict[str, Any]]) -> list[int]:
@@ -182,15 +203,13 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_bytes(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
 
 
-def _questions(
-    ctx: UseCaseContext, caller: Caller, sample: list[dict[str, Any]], receipts: list[RecordedEvent]
-) -> dict[str, Any]:
+def _questions(ctx: UseCaseContext, caller: Caller, sample: list[dict[str, Any]]) -> dict[str, Any]:
     """The sampled receipts' questions in plain, for a holder of `audit.content` only (the read
     recorded as a ContentRead like every other); erased or expired ones say so."""
     if CONTENT_SCOPE not in caller.scopes or not sample:
         return {}
-    wanted = {row["position"] for row in sample}
-    events = [event for event in receipts if event.position in wanted]
+    found = (ctx.ledger.get(row["position"]) for row in sample)
+    events = [event for event in found if event is not None]
     contents = read_content(ctx, caller, events)
     return {
         str(event.payload["receipt_id"]): contents[event.position].get("query")
@@ -231,11 +250,17 @@ def _issue(
     seed = f"{end.root.hex()}/{caller.tenant_id}"
     builder = FigureBuilder(tenant_id=caller.tenant_id, period=period, seed=seed, context={})
     scan = _Scan(caller.tenant_id, period, builder, max_entries, caller.deadline)
-    scan.prefix(ledger.read(1, start_size) if start_size else iter(()))
+    # The store's pages are read ahead on a worker thread while this one parses.
+    scan.prefix(files.read_ahead(ledger.read_pages(1, start_size), depth=2) if start_size else iter(()))
     with ExitStack() as stack:
         leaves = stack.enter_context((out / files.LEAVES).open("wb"))
-        entries = stack.enter_context((out / files.ENTRIES).open("wb"))
-        scan.range(ledger.read(start_size + 1, end.tree_size), leaves, entries)
+        entries = stack.enter_context(
+            files.entries_writer(stack.enter_context((out / files.ENTRIES).open("wb")))
+        )
+        pages = files.read_ahead(ledger.read_pages(start_size + 1, end.tree_size), depth=2)
+        scan.range(pages, start_size + 1, leaves, entries)
+    if scan.read_to != end.tree_size:
+        raise LedgerIntegrityError(f"position {scan.read_to + 1}: missing from the store")
     builder.context = {"oldest_receipt": scan.oldest_receipt, "policy_at_start": scan.policy_at_start}
     seqs = list(range(start.seq if start else 1, end.seq + 1))
     lines = ledger.witnessed.lines(seqs) if seqs else {}
@@ -267,7 +292,7 @@ def _issue(
         "evidence": {name: _sha256_file(out / name) for name in files.LISTED if (out / name).exists()},
         "figures": figures,
         "questions": _questions(
-            ctx, caller, next(f["value"] for f in figures if f["id"] == "retrievals.sample"), scan.receipts
+            ctx, caller, next(f["value"] for f in figures if f["id"] == "retrievals.sample")
         ),
         "mapping": list(MAPPING),
         "not_shown": list(NOT_SHOWN),

@@ -12,7 +12,7 @@ MAPPING: tuple[dict[str, str], ...] = (
         "answered_by": "Coverage: every entry of the period, by type and day; the log is continuous "
         "(the consistency proof between the start and end checkpoints, every leaf hash of the range).",
         "evidence": "evidence/checkpoint-start.json, checkpoint-end.json, consistency.json, leaves.bin, "
-        "entries.ndjson",
+        "entries.ndjson.zst",
     },
     {
         "requirement": "EU AI Act Art. 12(2)(a)",
@@ -20,14 +20,14 @@ MAPPING: tuple[dict[str, str], ...] = (
         "modification.",
         "answered_by": "Retrievals (denied and no_hit rates), Access control (denials), Integrity (findings, "
         "repairs, key rotations), Policies (bundles in force and when).",
-        "evidence": "entries.ndjson, cited.ndjson (each finding, denial and publication with its "
+        "evidence": "entries.ndjson.zst, cited.ndjson (each finding, denial and publication with its "
         "inclusion proof)",
     },
     {
         "requirement": "EU AI Act Art. 12(2)(b)",
         "duty": "Logs facilitate post-market monitoring.",
         "answered_by": "Retrievals by engine, service, status and day; Replays and the drift they found.",
-        "evidence": "entries.ndjson, cited.ndjson",
+        "evidence": "entries.ndjson.zst, cited.ndjson",
     },
     {
         "requirement": "EU AI Act Art. 12(2)(c)",
