@@ -1,7 +1,7 @@
 """The question index's query side: a page of receipts whose question has every word of `q`.
 
 The plan, the same on both stores: hash the words (the tenant's key), count each word's
-postings up to `PROBE_CAP` (an index range each), and walk the rarest word's posting list in
+postings well enough to find the rarest (`_postings`), and walk the rarest word's posting list in
 the page's order; every other word is one primary-key probe per candidate, the receipt one
 more, and the walk stops when the page is full. A word with no posting answers an empty page
 without walking anything. The receipt filters (mode, times, ...) apply to the joined receipt.
@@ -16,7 +16,8 @@ from ledger.storage.store import Store
 from projections.question_index import QUESTION_WORDS_TABLE, question_keys
 from projections.receipt_index import RECEIPTS_TABLE
 
-PROBE_CAP = 2_000  # beyond this many postings a word is "common": which common one leads matters little
+# Postings counted before a word counts as common; ties at a cap are counted up to the next.
+PROBE_CAPS = (2_000, 25_000, 250_000)
 
 
 def question_rows(
@@ -36,7 +37,8 @@ def question_rows(
     keys = question_keys(store)
     hashes = sorted({keys.word_hash(tenant_id, word) for word in words})
     table = store.table(QUESTION_WORDS_TABLE)
-    counts = _postings(store, table, tenant_id, hashes)
+    # One word leads without counting (an empty list is an empty page all the same).
+    counts = _postings(store, table, tenant_id, hashes) if len(hashes) > 1 else {h: 1 for h in hashes}
     if not hashes or min(counts.values()) == 0:
         return []
     lead, *others = sorted(hashes, key=lambda h: counts[h])
@@ -63,13 +65,19 @@ def question_rows(
 
 
 def _postings(store: Store, table: str, tenant_id: str, hashes: Sequence[int]) -> dict[int, int]:
-    """How many receipts hold each word, counted up to PROBE_CAP (an index range each; one
-    statement)."""
-    parts = [
-        f"SELECT {i} AS i, COUNT(*) AS n FROM (SELECT 1 AS one FROM {table} "
-        f"WHERE word_tenant_id=? AND word_hash=? LIMIT {PROBE_CAP}) p{i}"
-        for i in range(len(hashes))
-    ]
+    """How many receipts hold each word, well enough to pick the rarest: counted up to the
+    first of `PROBE_CAPS` (an index range each, one statement), and again up to the next cap
+    only while every word reaches it (then none is rare, and the least common still leads)."""
+    counts: dict[int, int] = {}
     params = [value for h in hashes for value in (tenant_id, h)]
-    rows = store.rows(" UNION ALL ".join(parts), params) if parts else []
-    return {hashes[int(row["i"])]: int(row["n"]) for row in rows}
+    for cap in PROBE_CAPS:
+        parts = [
+            f"SELECT {i} AS i, COUNT(*) AS n FROM (SELECT 1 AS one FROM {table} "
+            f"WHERE word_tenant_id=? AND word_hash=? LIMIT {cap}) p{i}"
+            for i in range(len(hashes))
+        ]
+        for row in store.rows(" UNION ALL ".join(parts), params):
+            counts[hashes[int(row["i"])]] = int(row["n"])
+        if min(counts.values()) < cap:
+            break
+    return counts
