@@ -205,7 +205,13 @@ class ReadModels:
             after = None if cursor is None else decode_cursor(cursor)
             words = search_words(filters.q)
             rows = question_rows(
-                self.store, tenant_id, words, conditions, params, after=after, limit=limit + 1,
+                self.store,
+                tenant_id,
+                words,
+                conditions,
+                params,
+                after=after,
+                limit=limit + 1,
                 descending=order == "desc",
             )
         else:

@@ -45,6 +45,18 @@ _WORD_COLUMNS = ("word_tenant_id", "word_hash", "receipt_position")
 _KEY_COLUMNS = ("tenant_id", "key_ref", "position", "key_refs", "word_hashes")
 
 
+def tenant_word_key(master_key: bytes, tenant_id: str) -> bytes:
+    """The tenant's key for question word hashes, derived from the ledger's master key."""
+    return hmac.digest(master_key, f"citeledger/question-words/v1|{tenant_id}".encode(), hashlib.sha256)
+
+
+def word_hash(tenant_key: bytes, word: str) -> int:
+    """HMAC-SHA256 of a word under the tenant's key, as a signed 64-bit integer."""
+    return int.from_bytes(
+        hmac.digest(tenant_key, word.encode("utf-8"), hashlib.sha256)[:8], "big", signed=True
+    )
+
+
 class QuestionKeys:
     """Per-tenant word hashers and the sealer that opens questions, from the key material
     of the ledger whose log is projected (shared by the projection and its queries)."""
@@ -66,9 +78,8 @@ class QuestionKeys:
             return cached
         key = self._tenant_keys.get(tenant_id)
         if key is None:
-            label = f"citeledger/question-words/v1|{tenant_id}".encode()
-            key = self._tenant_keys[tenant_id] = hmac.digest(self._master, label, hashlib.sha256)
-        value = int.from_bytes(hmac.digest(key, word.encode("utf-8"), hashlib.sha256)[:8], "big", signed=True)
+            key = self._tenant_keys[tenant_id] = tenant_word_key(self._master, tenant_id)
+        value = word_hash(key, word)
         with self._lock:
             if len(self._hashes) >= self.CACHE_MAX:
                 self._hashes.clear()
@@ -191,7 +202,11 @@ class QuestionIndexProjection(Projection):
             for position, (_, hashes) in found.items()
             for h in hashes.split(",")
         ]
-        refs = [(event.tenant_id, ref, position) for position, (joined, _) in found.items() for ref in joined.split()]
+        refs = [
+            (event.tenant_id, ref, position)
+            for position, (joined, _) in found.items()
+            for ref in joined.split()
+        ]
         if words:
             cursor.executemany(
                 store.sql(

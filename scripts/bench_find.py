@@ -40,8 +40,8 @@ from ledger.usecases.ports import ReceiptFilter  # noqa: E402
 from ledger.writing.application import Ledger  # noqa: E402
 from projections import runner as runner_module  # noqa: E402
 from projections.catalog import default_projections  # noqa: E402
-from projections.question_index import QUESTION_WORDS_TABLE, question_keys  # noqa: E402
 from projections.queries import ReadModels  # noqa: E402
+from projections.question_index import QUESTION_WORDS_TABLE, question_keys  # noqa: E402
 from projections.receipt_index import RECEIPTS_TABLE  # noqa: E402
 
 TENANT = "acme"
@@ -84,10 +84,7 @@ def _fill(ledger: Ledger, questions: np.ndarray[Any, Any], hashes: list[int]) ->
             f"INSERT INTO {RECEIPTS_TABLE} (tenant_id, receipt_id, position, event_id, recorded_at, actor, "
             "engine, mode, status, context_hash, citation_count, body, kid, signature) "
             "VALUES (?, ?, ?, ?, ?, 'bench', 'external:bench', 'live', 'ok', 'h', 0, ?, 'k', 's')",
-            (
-                (TENANT, f"r{p}", p, f"e{p}", "2026-01-01T00:00:00.000000Z", body)
-                for p in range(1, n + 1)
-            ),
+            ((TENANT, f"r{p}", p, f"e{p}", "2026-01-01T00:00:00.000000Z", body) for p in range(1, n + 1)),
         )
     positions = np.repeat(np.arange(1, n + 1), questions.shape[1])
     ids = questions.reshape(-1)
@@ -97,7 +94,8 @@ def _fill(ledger: Ledger, questions: np.ndarray[Any, Any], hashes: list[int]) ->
     order = np.lexsort((pairs[:, 1], word_hash))
     with conn:
         conn.executemany(
-            f"INSERT INTO {QUESTION_WORDS_TABLE} (word_tenant_id, word_hash, receipt_position) VALUES (?, ?, ?)",
+            f"INSERT INTO {QUESTION_WORDS_TABLE} (word_tenant_id, word_hash, receipt_position) "
+            "VALUES (?, ?, ?)",
             ((TENANT, int(word_hash[i]), int(pairs[i, 1])) for i in order),
         )
     conn.execute("ANALYZE")
@@ -176,7 +174,8 @@ def main() -> None:
             timings = _query_bench(size, args.queries, work)
             for count, values in timings.items():
                 print(
-                    f"| {size:,} | {count} | {_p(values, 50):.1f} | {_p(values, 95):.1f} | {max(values):.1f} |",
+                    f"| {size:,} | {count} | {_p(values, 50):.1f} | {_p(values, 95):.1f} "
+                    f"| {max(values):.1f} |",
                     flush=True,
                 )
         with_index, without = _write_cpu(args.writes, args.rounds, work)

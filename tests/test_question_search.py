@@ -2,13 +2,12 @@
 
 The read model (`projections/question_index.py`) through the use cases; the HTTP route with
 its scope, its recorded reads and its refusals through a real server on loopback; the CLI as
-a subprocess; MCP through the SDK's client over both transports."""
+a subprocess; MCP through the SDK's client over both transports. What erasure and the
+retention sweep leave of the index: tests/test_erasure_residue.py."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,11 +17,10 @@ from ledger.config import LedgerConfig
 from ledger.usecases.context import Caller
 from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipt_reads import receipts_page
-from ledger.usecases.retention import sweep
 from ledger.usecases.scopes import SCOPES
 from ledger.writing.application import Ledger
-from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, question_keys
 from projections.queries import ReadModels
+from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE
 from tests.api_support import serving
 from tests.factories import TENANT, UseCases
 from tests.mcp_support import Ledger as McpLedger
@@ -56,7 +54,9 @@ def _index_rows(ledger: Ledger, position: int) -> int:
     words = store.rows(
         f"SELECT COUNT(*) AS n FROM {store.table(QUESTION_WORDS_TABLE)} WHERE receipt_position=?", (position,)
     )
-    keys = store.rows(f"SELECT COUNT(*) AS n FROM {store.table(QUESTION_KEYS_TABLE)} WHERE position=?", (position,))
+    keys = store.rows(
+        f"SELECT COUNT(*) AS n FROM {store.table(QUESTION_KEYS_TABLE)} WHERE position=?", (position,)
+    )
     return int(words[0]["n"]) + int(keys[0]["n"])
 
 
@@ -68,8 +68,16 @@ def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -
     cases.retrieve(cases.ingest("Other tenant text.", tenant="globex"), "parental leave", tenant="globex")
 
     limit = {"cursor": None, "limit": 50}
-    assert _found(cases, "parental leave", order="desc", **limit) == [QUESTIONS[3], QUESTIONS[1], QUESTIONS[0]]
-    assert _found(cases, "Leaves PARENTAL", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[1], QUESTIONS[3]]
+    assert _found(cases, "parental leave", order="desc", **limit) == [
+        QUESTIONS[3],
+        QUESTIONS[1],
+        QUESTIONS[0],
+    ]
+    assert _found(cases, "Leaves PARENTAL", order="asc", **limit) == [
+        QUESTIONS[0],
+        QUESTIONS[1],
+        QUESTIONS[3],
+    ]
     assert _found(cases, "adoptive leave", order="desc", **limit) == [QUESTIONS[1]]
     assert _found(cases, "adoptive audit", order="desc", **limit) == []  # AND, not OR
     assert _found(cases, "vacation", order="desc", **limit) == []
@@ -78,8 +86,13 @@ def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -
     pages, cursor = [], None
     while True:
         body = receipts_page(
-            cases.ctx, ReadModels(ledger.store), AUDITOR, ReceiptFilter(q="parental"),
-            cursor=cursor, limit=1, order="desc",
+            cases.ctx,
+            ReadModels(ledger.store),
+            AUDITOR,
+            ReceiptFilter(q="parental"),
+            cursor=cursor,
+            limit=1,
+            order="desc",
         )
         pages += [_question(cases, r["position"]) for r in body["receipts"]]
         cursor = body["next_cursor"]
@@ -94,7 +107,9 @@ def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -
 
     # the index holds keyed hashes only: no word of a question in any of its rows
     for table in (QUESTION_WORDS_TABLE, QUESTION_KEYS_TABLE):
-        dumped = json.dumps([list(r) for r in ledger.store.rows(f"SELECT * FROM {ledger.store.table(table)}")])
+        dumped = json.dumps(
+            [list(r) for r in ledger.store.rows(f"SELECT * FROM {ledger.store.table(table)}")]
+        )
         assert "parental" not in dumped and "leave" not in dumped
 
 
@@ -111,38 +126,6 @@ def test_a_rebuild_indexes_what_the_incremental_model_did(ledger: Ledger) -> Non
     before = snapshot()
     cases.runner.rebuild(["question_index"])
     assert snapshot() == before and len(before) > 10
-
-
-def test_subject_erasure_and_retention_expiry_remove_the_questions_words(ledger: Ledger) -> None:
-    cases = UseCases(ledger)
-    doc = cases.ingest("Parental leave is twelve weeks.")
-    kept = cases.retrieve(doc, "parental leave for adoptive parents")
-    from ledger.schemas.requests import ErasureIn, RetrievalIn, SelectedEntryIn
-    from ledger.usecases.retention import erase
-    from ledger.usecases.retrievals import record_retrieval
-
-    chunk = doc.payload["chunks"][0]
-    snippet = ledger.sealer.unseal(chunk["text"], tenant_id=TENANT)[:20]
-    entry = SelectedEntryIn(document_id=doc.payload["document_id"], chunk_id=chunk["chunk_id"], snippet=snippet)
-    body = RetrievalIn(
-        query="parental leave of zorblat", engine="external:t", subject_id="subj-1", selected_entries=[entry]
-    )
-    about = record_retrieval(cases.ctx, Caller(TENANT, "svc", frozenset({"retrieval.write"})), body).body
-    limit = {"cursor": None, "limit": 50, "order": "asc"}
-    assert _found(cases, "zorblat", **limit) == ["parental leave of zorblat"]
-    assert _index_rows(ledger, about["position"]) > 0
-
-    erase(cases.ctx, AUDITOR, ErasureIn(subject_id="subj-1"))
-    assert _found(cases, "zorblat", **limit) == [] and _index_rows(ledger, about["position"]) == 0
-    assert _found(cases, "parental", **limit) == ["parental leave for adoptive parents"]
-    hashed = question_keys(ledger.store).word_hash(TENANT, "zorblat")
-    store = ledger.store
-    left = store.rows(f"SELECT * FROM {store.table(QUESTION_WORDS_TABLE)} WHERE word_hash=?", (hashed,))
-    assert left == []
-
-    # The retention sweep, once the receipts' expiry day is over, takes the rest.
-    sweep(cases.ctx, now=dt.datetime.now(dt.UTC) + dt.timedelta(days=4000))
-    assert _found(cases, "parental", **limit) == [] and _index_rows(ledger, kept.position) == 0
 
 
 def test_http_q_needs_audit_content_and_every_search_is_a_recorded_read(ledger_config: LedgerConfig) -> None:
@@ -181,7 +164,11 @@ def test_http_q_needs_audit_content_and_every_search_is_a_recorded_read(ledger_c
 
         # Bad q: 400 naming the rule, nothing recorded; another tenant finds nothing of acme's.
         reads = len(http.content_reads())
-        for bad, rule in (("x" * 201, "q"), ("the and of", "no searchable word"), (" ".join(f"w{i}x" for i in range(9)), "at most 8")):
+        for bad, rule in (
+            ("x" * 201, "q"),
+            ("the and of", "no searchable word"),
+            (" ".join(f"w{i}x" for i in range(9)), "at most 8"),
+        ):
             refused_q = http.get("auditor", "/v1/receipts", q=bad)
             assert refused_q.status_code == 400 and rule in refused_q.text, refused_q.text
         assert len(http.content_reads()) == reads
@@ -189,29 +176,64 @@ def test_http_q_needs_audit_content_and_every_search_is_a_recorded_read(ledger_c
         assert theirs.status_code == 200 and theirs.json()["receipts"] == []
 
 
-def test_cli_query_text_local_and_over_http(ledger_config: LedgerConfig, tmp_path: Path) -> None:
-    with serving(ledger_config) as (server, config, tokens):
+def test_cli_query_text_local_and_over_http(ledger_config: LedgerConfig) -> None:
+    with serving(ledger_config) as (server, _, tokens):
         http = Http(server.base_url, tokens)
         doc = http.document("handbook/retention.md")
         for question in QUESTIONS:
             http.retrieval(doc, query=question)
         env = server_env(ledger_config, "unused-bootstrap-token-0000000000")
         local = run_cli(
-            ["receipts", "list", "--query-text", "parental leave", "--json", "--data-dir", str(ledger_config.data_dir), "--tenant", "acme"],
+            [
+                "receipts",
+                "list",
+                "--query-text",
+                "parental leave",
+                "--json",
+                "--data-dir",
+                str(ledger_config.data_dir),
+                "--tenant",
+                "acme",
+            ],
             env,
         )
         assert local.returncode == 0, local.stderr
         assert len(local.stdout.splitlines()) == 3
         remote = run_cli(
-            ["receipts", "list", "--query-text", "adoptive", "--json", "--queries", "--url", server.base_url, "--token", tokens["admin"]],
+            [
+                "receipts",
+                "list",
+                "--query-text",
+                "adoptive",
+                "--json",
+                "--queries",
+                "--url",
+                server.base_url,
+                "--token",
+                tokens["admin"],
+            ],
             env,
         )
         assert remote.returncode == 0, remote.stderr
         [line] = remote.stdout.splitlines()
         assert json.loads(line)["content"]["query"]["text"] == QUESTIONS[1]
-        refused = run_cli(["receipts", "list", "--query-text", "parental", "--url", server.base_url, "--token", tokens["reader"]], env)
+        refused = run_cli(
+            [
+                "receipts",
+                "list",
+                "--query-text",
+                "parental",
+                "--url",
+                server.base_url,
+                "--token",
+                tokens["reader"],
+            ],
+            env,
+        )
         assert refused.returncode != 0 and "audit.content" in refused.stdout + refused.stderr
-        bad = run_cli(["receipts", "list", "--query-text", "the", "--data-dir", str(ledger_config.data_dir)], env)
+        bad = run_cli(
+            ["receipts", "list", "--query-text", "the", "--data-dir", str(ledger_config.data_dir)], env
+        )
         assert bad.returncode != 0 and "no searchable word" in bad.stdout + bad.stderr
 
 

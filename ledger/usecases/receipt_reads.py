@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.domain.entries import RecordedEvent, with_continuations
-from ledger.usecases.citations import document_rules
 from ledger.retrieval.question_words import search_words
+from ledger.usecases.citations import document_rules
 from ledger.usecases.content import read_content, record_question_search, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.ports import Order, ReceiptFilter, ReceiptLister
