@@ -255,3 +255,35 @@ def test_mcp_list_receipts_q(ledger_config: LedgerConfig, transport: str) -> Non
         out = anyio.run(scenario)
         assert [r["receipt_id"] for r in out["found"]["receipts"]] == [recorded[1]["receipt_id"]]
         assert out["denied"]["http_status"] == 403 and "receipts" not in json.dumps(out["denied"])
+
+
+@pytest.mark.parametrize("width", (1280, 390))
+def test_console_search_box_in_chromium(ledger_config: LedgerConfig, width: int) -> None:
+    """The receipts page's search box (audit.content only), at a desktop and a phone width:
+    it finds by the question's words, keeps the words in the box, and a reader has no box."""
+    with serving(ledger_config) as (server, config, tokens):
+        from tests.test_console_browser import _browser, _sign_in
+        from tests.test_content_reads import _tokens
+
+        tokens = {**tokens, **_tokens(config)}
+        http = Http(server.base_url, tokens)
+        doc = http.document("handbook/retention.md")
+        for question in QUESTIONS:
+            http.retrieval(doc, query=question)
+        with _browser() as browser:
+            page = browser.new_page(viewport={"width": width, "height": 800})
+            _sign_in(page, server.base_url, tokens["auditor"], "/console/receipts")
+            box = page.get_by_label("Question has the words")
+            box.scroll_into_view_if_needed()
+            assert box.is_visible() and box.bounding_box()["x"] + 40 < width  # type: ignore[index]
+            box.fill("adoptive parents")
+            page.get_by_role("button", name="Filter").click()
+            page.wait_for_load_state()
+            rows = page.locator("table.receipts tbody tr")
+            assert rows.count() == 1 and QUESTIONS[1] in rows.first.inner_text()
+            assert page.get_by_label("Question has the words").input_value() == "adoptive parents"
+            reader = browser.new_page(viewport={"width": width, "height": 800})
+            _sign_in(reader, server.base_url, tokens["reader"], "/console/receipts")
+            assert reader.get_by_label("Question has the words").count() == 0
+            reader.goto(server.base_url + "/console/receipts?q=parental")
+            assert "audit.content" in reader.content() and QUESTIONS[0] not in reader.content()
