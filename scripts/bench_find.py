@@ -141,11 +141,11 @@ def _write_cpu(writes: int, rounds: int, work: Path) -> tuple[float, float]:
 
     setups: dict[str, Any] = {}
     for name, catalog in (("with", default_projections), ("without", without_index)):
-        runner_module.default_projections = catalog  # the runner's catalogue for this ledger
+        setattr(runner_module, "default_projections", catalog)  # noqa: B010 - the runner's catalogue here
         ledger = Ledger(LedgerConfig(data_dir=work / f"w-{name}"))
         cases = UseCases(ledger)
         setups[name] = (cases, cases.ingest("Parental leave is twelve weeks. Audit logs are kept 180 days."))
-    runner_module.default_projections = default_projections
+    setattr(runner_module, "default_projections", default_projections)  # noqa: B010
     rng = random.Random(7)
     vocabulary = _vocabulary(rng)
     spent: dict[str, list[float]] = {"with": [], "without": []}

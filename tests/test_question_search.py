@@ -275,7 +275,8 @@ def test_console_search_box_in_chromium(ledger_config: LedgerConfig, width: int)
             _sign_in(page, server.base_url, tokens["auditor"], "/console/receipts")
             box = page.get_by_label("Question has the words")
             box.scroll_into_view_if_needed()
-            assert box.is_visible() and box.bounding_box()["x"] + 40 < width  # type: ignore[index]
+            where = box.bounding_box()
+            assert box.is_visible() and where is not None and where["x"] + 40 < width
             box.fill("adoptive parents")
             page.get_by_role("button", name="Filter").click()
             page.wait_for_load_state()
