@@ -45,6 +45,7 @@ class LocalSource:
         self.caller = Caller(tenant_id=tenant, actor="cli", scopes=frozenset(SCOPES))
 
     def page(self, filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]:
+        from ledger.retrieval.question_words import BadQuestionSearch
         from ledger.usecases.ports import ReceiptFilter
         from ledger.usecases.receipt_reads import receipts_page
         from projections.queries import InvalidCursor
@@ -67,6 +68,8 @@ class LocalSource:
             )
         except InvalidCursor:
             raise Refused("invalid_cursor: the cursor is not one this command printed") from None
+        except BadQuestionSearch as exc:
+            raise Refused(f"bad_request: {exc}") from None
 
     def detail(self, receipt_id: str, content: bool) -> dict[str, Any]:
         from ledger.usecases.receipt_reads import receipt_detail

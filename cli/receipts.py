@@ -87,6 +87,13 @@ def list_command(
     with_queries: Annotated[
         bool, typer.Option("--queries", help="Also each receipt's query in plain (audit.content; recorded)")
     ] = False,
+    query_text: Annotated[
+        str | None,
+        typer.Option(
+            "--query-text",
+            help="Only receipts whose question holds all these words (audit.content; recorded)",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line")] = False,
     url: Url = None,
     token: Token = None,
@@ -105,6 +112,7 @@ def list_command(
         "task_id": task_id,
         "document_id": document,
         "actor": actor,
+        "q": query_text,
         "order": "asc" if oldest_first else "desc",
         "content": "plain" if with_queries else None,
     }

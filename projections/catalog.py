@@ -7,6 +7,7 @@ from projections.base import Projection
 from projections.citations import CitationsProjection
 from projections.corpus import CorpusProjection
 from projections.history import HistoryProjection
+from projections.question_index import QuestionIndexProjection
 from projections.receipt_index import ReceiptsProjection
 from projections.search_index import SearchIndexProjection
 from projections.writeside import WriteSideProjection
@@ -20,4 +21,5 @@ def default_projections() -> list[Projection]:
         CorpusProjection(),
         WriteSideProjection(),
         SearchIndexProjection(),
+        QuestionIndexProjection(),
     ]

@@ -19,12 +19,14 @@ from typing import Any, Generic, Literal, TypeVar
 import orjson
 
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
+from ledger.retrieval.question_words import search_words
 from ledger.storage.store import Store
 from ledger.usecases.ports import Order, ReceiptFilter
 from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE
+from projections.question_query import question_rows
 from projections.receipt_index import RECEIPTS_TABLE
 from projections.rows import from_row, json_column
 from projections.tracking import ProjectionLag, read_lag
@@ -198,7 +200,22 @@ class ReadModels:
                 params.append(f'%"{key}":"{_like_literal(value)}"%')
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
-        rows = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
+        if filters.q is not None:  # the question index leads (projections/question_query.py)
+            _check_page(limit, order)
+            after = None if cursor is None else decode_cursor(cursor)
+            words = search_words(filters.q)
+            rows = question_rows(
+                self.store,
+                tenant_id,
+                words,
+                conditions,
+                params,
+                after=after,
+                limit=limit + 1,
+                descending=order == "desc",
+            )
+        else:
+            rows = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
         return _paged([_receipt(r) for r in rows], limit)
 
     def receipts_as_of(
@@ -322,10 +339,7 @@ class ReadModels:
         limit: int,
         order: Order,
     ) -> list[Any]:
-        if not 1 <= limit <= MAX_PAGE:
-            raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
-        if order not in ("asc", "desc"):
-            raise ValueError("order must be asc or desc")
+        _check_page(limit, order)
         if cursor is not None:
             conditions.append("position>?" if order == "asc" else "position<?")
             params.append(decode_cursor(cursor))
@@ -334,6 +348,13 @@ class ReadModels:
             f"ORDER BY position {order.upper()} LIMIT ?"
         )
         return self.store.rows(statement, [*params, limit + 1])
+
+
+def _check_page(limit: int, order: Order) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
+    if order not in ("asc", "desc"):
+        raise ValueError("order must be asc or desc")
 
 
 def _like_literal(value: str) -> str:

@@ -7,6 +7,7 @@ file of a drained client spool, and no in-memory cache of the process that erase
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import hashlib
 import secrets
@@ -27,11 +28,16 @@ from ledger.config import LedgerConfig
 from ledger.retrieval import search_text
 from ledger.retrieval.search_text import stem_word
 from ledger.schemas.requests import DocumentIn, ErasureIn, RetrievalIn, SearchIn
+from ledger.tlog.signing import KeyDirectory
 from ledger.usecases.context import Caller
-from ledger.usecases.retention import erase
+from ledger.usecases.ports import ReceiptFilter
+from ledger.usecases.receipt_reads import receipts_page
+from ledger.usecases.retention import erase, sweep
 from ledger.usecases.scopes import SCOPES
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
+from projections.queries import ReadModels
+from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, tenant_word_key, word_hash
 from tests.conftest import pg_connect
 from tests.factories import UseCases
 from tests.server_process import ServerProcess, free_port, server_env
@@ -93,6 +99,19 @@ def residue(config: LedgerConfig, needle: str, *extra_files: Path) -> list[str]:
     return found
 
 
+def question_index_residue(config: LedgerConfig, tenant_id: str, word: str, position: int) -> list[str]:
+    """The question index's rows that derive from a question: its word's keyed hash (the
+    tenant's key, from the data directory's master key), or its receipt's position."""
+    hashed = word_hash(tenant_word_key(KeyDirectory(config.keys_dir).master_key(), tenant_id), word)
+    found = []
+    for table, row in _table_rows(config):
+        if table == QUESTION_WORDS_TABLE and (row[1] == hashed or row[2] == position):
+            found.append(f"{table}: {row}")
+        if table == QUESTION_KEYS_TABLE and (row[2] == position or str(hashed) in row[4].split(",")):
+            found.append(f"{table}: {row}")
+    return found
+
+
 class Running:
     """A `serve` subprocess logging everything (debug) to a file, and an HTTP client."""
 
@@ -115,6 +134,12 @@ class Running:
         assert response.status_code == 201, response.text
         body: dict[str, Any] = response.json()
         return body
+
+    def questions(self, q: str) -> list[str]:
+        """The receipt ids a question search (`q`) finds."""
+        found = self.http.get("/v1/receipts", params={"q": q})
+        assert found.status_code == 200, found.text
+        return [r["receipt_id"] for r in found.json()["receipts"]]
 
     def search(self, query: str, key: str | None = None) -> httpx.Response:
         return self.post("/v1/search", {"input": {"query": query, "top_k": 5}}, key=key)
@@ -262,6 +287,11 @@ def test_subject_erasure_leaves_no_text_in_storage_logs_or_retried_answers(runni
         key="ret-s",
     )
     assert recorded.status_code == 201, recorded.text
+    # the question index finds it by the marker while the subject's key lives
+    assert running.questions(marker) == [recorded.json()["receipt_id"]]
+    tenant = running.http.get("/v1/receipts/" + recorded.json()["receipt_id"]).json()["event"]["tenant_id"]
+    at = recorded.json()["position"]
+    assert question_index_residue(running.config, tenant, marker, at) != []
 
     erased = running.post("/v1/erasures", {"subject_id": subject})
     assert erased.status_code == 200 and erased.json()["erased"]["document_ids"] == [about["document_id"]]
@@ -274,6 +304,30 @@ def test_subject_erasure_leaves_no_text_in_storage_logs_or_retried_answers(runni
     )
     assert retried.status_code == 409 and retried.json()["error"]["code"] == "idempotency_key_erased"
     assert residue(running.config, marker, running.log) == []
+    # no row of the question index derives from the erased question, and q finds nothing
+    assert question_index_residue(running.config, tenant, marker, at) == []
+    assert running.questions(marker) == []
+
+
+def test_retention_expiry_leaves_no_question_words(ledger: Ledger) -> None:
+    """The retention sweep destroys a day's query keys: the questions sealed under them leave
+    the question index too (their words' hashes, their key rows)."""
+    marker = _marker()
+    cases = UseCases(ledger)
+    doc = cases.ingest("The retention floor is 180 days.")
+    receipt = cases.retrieve(doc, f"how long is {marker} kept?")
+    caller = Caller(tenant_id=receipt.tenant_id, actor="auditor", scopes=frozenset(SCOPES))
+    models = ReadModels(ledger.store)
+
+    def found() -> list[int]:
+        page = receipts_page(cases.ctx, models, caller, ReceiptFilter(q=marker), cursor=None, limit=10)
+        return [r["position"] for r in page["receipts"]]
+
+    assert found() == [receipt.position]
+    assert question_index_residue(ledger.config, receipt.tenant_id, marker, receipt.position) != []
+    sweep(cases.ctx, now=dt.datetime.now(dt.UTC) + dt.timedelta(days=4000))
+    assert question_index_residue(ledger.config, receipt.tenant_id, marker, receipt.position) == []
+    assert found() == []
 
 
 def test_a_drained_spool_keeps_no_text(running: Running, tmp_path: Path) -> None:

@@ -150,6 +150,18 @@ def test_fixture_ledger_opens_under_this_version(version: str, store: str, tmp_p
                     expected = {key: value for key, value in recorded.items() if key != "tenant"}
                     assert verdict(answer.status_code, answer.json()) == expected, receipt_id
 
+                # The question index (schema version 4) was filled from the old log when the
+                # upgraded store's read models caught up: older receipts are found by their words.
+                found = http.get(
+                    "/v1/receipts",
+                    params={"q": "external question", "content": "plain"},
+                    headers=auth("default"),
+                )
+                assert found.status_code == 200, found.text
+                questions = [r["content"]["query"] for r in found.json()["receipts"]]
+                assert questions, found.text
+                assert all(q["state"] != "plain" or "external question" in q["text"] for q in questions)
+
                 # The held document stays held, the erased one erased.
                 refused = http.post(
                     "/v1/erasures",

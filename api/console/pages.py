@@ -23,6 +23,7 @@ from api.routes.listing import ID_PATTERN, time_bound
 from api.routes.receipts import receipt_answer, receipt_page
 from ledger.domain.payloads import EventType
 from ledger.domain.timestamps import format_timestamp
+from ledger.retrieval.question_words import MAX_SEARCH_CHARS
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
 from ledger.usecases.ports import ReceiptFilter
@@ -285,11 +286,15 @@ async def receipts(
     actor: Annotated[str | None, _field("actor")] = None,
     since: Annotated[str | None, _field("since", 40)] = None,
     until: Annotated[str | None, _field("until", 40)] = None,
+    q: Annotated[str | None, _field("q", MAX_SEARCH_CHARS)] = None,
     cursor: Annotated[str | None, _field("cursor", 64)] = None,
 ) -> Template:
     """Receipts newest first, filtered as `GET /v1/receipts` (the filters in the URL); with
-    `audit.content` each question in plain (one recorded read for the page)."""
+    `audit.content` each question in plain (one recorded read for the page), and the search
+    of the questions' words (`q`, a recorded read too)."""
     user.require("audit.read")
+    if _blank(q) is not None:
+        user.require("audit.content")
     services = services_of(request)
     given = _id_filters(
         {
@@ -306,12 +311,13 @@ async def receipts(
         **given,
         recorded_from=_moment(_blank(since), "since"),
         recorded_to=_moment(_blank(until), "until"),
+        q=_blank(q),
     )
     content = "plain" if user.may("audit.content") else "sealed"
     body = await services.blocking(
         receipt_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "desc", content
     )
-    filters = {**given, "since": _blank(since), "until": _blank(until)}
+    filters = {**given, "since": _blank(since), "until": _blank(until), "q": _blank(q)}
     return _listing("receipts.html", user, body, "receipts", filters, plain=content == "plain")
 
 

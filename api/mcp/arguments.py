@@ -11,6 +11,7 @@ from pydantic import Field, StringConstraints
 
 from api.routes.listing import TIME_PATTERN
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.retrieval.question_words import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
 from ledger.schemas.requests import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
 
 Position = Annotated[int, Field(ge=1, le=2**53 - 1)]
@@ -76,5 +77,16 @@ class ReceiptQuery(RequestModel):
     until: Moment | None = None
     from_position: Position | None = None
     to_position: Position | None = None
+    q: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=MAX_SEARCH_CHARS),
+            Field(
+                description=f"Only receipts whose question holds every one of these words (at most "
+                f"{MAX_SEARCH_WORDS}). Needs audit.content; each search is recorded as a ContentRead."
+            ),
+        ]
+        | None
+    ) = None
     cursor: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$", max_length=64)] | None = None
     limit: Annotated[int, Field(ge=1, le=500)] = 100

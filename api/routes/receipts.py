@@ -16,6 +16,7 @@ from api.routes.events import ContentMode
 from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
+from ledger.retrieval.question_words import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
 from ledger.schemas.reads import BundleOut, ReceiptOut, ReceiptPage, ReplayOut
 from ledger.usecases.content import require_content_scope
 from ledger.usecases.context import Caller, Result
@@ -184,6 +185,18 @@ class ReceiptListing:
             pattern=ID_PATTERN,
             required=False,
             description="Receipts citing this document",
+        ),
+    ] = None
+    q: Annotated[
+        str | None,
+        QueryParameter(
+            name="q",
+            min_length=1,
+            max_length=MAX_SEARCH_CHARS,
+            required=False,
+            description="Receipts whose question holds every one of these words (at most "
+            f"{MAX_SEARCH_WORDS}; matched as search matches them). Needs audit.content; each "
+            "search is recorded as a signed ContentRead",
         ),
     ] = None
     cursor: listing.Cursor = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ledger.domain.fields import (
     MAX_AUTH_SCOPES,
@@ -23,6 +23,7 @@ from ledger.domain.fields import (
     MAX_FILTERS_APPLIED,
     MAX_SCORE_COMPONENTS,
     MAX_SEALED_CIPHERTEXT_B64,
+    MAX_SEARCHED_WORDS,
     MAX_SELECTED_ENTRIES,
     MAX_TARGET_ROOTS,
     MAX_TOP_K,
@@ -300,11 +301,22 @@ class AccessDenied(Schema):
 class ContentRead(Schema):
     """Sealed fields (queries, snippets, heading paths) read in plain by a holder of
     `audit.content`: which entries, by id only; one entry per page read. A receipt's
-    citations are named by its receipt id; `citation_ids` lists citations read alone."""
+    citations are named by its receipt id; `citation_ids` lists citations read alone.
 
-    positions: Annotated[list[SafeInt], Field(min_length=1, max_length=MAX_CONTENT_READ)]
+    A question search (`q`, schema version 4) is a read too: `searched_words` says how many
+    words it named (never the words), `positions` the receipts it found on the page (none
+    when it found none)."""
+
+    positions: Annotated[list[SafeInt], Field(max_length=MAX_CONTENT_READ)]
     receipt_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
     citation_ids: Annotated[list[Identifier], Field(max_length=MAX_CONTENT_READ)] = []
+    searched_words: Annotated[int, Field(ge=1, le=MAX_SEARCHED_WORDS)] | None = None
+
+    @model_validator(mode="after")
+    def _reads_something(self) -> ContentRead:
+        if not self.positions and self.searched_words is None:
+            raise ValueError("positions must name at least one entry (or the read is a question search)")
+        return self
 
 
 class ReplaySummary(Schema):

@@ -29,6 +29,7 @@ MAX_SCORE_COMPONENTS = 16
 MAX_TOP_K = 50
 MAX_TARGET_ROOTS = 32
 MAX_CONTENT_READ = 500  # entries read in plain per ContentRead (a page of the lists)
+MAX_SEARCHED_WORDS = 8  # words of one question search (`q`, ledger/retrieval/question_words.py)
 
 MAX_IDENTIFIER_CHARS = 128
 

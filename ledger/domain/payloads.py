@@ -74,6 +74,7 @@ EventType = Literal[
 OMIT_WHEN_NONE = frozenset(
     {"policy_snapshot", "search", "withheld", "sensitivity_origin", "retention_origin", "parts"}
     | {"unverifiable"}  # receipts of external engines (OTLP spans) may report unverifiable documents
+    | {"searched_words"}  # ContentRead of a question search (schema version 4)
 )
 # The same inside each selected entry: fields added later, so older entries keep their bytes.
 ENTRY_OMIT_WHEN_NONE = frozenset({"source", "score"})

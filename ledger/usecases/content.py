@@ -66,6 +66,18 @@ def read_content(
     return contents
 
 
+def record_question_search(ctx: UseCaseContext, caller: Caller, found: Sequence[Any], words: int) -> None:
+    """Record a question search (`q`) as a read before its page is returned: the receipts it
+    found on the page (`found`: rows of the receipt index) and how many words it named."""
+    require_content_scope(caller)
+    read = ContentRead(
+        positions=[view.position for view in found],
+        receipt_ids=[view.receipt_id for view in found],
+        searched_words=words,
+    )
+    record(ctx, caller, [read], lambda _events: {})
+
+
 def read_citation_content(
     ctx: UseCaseContext, caller: Caller, receipt_id: str, citation_id: str
 ) -> dict[str, Any]:

@@ -285,6 +285,7 @@ class ReceiptFilter:
     recorded_to: str | None = None  # exclusive
     task_id: str | None = None
     document_id: str | None = None  # receipts citing this document
+    q: str | None = None  # words the question holds, all of them (the question index; audit.content)
 
 
 class ReceiptLister(Protocol):

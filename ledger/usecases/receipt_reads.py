@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.domain.entries import RecordedEvent, with_continuations
+from ledger.retrieval.question_words import search_words
 from ledger.usecases.citations import document_rules
-from ledger.usecases.content import read_content, require_content_scope
+from ledger.usecases.content import read_content, record_question_search, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.ports import Order, ReceiptFilter, ReceiptLister
 
@@ -87,10 +88,13 @@ def receipts_page(
     content: bool = False,
 ) -> dict[str, Any]:
     """A page of the caller's tenant's receipts; with `content`, their sealed fields in plain
-    (one recorded read for the page). Raises InvalidCursor / ValueError on a bad page request."""
-    if content:
-        require_content_scope(caller)
+    (one recorded read for the page); with `flt.q`, those whose question holds its words (a
+    recorded read as well). Raises InvalidCursor / ValueError on a bad page request."""
+    if content or flt.q is not None:
+        require_content_scope(caller)  # before anything is read: no count, no timing of matches
     page = read_models.receipts(caller.tenant_id, flt, cursor=cursor, limit=limit, order=order)
+    if flt.q is not None:
+        record_question_search(ctx, caller, page.items, len(search_words(flt.q)))
     summaries = [receipt_summary(view) for view in page.items]
     if content:
         found = (ctx.ledger.get(view.position) for view in page.items)

@@ -89,6 +89,9 @@ class AdapterCore(ABC):
     """One open database: eventsourcing's recorder, connections, statement shape and the log."""
 
     name: ClassVar[Literal["sqlite", "postgres"]]
+    # Ends a CREATE TABLE whose rows live in their primary key's b-tree (SQLite: WITHOUT
+    # ROWID; a PostgreSQL primary key is a covering index already): posting lists.
+    clustered_table: ClassVar[str] = ""
     #: DDL type of a byte string column.
     blob: ClassVar[str]
     #: DDL type of a float column (time stamps as epoch seconds, token counts).

@@ -64,6 +64,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     # citations (OTLP spans), and the log may hold ReportIssued entries (record-keeping
     # reports); code before this cannot read them, so the version moves and older code refuses.
     Migration(3, "receipts with absent scores and unverifiable citations; ReportIssued entries"),
+    # No side-table changes: the question index is a read model (projections/question_index.py)
+    # whose tables its projection creates and fills from the whole log when it first runs (the
+    # backfill of an upgraded ledger); the log may hold ContentRead entries of question
+    # searches (`searched_words`, possibly no positions), which code before this cannot read.
+    Migration(4, "the question index read model; ContentRead entries of question searches"),
 )
 CODE_VERSION = MIGRATIONS[-1].version
 

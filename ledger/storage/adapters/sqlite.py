@@ -46,6 +46,7 @@ def _ensure_wal(database: Path, wait_s: float = 30.0) -> None:
 
 class SQLiteAdapter(StoreAdapter):
     name: ClassVar[Literal["sqlite", "postgres"]] = "sqlite"
+    clustered_table: ClassVar[str] = " WITHOUT ROWID"
     blob: ClassVar[str] = "BLOB"
     real: ClassVar[str] = "REAL"
     # eventsourcing's SQLite datastore turns sqlite3.IntegrityError into its own.

@@ -1,0 +1,290 @@
+"""Question text search (`q`): receipts whose question holds every word, on both stores.
+
+The read model (`projections/question_index.py`) through the use cases; the HTTP route with
+its scope, its recorded reads and its refusals through a real server on loopback; the CLI as
+a subprocess; MCP through the SDK's client over both transports. What erasure and the
+retention sweep leave of the index: tests/test_erasure_residue.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from ledger.config import LedgerConfig
+from ledger.usecases.context import Caller
+from ledger.usecases.ports import ReceiptFilter
+from ledger.usecases.receipt_reads import receipts_page
+from ledger.usecases.scopes import SCOPES
+from ledger.writing.application import Ledger
+from projections.queries import ReadModels
+from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE
+from tests.api_support import serving
+from tests.factories import TENANT, UseCases
+from tests.mcp_support import Ledger as McpLedger
+from tests.mcp_support import answer, refusal
+from tests.server_process import run_cli, server_env
+from tests.test_content_reads import Http
+
+QUESTIONS = (
+    "how many days of parental leave do I get?",
+    "parental leave for adoptive parents",
+    "how long are audit logs kept?",
+    "who approves parental leave requests?",
+)
+AUDITOR = Caller(TENANT, "auditor", frozenset(SCOPES))
+
+
+def _found(cases: UseCases, q: str, **page: Any) -> list[str]:
+    """The questions `q` finds, in the page's order."""
+    body = receipts_page(cases.ctx, ReadModels(cases.ledger.store), AUDITOR, ReceiptFilter(q=q), **page)
+    return [_question(cases, r["position"]) for r in body["receipts"]]
+
+
+def _question(cases: UseCases, position: int) -> str:
+    event = cases.ledger.get(position)
+    assert event is not None
+    return cases.ledger.sealer.unseal(event.payload["query"], tenant_id=event.tenant_id)
+
+
+def _index_rows(ledger: Ledger, position: int) -> int:
+    store = ledger.store
+    words = store.rows(
+        f"SELECT COUNT(*) AS n FROM {store.table(QUESTION_WORDS_TABLE)} WHERE receipt_position=?", (position,)
+    )
+    keys = store.rows(
+        f"SELECT COUNT(*) AS n FROM {store.table(QUESTION_KEYS_TABLE)} WHERE position=?", (position,)
+    )
+    return int(words[0]["n"]) + int(keys[0]["n"])
+
+
+def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -> None:
+    cases = UseCases(ledger)
+    doc = cases.ingest("Parental leave is twelve weeks. Audit logs are kept for 180 days.")
+    for question in QUESTIONS:
+        cases.retrieve(doc, question)
+    cases.retrieve(cases.ingest("Other tenant text.", tenant="globex"), "parental leave", tenant="globex")
+
+    limit = {"cursor": None, "limit": 50}
+    assert _found(cases, "parental leave", order="desc", **limit) == [
+        QUESTIONS[3],
+        QUESTIONS[1],
+        QUESTIONS[0],
+    ]
+    assert _found(cases, "Leaves PARENTAL", order="asc", **limit) == [
+        QUESTIONS[0],
+        QUESTIONS[1],
+        QUESTIONS[3],
+    ]
+    assert _found(cases, "adoptive leave", order="desc", **limit) == [QUESTIONS[1]]
+    assert _found(cases, "adoptive audit", order="desc", **limit) == []  # AND, not OR
+    assert _found(cases, "vacation", order="desc", **limit) == []
+
+    # a page at a time, with the list's cursor
+    pages, cursor = [], None
+    while True:
+        body = receipts_page(
+            cases.ctx,
+            ReadModels(ledger.store),
+            AUDITOR,
+            ReceiptFilter(q="parental"),
+            cursor=cursor,
+            limit=1,
+            order="desc",
+        )
+        pages += [_question(cases, r["position"]) for r in body["receipts"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == [QUESTIONS[3], QUESTIONS[1], QUESTIONS[0]]
+
+    # with the other filters of the list
+    narrowed = ReceiptFilter(q="parental", to_position=doc.position + 2)
+    body = receipts_page(cases.ctx, ReadModels(ledger.store), AUDITOR, narrowed, cursor=None, limit=50)
+    assert [_question(cases, r["position"]) for r in body["receipts"]] == [QUESTIONS[0], QUESTIONS[1]]
+
+    # the index holds keyed hashes only: no word of a question in any of its rows
+    for table in (QUESTION_WORDS_TABLE, QUESTION_KEYS_TABLE):
+        dumped = json.dumps(
+            [list(r) for r in ledger.store.rows(f"SELECT * FROM {ledger.store.table(table)}")]
+        )
+        assert "parental" not in dumped and "leave" not in dumped
+
+
+def test_a_rebuild_indexes_what_the_incremental_model_did(ledger: Ledger) -> None:
+    cases = UseCases(ledger)
+    doc = cases.ingest("Parental leave is twelve weeks.")
+    for question in QUESTIONS:
+        cases.retrieve(doc, question)
+    store = ledger.store
+
+    def snapshot() -> list[tuple[Any, ...]]:
+        return sorted(tuple(r) for r in store.rows(f"SELECT * FROM {store.table(QUESTION_WORDS_TABLE)}"))
+
+    before = snapshot()
+    cases.runner.rebuild(["question_index"])
+    assert snapshot() == before and len(before) > 10
+
+
+def test_http_q_needs_audit_content_and_every_search_is_a_recorded_read(ledger_config: LedgerConfig) -> None:
+    with serving(ledger_config) as (server, config, tokens):
+        from tests.test_content_reads import _tokens
+
+        http = Http(server.base_url, {**tokens, **_tokens(config)})
+        doc = http.document("handbook/retention.md")
+        receipts = [http.retrieval(doc, query=q) for q in QUESTIONS]
+
+        # Without audit.content: the same 403 whether or not anything matches, nothing read.
+        refused = [http.get("reader", "/v1/receipts", q=q) for q in ("parental leave", "nothing-matches")]
+        assert {r.status_code for r in refused} == {403}
+        assert refused[0].json()["error"] == refused[1].json()["error"]
+        assert "audit.content" in refused[0].json()["error"]["message"]
+        assert "receipts" not in refused[0].text and "next_cursor" not in refused[0].text
+        assert http.content_reads() == []
+
+        found = http.get("auditor", "/v1/receipts", q="parental leave", order="desc")
+        assert found.status_code == 200, found.text
+        ids = [r["receipt_id"] for r in found.json()["receipts"]]
+        assert ids == [receipts[i]["receipt_id"] for i in (3, 1, 0)]
+        [read] = http.content_reads()
+        assert read["payload"] == {
+            "positions": [receipts[i]["position"] for i in (3, 1, 0)],
+            "receipt_ids": ids,
+            "citation_ids": [],
+            "searched_words": 2,
+        }
+        assert "parental" not in json.dumps(read)
+
+        # A search that finds nothing is recorded too.
+        none = http.get("auditor", "/v1/receipts", q="vacation")
+        assert none.status_code == 200 and none.json()["receipts"] == []
+        assert http.content_reads()[-1]["payload"]["positions"] == []
+
+        # Bad q: 400 naming the rule, nothing recorded; another tenant finds nothing of acme's.
+        reads = len(http.content_reads())
+        for bad, rule in (
+            ("x" * 201, "q"),
+            ("the and of", "no searchable word"),
+            (" ".join(f"w{i}x" for i in range(9)), "at most 8"),
+        ):
+            refused_q = http.get("auditor", "/v1/receipts", q=bad)
+            assert refused_q.status_code == 400 and rule in refused_q.text, refused_q.text
+        assert len(http.content_reads()) == reads
+        theirs = http.get("other", "/v1/receipts", q="parental leave")
+        assert theirs.status_code == 200 and theirs.json()["receipts"] == []
+
+
+def test_cli_query_text_local_and_over_http(ledger_config: LedgerConfig) -> None:
+    with serving(ledger_config) as (server, _, tokens):
+        http = Http(server.base_url, tokens)
+        doc = http.document("handbook/retention.md")
+        for question in QUESTIONS:
+            http.retrieval(doc, query=question)
+        env = server_env(ledger_config, "unused-bootstrap-token-0000000000")
+        local = run_cli(
+            [
+                "receipts",
+                "list",
+                "--query-text",
+                "parental leave",
+                "--json",
+                "--data-dir",
+                str(ledger_config.data_dir),
+                "--tenant",
+                "acme",
+            ],
+            env,
+        )
+        assert local.returncode == 0, local.stderr
+        assert len(local.stdout.splitlines()) == 3
+        remote = run_cli(
+            [
+                "receipts",
+                "list",
+                "--query-text",
+                "adoptive",
+                "--json",
+                "--queries",
+                "--url",
+                server.base_url,
+                "--token",
+                tokens["admin"],
+            ],
+            env,
+        )
+        assert remote.returncode == 0, remote.stderr
+        [line] = remote.stdout.splitlines()
+        assert json.loads(line)["content"]["query"]["text"] == QUESTIONS[1]
+        refused = run_cli(
+            [
+                "receipts",
+                "list",
+                "--query-text",
+                "parental",
+                "--url",
+                server.base_url,
+                "--token",
+                tokens["reader"],
+            ],
+            env,
+        )
+        assert refused.returncode != 0 and "audit.content" in refused.stdout + refused.stderr
+        bad = run_cli(
+            ["receipts", "list", "--query-text", "the", "--data-dir", str(ledger_config.data_dir)], env
+        )
+        assert bad.returncode != 0 and "no searchable word" in bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize("transport", ("http", "stdio"))
+def test_mcp_list_receipts_q(ledger_config: LedgerConfig, transport: str) -> None:
+    with serving(ledger_config) as (server, config, tokens):
+        ledger = McpLedger(config, tokens, server)
+        http = Http(server.base_url, tokens)
+        doc = http.document("handbook/retention.md")
+        recorded = [http.retrieval(doc, query=q) for q in QUESTIONS]
+
+        async def scenario() -> dict[str, Any]:
+            async with ledger.client(transport) as client:
+                found = answer(await client.call_tool("list_receipts", {"q": "adoptive parents"}))
+            async with ledger.client(transport, "reader") as reader:
+                denied = refusal(await reader.call_tool("list_receipts", {"q": "parental"}))
+            return {"found": found, "denied": denied}
+
+        out = anyio.run(scenario)
+        assert [r["receipt_id"] for r in out["found"]["receipts"]] == [recorded[1]["receipt_id"]]
+        assert out["denied"]["http_status"] == 403 and "receipts" not in json.dumps(out["denied"])
+
+
+@pytest.mark.parametrize("width", (1280, 390))
+def test_console_search_box_in_chromium(ledger_config: LedgerConfig, width: int) -> None:
+    """The receipts page's search box (audit.content only), at a desktop and a phone width:
+    it finds by the question's words, keeps the words in the box, and a reader has no box."""
+    with serving(ledger_config) as (server, config, tokens):
+        from tests.test_console_browser import _browser, _sign_in
+        from tests.test_content_reads import _tokens
+
+        tokens = {**tokens, **_tokens(config)}
+        http = Http(server.base_url, tokens)
+        doc = http.document("handbook/retention.md")
+        for question in QUESTIONS:
+            http.retrieval(doc, query=question)
+        with _browser() as browser:
+            page = browser.new_page(viewport={"width": width, "height": 800})
+            _sign_in(page, server.base_url, tokens["auditor"], "/console/receipts")
+            box = page.get_by_label("Question has the words")
+            box.scroll_into_view_if_needed()
+            where = box.bounding_box()
+            assert box.is_visible() and where is not None and where["x"] + 40 < width
+            box.fill("adoptive parents")
+            page.get_by_role("button", name="Filter").click()
+            page.wait_for_load_state()
+            rows = page.locator("table.receipts tbody tr")
+            assert rows.count() == 1 and QUESTIONS[1] in rows.first.inner_text()
+            assert page.get_by_label("Question has the words").input_value() == "adoptive parents"
+            reader = browser.new_page(viewport={"width": width, "height": 800})
+            _sign_in(reader, server.base_url, tokens["reader"], "/console/receipts")
+            assert reader.get_by_label("Question has the words").count() == 0
+            reader.goto(server.base_url + "/console/receipts?q=parental")
+            assert "audit.content" in reader.content() and QUESTIONS[0] not in reader.content()
