@@ -35,14 +35,27 @@ from ledger.retrieval.search_text import forget_words
 from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
-from projections.base import DigestColumn, Projection, TableSpec, payload_field
+from projections.base import Projection, TableSpec, declare_table, payload_field
 from projections.rows import insert_rows
 
 QUESTION_WORDS_TABLE = "citeledger_rm_question_words"
 QUESTION_KEYS_TABLE = "citeledger_rm_question_keys"
 PROJECTION_NAME = "question_index"
-_WORD_COLUMNS = ("word_tenant_id", "word_hash", "receipt_position")
-_KEY_COLUMNS = ("tenant_id", "key_ref", "position", "key_refs", "word_hashes")
+_WORDS = declare_table(
+    QUESTION_WORDS_TABLE,
+    "word_tenant_id TEXT NOT NULL, word_hash BIGINT NOT NULL, receipt_position BIGINT NOT NULL",
+    key=("word_tenant_id", "word_hash", "receipt_position"),
+    position_column="receipt_position",
+)
+_KEYS = declare_table(
+    QUESTION_KEYS_TABLE,
+    "tenant_id TEXT NOT NULL, key_ref TEXT NOT NULL, position BIGINT NOT NULL, "
+    "key_refs TEXT NOT NULL, word_hashes TEXT NOT NULL",
+    key=("tenant_id", "key_ref", "position"),
+    position_column="position",
+)
+_WORD_COLUMNS = _WORDS.insert_columns
+_KEY_COLUMNS = _KEYS.insert_columns
 
 
 def tenant_word_key(master_key: bytes, tenant_id: str) -> bytes:
@@ -112,20 +125,7 @@ class QuestionIndexProjection(Projection):
     version: ClassVar[int] = 1
     # Rows of erased questions are deleted, so an as-of digest of the past is not reproducible.
     as_of_digest: ClassVar[bool] = False
-    tables: ClassVar[tuple[TableSpec, ...]] = (
-        TableSpec(
-            name=QUESTION_WORDS_TABLE,
-            key=_WORD_COLUMNS,
-            columns=tuple(DigestColumn(c) for c in _WORD_COLUMNS),
-            position_column="receipt_position",
-        ),
-        TableSpec(
-            name=QUESTION_KEYS_TABLE,
-            key=("tenant_id", "key_ref", "position"),
-            columns=tuple(DigestColumn(c) for c in _KEY_COLUMNS),
-            position_column="position",
-        ),
-    )
+    tables: ClassVar[tuple[TableSpec, ...]] = (_WORDS, _KEYS)
 
     def __init__(self) -> None:
         self._keys: QuestionKeys | None = None
@@ -142,16 +142,8 @@ class QuestionIndexProjection(Projection):
 
     def table_ddl(self, store: Store) -> list[str]:
         self.keys(store)  # opens the data-key table now, never inside an apply's transaction
-        clustered = store.adapter.clustered_table
-        return [
-            f"CREATE TABLE IF NOT EXISTS {store.table(QUESTION_WORDS_TABLE)} ("
-            "word_tenant_id TEXT NOT NULL, word_hash BIGINT NOT NULL, receipt_position BIGINT NOT NULL, "
-            f"PRIMARY KEY (word_tenant_id, word_hash, receipt_position)){clustered}",
-            f"CREATE TABLE IF NOT EXISTS {store.table(QUESTION_KEYS_TABLE)} ("
-            "tenant_id TEXT NOT NULL, key_ref TEXT NOT NULL, position BIGINT NOT NULL, "
-            "key_refs TEXT NOT NULL, word_hashes TEXT NOT NULL, "
-            f"PRIMARY KEY (tenant_id, key_ref, position)){clustered}",
-        ]
+        # The word postings live in their primary key's b-tree (SQLite: WITHOUT ROWID).
+        return [spec.create(store) + store.adapter.clustered_table for spec in self.tables]
 
     def apply(self, cursor: Any, store: Store, events: Sequence[RecordedEvent]) -> None:
         words: list[tuple[Any, ...]] = []
