@@ -1,8 +1,8 @@
-"""The real MCP Inspector CLI (npm `@modelcontextprotocol/inspector`), each pinned version
-installed once per machine into `~/.cache/citeledger/mcp-inspector/<version>` (scripts/test.sh installs them up front; a
-test installs one when missing). 2.x speaks Streamable HTTP with headers; 0.15, the first line
-whose CLI checked `structuredContent` against the output schema, only stdio to a bearer-token
-server (it has no `--header`)."""
+"""The real MCP Inspector CLI (npm `@modelcontextprotocol/inspector`), each pinned version installed
+once per machine into `~/.cache/citeledger/mcp-inspector/<version>` (scripts/test.sh installs them
+up front; a test installs one when missing). 2.x speaks Streamable HTTP with headers; 0.15, the
+first line whose CLI checked `structuredContent` against the output schema, only stdio to a bearer-
+token server (it has no `--header`)."""
 
 from __future__ import annotations
 
