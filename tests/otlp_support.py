@@ -4,6 +4,7 @@ real OTLP/HTTP exporter (protobuf or JSON) sends to that server."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +12,13 @@ from typing import Any
 
 import httpx
 from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter as JsonSpanExporter
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as ProtobufSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
@@ -62,6 +66,37 @@ class OtlpServer:
             if not page.get("next_cursor"):
                 return newest
             params = {"limit": 500, "cursor": page["next_cursor"]}
+
+    def events(self, event_type: str) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = self.get("/v1/events", type=event_type, limit=500)["events"]
+        return events
+
+    def send_retrieval(
+        self, documents: list[dict[str, Any]], service: str = "docs-bot", who: str = "writer", **extra: Any
+    ) -> tuple[str, ExportTraceServiceResponse]:
+        """One OpenInference RETRIEVER span made by the SDK's tracer (each document's `id`,
+        `content`, `score`, `metadata` (a dict, sent as JSON); `extra` attributes with `__` for
+        `.`), encoded by the SDK's OTLP encoder and posted: (trace id, the export's answer)."""
+        captured = InMemorySpanExporter()
+        provider = tracer_provider(captured, service=service)
+        with provider.get_tracer("test").start_as_current_span("retrieve") as span:
+            span.set_attribute("openinference.span.kind", "RETRIEVER")
+            span.set_attribute("input.value", "what does the handbook say?")
+            for key, value in extra.items():
+                span.set_attribute(key.replace("__", "."), value)
+            for n, document in enumerate(documents):
+                for field, value in document.items():
+                    text = json.dumps(value) if field == "metadata" else value
+                    span.set_attribute(f"retrieval.documents.{n}.document.{field}", text)
+            trace_id = f"{span.get_span_context().trace_id:032x}"
+        response = httpx.post(
+            f"{self.base_url}/v1/traces",
+            content=encode_spans(captured.get_finished_spans()).SerializeToString(),
+            headers=self.headers(who, **{"Content-Type": "application/x-protobuf"}),
+            timeout=60,
+        )
+        assert response.status_code == 200, response.content[:300]
+        return trace_id, ExportTraceServiceResponse.FromString(response.content)
 
     def exporter(self, encoding: str = "protobuf", who: str = "writer") -> SpanExporter:
         kind = ProtobufSpanExporter if encoding == "protobuf" else JsonSpanExporter

@@ -64,6 +64,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # citations (OTLP spans), and the log may hold ReportIssued entries (record-keeping
     # reports); code before this cannot read them, so the version moves and older code refuses.
     Migration(3, "receipts with absent scores and unverifiable citations; ReportIssued entries"),
+    # No table changes: an external receipt may name its data source (an OTLP span's
+    # `gen_ai.data_source.id`); code before this cannot read it, so the version moves.
+    Migration(4, "receipts naming their data source (data_source)"),
 )
 CODE_VERSION = MIGRATIONS[-1].version
 
