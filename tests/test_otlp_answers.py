@@ -19,9 +19,10 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 # An empty export in each encoding: valid, records nothing.
 EMPTY = {PROTOBUF: b"", JSON: b"{}"}
+Body = bytes | Iterator[bytes]
 
 
-def _post(base_url: str, encoding: str, token: str | None, content: bytes | Iterator[bytes]) -> httpx.Response:
+def _post(base_url: str, encoding: str, token: str | None, content: Body) -> httpx.Response:
     headers = {"Content-Type": encoding}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
