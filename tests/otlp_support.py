@@ -5,6 +5,7 @@ real OTLP/HTTP exporter (protobuf or JSON) sends to that server."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
+from ledger.retrieval.source_registry import SourceRegistry
+from ledger.retrieval.sources import SourceLimits
+from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import fresh_config
+from tests.server_process import ROOT, run_cli
 
 CORPUS = {
     "handbook/retention.md": "# Retention\n\nAudit logs are kept for 180 days.\n\n"
@@ -40,6 +45,7 @@ class OtlpServer:
     tokens: dict[str, str]
     config: ApiConfig
     chunks: list[dict[str, Any]]  # {document_id, chunk_id, path, text} of the ingested corpus
+    synced: Path | None = None  # the folder synced as the source `handbook`, if any
 
     def headers(self, who: str = "admin", **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}", **extra}
@@ -130,14 +136,48 @@ def ingest_corpus(base_url: str, token: str) -> list[dict[str, Any]]:
     return chunks
 
 
-def serve(backend: str, root: Path) -> Iterator[OtlpServer]:
+def serve(backend: str, root: Path, synced: Path | None = None) -> Iterator[OtlpServer]:
+    """A server holding the corpus posted under `api`; with `synced`, also written under that
+    folder and synced from it as the source `handbook`."""
     config: LedgerConfig
     with fresh_config(backend, root) as config:
         api = api_config(config)
         tokens = make_tokens(api)
+        if synced is not None:
+            for path, text in CORPUS.items():
+                (synced / path).parent.mkdir(parents=True, exist_ok=True)
+                (synced / path).write_text(text, encoding="utf-8")
+            add_source(SourceRegistry(config.data_dir), SourceLimits(), "handbook", str(synced), "acme")
         with LoopbackServer(api) as server:
             chunks = ingest_corpus(server.base_url, tokens["admin"])
-            yield OtlpServer(server.base_url, tokens, api, chunks)
+            if synced is not None:
+                response = httpx.post(
+                    f"{server.base_url}/v1/sources/handbook/sync",
+                    headers=_bearer(tokens["writer"]),
+                    timeout=60,
+                )
+                assert response.status_code == 200, response.text
+            yield OtlpServer(server.base_url, tokens, api, chunks, synced)
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def replay_and_verify(server: OtlpServer, receipt_id: str, tmp_path: Path) -> None:
+    """The receipt replays (the ledger cannot re-run a foreign engine: each entry's fate) and
+    its bundle verifies offline with the root public key alone (`citeledger verify-bundle`)."""
+    response = httpx.post(
+        f"{server.base_url}/v1/receipts/{receipt_id}/replay", headers=server.headers(), timeout=30
+    )
+    assert response.status_code == 201, response.text
+    assert "unchanged" in json.dumps(response.json())
+    bundle_file = tmp_path / f"bundle-{receipt_id}.json"
+    bundle_file.write_text(json.dumps(server.get(f"/v1/receipts/{receipt_id}/bundle")))
+    key_file = server.config.ledger.keys_dir / "root.pub"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = run_cli(["verify-bundle", str(bundle_file), "--public-key", str(key_file)], env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def tracer_provider(exporter: SpanExporter, service: str = "support-bot") -> TracerProvider:

@@ -231,7 +231,7 @@ def _gen_ai_documents(attributes: Mapping[str, Any]) -> tuple[SpanDocument, ...]
 
 
 def _is_query_bundle(attributes: Mapping[str, Any]) -> bool:
-    """LlamaIndex's inner RETRIEVER span: its input is a JSON query bundle (`query_str`)."""
+    """LlamaIndex's inner RETRIEVER span (`_retrieve`): its input is a JSON query bundle."""
     if attributes.get("input.mime_type") != "application/json":
         return False
     value = attributes.get("input.value")
@@ -241,7 +241,10 @@ def _is_query_bundle(attributes: Mapping[str, Any]) -> bool:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         return False
-    return isinstance(parsed, dict) and "query_str" in parsed
+    # The instrumentation writes the call's arguments: `{"query_bundle": {"query_str": ...}}`
+    # (openinference-instrumentation-llama-index 4), or the bundle itself.
+    bundle = parsed.get("query_bundle", parsed) if isinstance(parsed, dict) else None
+    return isinstance(bundle, dict) and "query_str" in bundle
 
 
 def _has_documents(attributes: Mapping[str, Any], convention: str) -> bool:
