@@ -6,7 +6,8 @@ and exported by the SDK's real OTLP/HTTP exporter to a real server on loopback.
 LlamaIndex emits a second, nested RETRIEVER span (`_retrieve`, input a JSON query bundle, no
 documents) that ends, and is exported, before its parent: one retrieval is one receipt. Its
 documents carry `file_path`: the ledger matches them to the synced documents (docs/otlp.md
-"Cited documents"). The receipts read back, replay and verify offline in a bundle.
+"Cited documents"). The receipts read back, replay, verify offline in a bundle, and show intact
+in the console, the CLI and MCP like any other.
 
 (`llama-index-retrievers-bm25` is not used: it requires PyStemmer < 3, the ledger PyStemmer 3.)
 """
@@ -14,17 +15,27 @@ documents carry `file_path`: the ledger matches them to the synced documents (do
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
+import httpx2
 import pytest
 from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
 from llama_index.core.embeddings import BaseEmbedding
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from opentelemetry import trace
 
+from tests.mcp_support import answer
 from tests.otlp_support import OtlpServer, replay_and_verify, serve, tracer_provider
+from tests.server_process import ROOT, run_cli
+
+CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 class HashingEmbedding(BaseEmbedding):
@@ -99,3 +110,30 @@ def test_llamaindex_retrieval_becomes_one_receipt_citing_the_synced_chunks(
     cited_text = server.get(f"/v1/citations/{retention['citation_id']}")["data"]["chunk_text"]
     assert cited_text.startswith("## Erasure")
     replay_and_verify(server, listed["receipt_id"], tmp_path)
+    _read_on_every_surface(server, listed["receipt_id"])
+
+
+def _read_on_every_surface(server: OtlpServer, receipt_id: str) -> None:
+    """The console, the CLI and MCP show the OTLP receipt like any other: intact."""
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        signed = http.post(
+            "/console/sign-in", data={"token": server.tokens["admin"]}, headers={"Origin": server.base_url}
+        )
+        assert signed.status_code == 303, signed.text
+        page = http.get(f"/console/receipts/{receipt_id}")
+        assert (
+            page.status_code == 200 and "badge intact" in page.text and "external:llamaindex-rag" in page.text
+        )
+    env = {**CLI_ENV, "CITELEDGER_URL": server.base_url, "CITELEDGER_TOKEN": server.tokens["admin"]}
+    shown = run_cli(["receipts", "show", receipt_id], env=env)
+    assert shown.returncode == 0 and "proof: intact" in shown.stdout, shown.stdout + shown.stderr
+
+    async def through_mcp() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with httpx2.AsyncClient(headers=server.headers(), timeout=60) as http:
+            async with Client(streamable_http_client(server.base_url + "/mcp", http_client=http)) as client:
+                receipt = answer(await client.call_tool("get_receipt", {"receipt_id": receipt_id}))
+                verified = answer(await client.call_tool("verify_receipt", {"receipt_id": receipt_id}))
+                return receipt, verified
+
+    receipt, verified = anyio.run(through_mcp)
+    assert receipt["engine"] == "external:llamaindex-rag" and verified["intact"] is True
