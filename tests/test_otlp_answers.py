@@ -39,7 +39,7 @@ def _status(response: httpx.Response, encoding: str, status: int, grpc_code: int
         body = json_format.Parse(response.content, status_pb2.Status())
     assert body.code == grpc_code and body.message
     assert "error" not in response.text[:20]  # not the /v1 envelope ({"error": {...}})
-    return body.message
+    return str(body.message)
 
 
 def test_401_and_429_answer_in_the_otlp_form(ledger_config: LedgerConfig) -> None:

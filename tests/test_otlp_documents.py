@@ -39,7 +39,7 @@ def test_source_and_path_name_the_ledgers_document_and_the_text_names_its_chunk(
     erasure = "A data subject may ask for erasure at any time."
     tokens = "Every token is bound to one tenant."
     retention = {"source": "api", "path": "handbook/retention.md"}
-    documents = [
+    documents: list[dict[str, Any]] = [
         # OpenInference metadata: source + path; the text lies in the document's second chunk.
         {"content": erasure, "score": 0.5, "metadata": retention},
         # LangChain: the path in `metadata.source`.
