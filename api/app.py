@@ -6,18 +6,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from litestar import Litestar
 from litestar.exceptions import HTTPException
 from litestar.plugins.pydantic import PydanticPlugin
-from litestar.types import ControllerRouterHandler
+from litestar.types import ControllerRouterHandler, Scope
 
 from api.config import ApiConfig, server_version
 from api.console import ConsoleSessions, console_router, template_config
 from api.console.errors import console_aware, error_html
-from api.contract import ContractApp, exception_handler
+from api.contract import ContractApp, ErrorPage, exception_handler
 from api.mcp.mount import mcp_mount
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
-from api.otlp.route import export_traces
+from api.otlp.route import export_traces, otlp_error_page
 from api.routes import (
     checkpoints,
     citations,
@@ -99,8 +100,13 @@ def create_app(config: ApiConfig) -> ContractApp:
     app.deadline_s = config.request_deadline_s
     app.max_query_string_bytes = config.limits.max_query_string_bytes
     app.observers = [metrics.observe]
-    app.error_page = error_html  # the console's errors are console pages
+    app.error_page = _error_page
     return app
+
+
+def _error_page(app: Litestar, scope: Scope, status: int, message: str) -> ErrorPage | None:
+    """Errors the ASGI wrapper answers itself: OTLP's form on /v1/traces, console pages in the console."""
+    return otlp_error_page(scope, status, message) or error_html(app, scope, status, message)
 
 
 def app_from_env() -> ContractApp:

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import orjson
@@ -271,15 +271,23 @@ async def send_error(
 Observer = Callable[[Scope, int, float], None]
 
 
+class ErrorPage(NamedTuple):
+    """A surface's own answer to an error the ASGI wrapper answers itself."""
+
+    body: bytes
+    headers: dict[str, str]  # its Content-Type among them
+    status: int | None = None  # another status than the error's (None: the error's)
+
+
 class ContractApp(Litestar):
     """Litestar with the contract applied at the ASGI entry point."""
 
     deadline_s: float = 10.0
     max_query_string_bytes: int = 4096
     observers: list[Observer]
-    # An HTML page (body, headers) for errors answered here, where a surface wants its own
-    # (the console); None: the JSON envelope.
-    error_page: Callable[[Litestar, Scope, int, str], tuple[bytes, dict[str, str]] | None] | None = None
+    # The answer to an error answered here, where a surface wants its own form (the console's
+    # HTML page, OTLP's google.rpc.Status); None: the JSON envelope.
+    error_page: Callable[[Litestar, Scope, int, str], ErrorPage | None] | None = None
 
     async def _send_error(
         self,
@@ -295,11 +303,10 @@ class ContractApp(Litestar):
         if page is None:
             await send_error(send, status, code, message, retryable, ids)
             return
-        body, headers = page
-        raw = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
-        raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        await send({"type": "http.response.start", "status": status, "headers": raw})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+        raw = [(b"content-length", str(len(page.body)).encode())]
+        raw += [(k.lower().encode(), v.encode()) for k, v in page.headers.items()]
+        await send({"type": "http.response.start", "status": page.status or status, "headers": raw})
+        await send({"type": "http.response.body", "body": page.body, "more_body": False})
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:  # type: ignore[override]
         if scope["type"] != "http":

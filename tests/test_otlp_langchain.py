@@ -5,7 +5,6 @@ read back, replay (entry fates) and verify offline in a bundle like any other.""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -14,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -22,8 +20,8 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry import trace
 
-from tests.otlp_support import OtlpServer, serve, tracer_provider
-from tests.server_process import ROOT, run_cli
+from tests.otlp_support import OtlpServer, replay_and_verify, serve, tracer_provider
+from tests.server_process import ROOT
 
 CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -97,22 +95,7 @@ def test_langchain_retrieval_becomes_a_receipt_that_replays_and_verifies(
         assert citation["score"] is None  # LangChain's RETRIEVER spans carry no score
         text = server.get(f"/v1/citations/{citation['citation_id']}")["data"]["chunk_text"]
         assert document.page_content in text
-    # Replay: the ledger cannot re-run the foreign engine; it reports each entry's fate.
-    response = httpx.post(
-        f"{server.base_url}/v1/receipts/{found['listed']['receipt_id']}/replay",
-        headers=server.headers(),
-        timeout=30,
-    )
-    assert response.status_code == 201, response.text
-    replayed = json.dumps(response.json())
-    assert "unchanged" in replayed
-    # The bundle verifies offline with the root public key alone.
-    bundle = server.get(f"/v1/receipts/{found['listed']['receipt_id']}/bundle")
-    bundle_file = tmp_path / "bundle.json"
-    bundle_file.write_text(json.dumps(bundle))
-    key_file = server.config.ledger.keys_dir / "root.pub"
-    result = run_cli(["verify-bundle", str(bundle_file), "--public-key", str(key_file)], env=CLI_ENV)
-    assert result.returncode == 0, result.stdout + result.stderr
+    replay_and_verify(server, found["listed"]["receipt_id"], tmp_path)
 
 
 def test_the_readme_example_runs_as_written(server: OtlpServer) -> None:

@@ -95,11 +95,14 @@ def test_nested_and_query_bundle_retriever_spans_are_duplicates() -> None:
     nested = _span("2222222222222222", "1111111111111111", **kind, **{"input.value": "q"})
     bundle = {"input.value": json.dumps({"query_str": "q"}), "input.mime_type": "application/json"}
     orphan = _span("3333333333333333", "9999999999999999", **kind, **bundle)  # its parent came earlier
+    # As openinference-instrumentation-llama-index 4 writes it: the call's arguments.
+    arguments = {**bundle, "input.value": json.dumps({"query_bundle": {"query_str": "q", "embedding": None}})}
+    orphan_4 = _span("6666666666666666", "8888888888888888", **kind, **arguments)
     empty = _span("4444444444444444", **kind, **{"input.value": "nothing found"})  # a real no-hit
     other = _span("5555555555555555", **{"openinference.span.kind": "LLM"})
-    result = sort_spans([nested, outer, orphan, empty, other])
+    result = sort_spans([nested, outer, orphan, orphan_4, empty, other])
     assert [r.span_id for r in result.retrievals] == ["1111111111111111", "4444444444444444"]
-    assert (result.duplicates, result.other, result.rejected) == (2, 1, [])
+    assert (result.duplicates, result.other, result.rejected) == (3, 1, [])
 
 
 def test_rejections_name_the_rule_never_the_value() -> None:

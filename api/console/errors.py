@@ -16,6 +16,7 @@ from litestar import Litestar, Response
 from litestar.types import Scope
 
 from api.console.web import SECURITY_HEADERS, AnyRequest, error_page
+from api.contract import ErrorPage
 
 PREFIX = "/console"
 TITLES = {400: "Bad request", 404: "Not found", 405: "Not allowed here", 408: "Too slow", 413: "Too large"}
@@ -37,11 +38,11 @@ def console_aware(api_handler: Any) -> Any:
     return handler
 
 
-def error_html(app: Litestar, scope: Scope, status: int, message: str) -> tuple[bytes, dict[str, str]] | None:
+def error_html(app: Litestar, scope: Scope, status: int, message: str) -> ErrorPage | None:
     """The page for an error the ASGI wrapper answers itself; None outside the console."""
     if not is_console(str(scope.get("path", ""))) or app.template_engine is None:
         return None
     template = app.template_engine.get_template("error.html")
     title = TITLES.get(status, "Error")
     html = template.render(user=None, nav=True, title=title, message=message, csrf_field="", csrf_token="")
-    return html.encode("utf-8"), dict(SECURITY_HEADERS)
+    return ErrorPage(html.encode("utf-8"), {"Content-Type": "text/html; charset=utf-8", **SECURITY_HEADERS})

@@ -16,9 +16,11 @@ from typing import Any
 
 from litestar import Request, Response, post
 from litestar.exceptions import HTTPException
+from litestar.types import Scope
 
+from api.api_error import CODES
 from api.auth import requires
-from api.contract import describe, with_retry_after
+from api.contract import ErrorPage, describe, with_retry_after
 from api.openapi import contract
 from api.otlp.decoding import (
     JSON,
@@ -32,18 +34,24 @@ from api.otlp.decoding import (
     trace_spans,
 )
 from api.routes.common import AnyRequest, CallerDep, ServicesDep
+from api.services import Services
+from ledger.retrieval.otlp_spans import TraceSpan
+from ledger.retrieval.source_registry import RegistryError
 from ledger.storage.adapters import store_unavailable
+from ledger.usecases.context import Caller
 from ledger.usecases.span_ingest import SpansRecorded, record_spans
 
 log = logging.getLogger("citeledger.api.otlp")
 LIMITS = OtlpLimits()
 RETRY_AFTER_S = 1
+PATH = "/v1/traces"
 MAX_MESSAGE_CHARS = 2000
 
 
-def _encoding(request: Request[Any, Any, Any]) -> str:
+def _encoding(content_type: str | None) -> str:
+    """The answer's encoding: the request's, JSON for a request in neither."""
     try:
-        return encoding_of(request.headers.get("content-type"))
+        return encoding_of(content_type)
     except OtlpRefusal:
         return JSON
 
@@ -51,13 +59,33 @@ def _encoding(request: Request[Any, Any, Any]) -> str:
 def _error(
     request: Request[Any, Any, Any], status: int, code: str, message: str, headers: dict[str, str]
 ) -> Response[bytes]:
-    encoding = _encoding(request)
+    encoding = _encoding(request.headers.get("content-type"))
     return Response(
         content=status_body(status, message, encoding),
         status_code=status,
         media_type=encoding,
         headers={**headers, "X-Citeledger-Error-Code": code},
     )
+
+
+def otlp_error_page(scope: Scope, status: int, message: str) -> ErrorPage | None:
+    """The answer to an error the server's ASGI wrapper gives before the route runs (a bad
+    correlation header, the request deadline): on `/v1/traces` a google.rpc.Status in the
+    request's encoding too. A deadline passed is 503 with `Retry-After` (nothing was written;
+    an OTLP exporter retries a 503, not a 408)."""
+    if scope.get("path") != PATH:
+        return None
+    code = CODES.get(status, "error")
+    if status == 408:
+        status, message = 503, "the export took longer than the request deadline; nothing was written; retry"
+    headers = {"X-Citeledger-Error-Code": code}
+    if status in (429, 503):
+        headers["Retry-After"] = str(RETRY_AFTER_S)
+    content_type = next(
+        (v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"content-type"), None
+    )
+    encoding = _encoding(content_type)
+    return ErrorPage(status_body(status, message, encoding), {**headers, "Content-Type": encoding}, status)
 
 
 def otlp_exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
@@ -86,6 +114,15 @@ def otlp_exception_handler(request: Request[Any, Any, Any], exc: Exception) -> R
     return _error(request, status, code, message, with_retry_after(status, retryable, headers))
 
 
+def _record(services: Services, caller: Caller, spans: list[TraceSpan]) -> SpansRecorded:
+    """The spans recorded, with the tenant's synced sources' roots to match file paths by."""
+    try:
+        roots = {s.name: s.path for s in services.sources.all() if s.tenant_id == caller.tenant_id}
+    except RegistryError:
+        roots = {}  # an unreadable registry matches no path (documents are still matched by id)
+    return record_spans(services.context, services.claims, caller, spans, roots)
+
+
 def _summary(outcome: SpansRecorded) -> str:
     """Why spans were rejected (span id and rule, never a value), bounded."""
     if not outcome.rejected:
@@ -96,7 +133,7 @@ def _summary(outcome: SpansRecorded) -> str:
 
 
 @post(
-    "/v1/traces",
+    PATH,
     guards=[requires("retrieval.write")],
     status_code=200,
     summary="OTLP/HTTP trace export: retrieval spans (OpenInference, GenAI) become signed receipts",
@@ -114,7 +151,7 @@ async def export_traces(request: AnyRequest, services: ServicesDep, caller: Call
     raw = await request.body()
     data = inflate(raw, request.headers.get("content-encoding"), LIMITS)
     spans = trace_spans(parse_request(data, encoding), LIMITS)
-    outcome = await services.blocking(record_spans, services.context, services.claims, caller, spans)
+    outcome = await services.blocking(_record, services, caller, spans)
     if outcome.busy:
         raise OtlpRefusal(
             503, "busy", "a cited document is being recorded by another request; retry", RETRY_AFTER_S

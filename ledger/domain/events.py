@@ -257,6 +257,9 @@ class RetrievalRecorded(Schema):
     parts: Annotated[int, Field(ge=2, le=MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED)] | None = None
     # Documents the engine reported that the ledger cannot check (absent: none).
     unverifiable: Annotated[list[UnverifiedCitation], Field(max_length=MAX_SELECTED_ENTRIES)] | None = None
+    # The store the external engine searched, as it named it (an OTLP span's
+    # `gen_ai.data_source.id`; absent: not named). Schema version 4.
+    data_source: Identifier | None = None
 
 
 class RetrievalContinued(Schema):

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.domain.fields import SCORE_PATTERN
+from ledger.domain.fields import IDENTIFIER_PATTERN, SCORE_PATTERN
 
 OPENINFERENCE = "openinference"
 GEN_AI = "gen_ai"
@@ -39,6 +39,7 @@ _DOCUMENT_ATTRIBUTE = re.compile(r"^retrieval\.documents\.(\d{1,6})\.document\.(
 _SCORE = re.compile(SCORE_PATTERN)
 _ENGINE_CHARS = re.compile(r"[^a-z0-9._-]+")
 _HEX_ID = re.compile(r"^[0-9a-f]+$")
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ def _gen_ai_documents(attributes: Mapping[str, Any]) -> tuple[SpanDocument, ...]
 
 
 def _is_query_bundle(attributes: Mapping[str, Any]) -> bool:
-    """LlamaIndex's inner RETRIEVER span: its input is a JSON query bundle (`query_str`)."""
+    """LlamaIndex's inner RETRIEVER span (`_retrieve`): its input is a JSON query bundle."""
     if attributes.get("input.mime_type") != "application/json":
         return False
     value = attributes.get("input.value")
@@ -240,7 +241,10 @@ def _is_query_bundle(attributes: Mapping[str, Any]) -> bool:
         parsed = json.loads(value)
     except (ValueError, RecursionError):
         return False
-    return isinstance(parsed, dict) and "query_str" in parsed
+    # The instrumentation writes the call's arguments: `{"query_bundle": {"query_str": ...}}`
+    # (openinference-instrumentation-llama-index 4), or the bundle itself.
+    bundle = parsed.get("query_bundle", parsed) if isinstance(parsed, dict) else None
+    return isinstance(bundle, dict) and "query_str" in bundle
 
 
 def _has_documents(attributes: Mapping[str, Any], convention: str) -> bool:
@@ -254,11 +258,13 @@ def _retrieval(span: TraceSpan, convention: str) -> RetrievalSpan:
     if convention == GEN_AI:
         query = _text(attributes.get("gen_ai.retrieval.query.text"), "gen_ai.retrieval.query.text")
         documents = _gen_ai_documents(attributes)
-        data_source = attributes.get("gen_ai.data_source.id")
     else:
         query = _text(attributes.get("input.value"), "input.value")
         documents = _openinference_documents(attributes)
-        data_source = None
+    # Either convention's span may name the store it searched; recorded as the receipt's.
+    data_source = attributes.get("gen_ai.data_source.id")
+    if data_source is not None and not (isinstance(data_source, str) and _IDENTIFIER.match(data_source)):
+        raise SpanRefused(f"gen_ai.data_source.id: not an identifier ({IDENTIFIER_PATTERN})")
     if not query:
         where = "gen_ai.retrieval.query.text" if convention == GEN_AI else "input.value"
         raise SpanRefused(f"{where}: the span carries no query")
@@ -269,7 +275,7 @@ def _retrieval(span: TraceSpan, convention: str) -> RetrievalSpan:
         convention=convention,
         query=query,
         documents=documents,
-        data_source=data_source if isinstance(data_source, str) else None,
+        data_source=data_source,
     )
 
 

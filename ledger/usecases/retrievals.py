@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -202,20 +202,29 @@ def _visible(caller: Caller, chunks: dict[tuple[str, str], ChunkState]) -> dict[
     return {ref: chunk for ref, chunk in chunks.items() if may_see(caller.scopes, chunk.sensitivity)}
 
 
-def _record_denials(ctx: UseCaseContext, caller: Caller, chunks: dict[tuple[str, str], ChunkState]) -> None:
-    """A signed AccessDenied for each restricted chunk a refused retrieval cited without the scope."""
-    denied = sorted(
-        {ref[1] for ref, chunk in chunks.items() if not may_see(caller.scopes, chunk.sensitivity)}
-    )
-    if denied:
+def unknown_chunk(index: int, ref: tuple[str, str]) -> UnknownChunk:
+    """The refusal of a cited chunk the ledger does not hold, or the caller may not see (one answer)."""
+    return UnknownChunk(f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant")
+
+
+def hidden_chunks(caller: Caller, chunks: Mapping[tuple[str, str], ChunkState]) -> list[tuple[str, str]]:
+    """("chunk", id) of each of `chunks` the caller may not see, in id order."""
+    ids = {ref[1] for ref, chunk in chunks.items() if not may_see(caller.scopes, chunk.sensitivity)}
+    return [("chunk", chunk_id) for chunk_id in sorted(ids)]
+
+
+def record_denials(ctx: UseCaseContext, caller: Caller, resources: Sequence[tuple[str, str]]) -> None:
+    """A signed AccessDenied for each (resource type, id) a refused write cited without the
+    restricted scope."""
+    if resources:
         denials = [
             AccessDeniedEvent(
-                resource_type="chunk",
-                resource_id=chunk_id,
+                resource_type=kind,  # type: ignore[arg-type]
+                resource_id=resource_id,
                 required_scope=RESTRICTED_SCOPE,
                 reason="restricted_scope_required",
             )
-            for chunk_id in denied
+            for kind, resource_id in resources
         ]
         record(ctx, caller, denials, lambda events: {})
 
@@ -234,6 +243,7 @@ def retrieval_write(
     texts: ChunkTexts | None = None,
     frozen_policy: PolicySnapshot | None = None,
     unverifiable: Sequence[UnverifiedCitation] = (),
+    data_source: str | None = None,
 ) -> Pending:
     """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
     passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
@@ -247,10 +257,8 @@ def retrieval_write(
         chunks = _visible(caller, found)
     for index, ref in enumerate(refs):
         if ref not in chunks:
-            _record_denials(ctx, caller, found)
-            raise UnknownChunk(
-                f"selected_entries[{index}]: no chunk {ref[1]} in document {ref[0]} for this tenant"
-            )
+            record_denials(ctx, caller, hidden_chunks(caller, found))
+            raise unknown_chunk(index, ref)
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
@@ -299,6 +307,7 @@ def retrieval_write(
         context_hash=context_hash,
         status=body.status,
         unverifiable=list(unverifiable) or None,
+        data_source=data_source,
     )
 
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
@@ -339,6 +348,7 @@ class BatchItem:
     problem: str | None = None
     # Documents the engine reported that the ledger cannot check (an OTLP span's).
     unverifiable: tuple[UnverifiedCitation, ...] = ()
+    data_source: str | None = None  # the store the engine searched (an OTLP span's)
 
 
 @dataclass(frozen=True)
@@ -395,7 +405,14 @@ def _record_retrievals(
                     caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
                 )
             pending = retrieval_write(
-                ctx, own, item.body, item.idempotency, texts, frozen_policy, item.unverifiable
+                ctx,
+                own,
+                item.body,
+                item.idempotency,
+                texts,
+                frozen_policy,
+                item.unverifiable,
+                item.data_source,
             )
             write = pending.prepared()
             # Receipts too large for one entry take several: the batch's one transaction holds

@@ -7,42 +7,29 @@ id as the task id. Exactly once per (trace id, span id): the pair is the write's
 key, stored in the transaction that records the receipt, so a retried export (after a crash
 too) records nothing twice and is answered as a success.
 
-Each document the span reports is cited as:
-- the ledger's chunk, when the span names one the tenant holds (`document.id` written
-  `<document_id>/<chunk_id>`, or metadata `document_id` + `chunk_id`, or metadata
-  `source` + `path` + `chunk_id`) and the text it carries, if any, occurs in that chunk;
-- else the text the span carries, recorded first as a document of the per-service source
-  `otlp.<service>` (sealed, erasable, under the tenant's retention rules like any chunk)
-  and then cited;
-- else an unverifiable citation on the receipt (`UnverifiedCitation`): never dropped.
+Each document the span reports is cited as `ledger.usecases.span_citations` says: the ledger's
+chunk it names (by ids, or by source and path), else the text it carries (recorded under
+`otlp.<service>`), else an unverifiable citation. A chunk the token may not see refuses the
+span as `POST /v1/retrievals` refuses it (a signed `AccessDenied`, the span rejected).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
-from ledger.domain.events import UnverifiedCitation
-from ledger.domain.fields import IDENTIFIER_PATTERN
-from ledger.retrieval.chunking import chunk_markdown, stable_chunk_ids
-from ledger.retrieval.otlp_spans import RejectedSpan, RetrievalSpan, SpanDocument, TraceSpan, sort_spans
-from ledger.schemas.requests import MAX_SNIPPET_CHARS, DocumentIn, RetrievalIn
+from ledger.retrieval.otlp_spans import RejectedSpan, RetrievalSpan, TraceSpan, sort_spans
+from ledger.schemas.requests import RetrievalIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
-from ledger.usecases.documents import default_document_id, ingest_document
 from ledger.usecases.errors import AccessDenied, Busy, UseCaseError
-from ledger.usecases.ports import ChunkState
-from ledger.usecases.retrievals import BatchItem, ChunkTexts, record_retrievals
-from ledger.usecases.visibility import may_see
+from ledger.usecases.retrievals import BatchItem, record_denials, record_retrievals
+from ledger.usecases.span_citations import CitationDenied, SpanCitations, Unrecordable
 from ledger.writing.idempotency import IdempotencyKey, lookup_many
-from ledger.writing.sealing import KeyDestroyed
 
-_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 # Receipts per transaction: an export of the SDK's default batch size (512) is one commit
 # (each commit waits on the group committer: fewer, larger ones are faster).
 ITEMS_PER_COMMIT = 512
@@ -78,109 +65,6 @@ def span_key(caller: Caller, span: RetrievalSpan) -> IdempotencyKey:
     )
 
 
-def _claimed_ref(document: SpanDocument) -> tuple[str, str] | None:
-    """The (document id, chunk id) a span's document names, if it names one."""
-    meta = document.metadata
-    doc_id, chunk_id = meta.get("document_id"), meta.get("chunk_id")
-    if isinstance(doc_id, str) and isinstance(chunk_id, str):
-        return doc_id, chunk_id
-    if document.id is not None and document.id.count("/") == 1:
-        doc_id, chunk_id = document.id.split("/")
-        return doc_id, chunk_id
-    return None
-
-
-class _Resolver:
-    """Turns a span's documents into cited entries, for one request (chunk texts unsealed
-    here are kept for this request only)."""
-
-    def __init__(self, ctx: UseCaseContext, claims: DocumentClaims, caller: Caller) -> None:
-        self.ctx, self.claims, self.caller = ctx, claims, caller
-        # Chunk texts unsealed for this request, shared with the record path (one unseal each).
-        self.texts: ChunkTexts = {}
-        self.recorded_content: dict[tuple[str, str], tuple[str, str, str]] = {}
-
-    def ref_of(self, document: SpanDocument) -> tuple[str, str] | None:
-        """The ledger chunk a span's document names, if it names one (not yet looked up)."""
-        ref = _claimed_ref(document)
-        meta = document.metadata
-        source, path, chunk_id = meta.get("source"), meta.get("path"), meta.get("chunk_id")
-        if ref is None and isinstance(source, str) and isinstance(path, str) and isinstance(chunk_id, str):
-            doc_id = self.ctx.lookups.source_documents(self.caller.tenant_id, source).get(path)
-            ref = (doc_id, chunk_id) if doc_id else None
-        return ref if ref is not None and all(_IDENTIFIER.match(part) for part in ref) else None
-
-    def _chunk_text(self, chunk: ChunkState) -> str | None:
-        if chunk.text is None:
-            return None
-        known = (self.caller.tenant_id, chunk.chunk_id, str(chunk.text.get("nonce")))
-        if known not in self.texts:
-            try:
-                self.texts[known] = self.ctx.sealer.unseal(chunk.text, tenant_id=self.caller.tenant_id)
-            except KeyDestroyed:
-                return None
-        return self.texts[known]
-
-    def _content_entry(self, span: RetrievalSpan, content: str) -> tuple[str, str, str]:
-        """The carried text recorded as a document of the service's own source (unchanged text
-        is not recorded twice): (document id, chunk id, snippet) of its first chunk."""
-        source = f"otlp.{span.service}"
-        digest = hashlib.sha256(content.encode("utf-8")).hexdigest()
-        known = self.recorded_content.get((source, digest))
-        if known is not None:
-            return known
-        path = f"spans/{digest[:32]}.md"
-        pieces = chunk_markdown(content)
-        if not pieces:
-            raise _Unrecordable("a document's content has no text")
-        doc = DocumentIn(path=path, text=content, source=source)
-        ingest_document(self.ctx, self.claims, self.caller, doc)
-        document_id = default_document_id(self.caller.tenant_id, source, path)
-        chunk_id = stable_chunk_ids(document_id, pieces)[0]
-        found = (document_id, chunk_id, pieces[0].text[:MAX_SNIPPET_CHARS])
-        self.recorded_content[(source, digest)] = found
-        return found
-
-    def entries(
-        self, span: RetrievalSpan, chunks: Mapping[tuple[str, str], ChunkState]
-    ) -> tuple[list[dict[str, Any]], list[UnverifiedCitation]]:
-        entries: list[dict[str, Any]] = []
-        unverifiable: list[UnverifiedCitation] = []
-        for rank, document in enumerate(span.documents, start=1):
-            ref = self.ref_of(document)
-            chunk = chunks.get(ref) if ref is not None else None
-            if ref is not None and chunk is not None:
-                text = self._chunk_text(chunk)
-                if text is not None and (document.content is None or document.content in text):
-                    snippet = document.content or text[:MAX_SNIPPET_CHARS]
-                    if snippet.strip():
-                        entries.append(_entry(ref[0], ref[1], snippet, document.score))
-                        continue
-            if document.content and document.content.strip():
-                doc_id, chunk_id, snippet = self._content_entry(span, document.content)
-                entries.append(_entry(doc_id, chunk_id, snippet, document.score))
-                continue
-            carried = document.id if document.id and _IDENTIFIER.match(document.id) else None
-            unverifiable.append(
-                UnverifiedCitation(
-                    rank=rank,
-                    carried_id=carried,
-                    score=document.score,
-                    reason="unknown_id_no_content" if document.id else "no_id_no_content",
-                )
-            )
-        return entries, unverifiable
-
-
-class _Unrecordable(Exception):
-    pass
-
-
-def _entry(document_id: str, chunk_id: str, snippet: str, score: str | None) -> dict[str, Any]:
-    entry = {"document_id": document_id, "chunk_id": chunk_id, "snippet": snippet}
-    return entry if score is None else {**entry, "score": score}
-
-
 def check_tenant(caller: Caller, spans: Sequence[TraceSpan]) -> None:
     """A resource claiming another tenant (`citeledger.tenant_id`) refuses the whole export:
     a token writes for its own tenant only."""
@@ -193,10 +77,15 @@ def check_tenant(caller: Caller, spans: Sequence[TraceSpan]) -> None:
 
 
 def record_spans(
-    ctx: UseCaseContext, claims: DocumentClaims, caller: Caller, spans: Sequence[TraceSpan]
+    ctx: UseCaseContext,
+    claims: DocumentClaims,
+    caller: Caller,
+    spans: Sequence[TraceSpan],
+    source_roots: Mapping[str, str] | None = None,
 ) -> SpansRecorded:
     """Record the retrieval spans of one export; a span that cannot be recorded is rejected
-    with its reason while the others are recorded."""
+    with its reason while the others are recorded. `source_roots`: the tenant's synced
+    sources (name -> root path), to match a document's file path to the ledger's document."""
     check_tenant(caller, spans)
     sorted_spans = sort_spans(spans)
     outcome = SpansRecorded(
@@ -208,30 +97,26 @@ def record_spans(
     stored = lookup_many(ctx.ledger.store, caller.tenant_id, [k.key for k in keys.values()]) if keys else {}
     fresh = [s for s in unique if keys[(s.trace_id, s.span_id)].key not in stored]
     outcome.repeated = len(unique) - len(fresh)
-    resolver = _Resolver(ctx, claims, caller)
+    citations = SpanCitations(ctx, claims, caller, source_roots or {})
     for start in range(0, len(fresh), ITEMS_PER_COMMIT):
-        _record_group(ctx, caller, resolver, fresh[start : start + ITEMS_PER_COMMIT], keys, outcome)
+        _record_group(ctx, caller, citations, fresh[start : start + ITEMS_PER_COMMIT], keys, outcome)
     return outcome
 
 
 def _record_group(
     ctx: UseCaseContext,
     caller: Caller,
-    resolver: _Resolver,
+    citations: SpanCitations,
     spans: Sequence[RetrievalSpan],
     keys: Mapping[tuple[str, str], IdempotencyKey],
     outcome: SpansRecorded,
 ) -> None:
-    refs = sorted({ref for span in spans for d in span.documents if (ref := resolver.ref_of(d)) is not None})
-    found = ctx.lookups.chunks(caller.tenant_id, refs) if refs else {}
-    # A restricted chunk the token may not see is one the ledger does not hold, for this caller:
-    # same answer either way, so a span cannot probe restricted text.
-    chunks = {ref: chunk for ref, chunk in found.items() if may_see(caller.scopes, chunk.sensitivity)}
+    citations.look_up(spans)
     items: list[BatchItem] = []
     built: list[RetrievalSpan] = []
     for span in spans:
         try:
-            entries, unverifiable = resolver.entries(span, chunks)
+            entries, unverifiable = citations.entries(span)
             body = RetrievalIn.model_validate(
                 {
                     "query": span.query,
@@ -244,21 +129,30 @@ def _record_group(
         except Busy:
             outcome.busy = True
             continue
-        except (UseCaseError, _Unrecordable, ValueError) as exc:
+        except CitationDenied as exc:
+            # As POST /v1/retrievals: the denial is signed, the retrieval refused.
+            record_denials(ctx, caller, exc.denied)
+            outcome.rejected.append(
+                RejectedSpan(span.trace_id, span.span_id, f"unknown_chunk: {exc.message}")
+            )
+            continue
+        except (UseCaseError, Unrecordable, ValueError) as exc:
             outcome.rejected.append(RejectedSpan(span.trace_id, span.span_id, _reason(exc)))
             continue
+        key = keys[(span.trace_id, span.span_id)]
         items.append(
             BatchItem(
-                keys[(span.trace_id, span.span_id)],
+                key,
                 body,
                 trace_id=span.trace_id,
                 unverifiable=tuple(unverifiable),
+                data_source=span.data_source,
             )
         )
         built.append(span)
     if not items:
         return
-    for span, item_outcome in zip(built, record_retrievals(ctx, caller, items, resolver.texts), strict=True):
+    for span, item_outcome in zip(built, record_retrievals(ctx, caller, items, citations.texts), strict=True):
         if isinstance(item_outcome.error, Busy):
             outcome.busy = True
         elif item_outcome.error is not None:

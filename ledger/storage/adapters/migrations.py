@@ -67,8 +67,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     # No side-table changes: the question index is a read model (projections/question_index.py)
     # whose tables its projection creates and fills from the whole log when it first runs (the
     # backfill of an upgraded ledger); the log may hold ContentRead entries of question
-    # searches (`searched_words`, possibly no positions), which code before this cannot read.
-    Migration(4, "the question index read model; ContentRead entries of question searches"),
+    # searches (`searched_words`, possibly no positions), and an external receipt may name its
+    # data source (an OTLP span's `gen_ai.data_source.id`), which code before this cannot read.
+    Migration(
+        4,
+        "the question index read model; ContentRead entries of question searches; "
+        "receipts naming their data source (data_source)",
+    ),
 )
 CODE_VERSION = MIGRATIONS[-1].version
 
