@@ -312,9 +312,14 @@ def test_replay_of_a_day_whose_restricted_text_was_erased_names_no_restricted_do
     full = server.replay(searched["receipt_id"], who="admin").json()
     assert full["integrity"] == "unverifiable"
     assert full["integrity_reason"]["document_ids"] == [doc["document_id"]]
+    assert [e["path"] for e in full["integrity_reason"]["erased"]] == [RESTRICTED_PATH]
     shown = server.replay(searched["receipt_id"], who="replayer")
     assert shown.status_code == 201, shown.text
-    assert shown.json()["integrity_reason"] == {"cause": "erased_after_receipt", "document_ids": []}
+    assert shown.json()["integrity_reason"] == {
+        "cause": "erased_after_receipt",
+        "document_ids": [],
+        "erased": [],
+    }
     assert _leaks(shown.text, doc) == []
 
 

@@ -70,8 +70,25 @@ class ReplayOut(Answer):
 
     original_receipt_id: Id
     replay_receipt_id: Id | None
-    integrity: str  # ok | mismatch | unverifiable | not_applicable
-    integrity_reason: dict[str, Any] | None = None  # unverifiable: its cause and the erased document ids
+    integrity: Literal["ok", "reproduced_apart_from_erased", "unverifiable", "mismatch", "not_applicable"] = Field(
+        description=(
+            "ok: the as-of run reproduced the context hash and every score. reproduced_apart_from_erased: "
+            "text live then was erased or expired since, and with those documents left out the rest "
+            "(the same parts in the same order, the status, the other filters) was reproduced; scores may "
+            "move. unverifiable: the erased text decided the outcome, or a run passed its deadline. "
+            "mismatch: nothing erased explains the difference (an integrity finding). not_applicable: "
+            "an external engine's receipt, which cannot be re-run."
+        )
+    )
+    integrity_reason: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "reproduced_apart_from_erased and unverifiable: `cause` (erased_after_receipt, "
+            "original_timeout, timeout), `document_ids`, and `erased`: each erased document's "
+            "`document_id`, `path`, `erased_at`, `erased_position` and `basis` (erasure_request, "
+            "retention_expired, governance_scrub)."
+        ),
+    )
     diff: dict[str, Any]
     dedup: bool = False
 

@@ -95,6 +95,18 @@ class ChunkVersion:
     scrub_reason: str | None
 
 
+@dataclass(frozen=True)
+class ScrubbedDocument:
+    """A document whose text was scrubbed after some position: where, when and on what basis
+    (`reason`: `erasure_request` | `retention_expired` | `governance_scrub`)."""
+
+    document_id: str
+    path: str
+    position: int
+    reason: str
+    recorded_at: str
+
+
 class WriteLookups(Protocol):
     def refresh(self) -> None:
         """Catch up with entries other processes appended."""
@@ -167,10 +179,10 @@ class WriteLookups(Protocol):
         """Every chunk version of the document recorded at or before `position`, as of it."""
         ...
 
-    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[str]:
+    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[ScrubbedDocument]:
         """Documents with a chunk version live at `position` whose text was scrubbed
         (erased or expired) after it, at most `limit` of them: what no as-of view can
-        read back any more."""
+        read back any more, each with its path and its first scrub (position, basis, time)."""
         ...
 
 
