@@ -66,7 +66,8 @@ def print_replay(body: dict[str, Any]) -> None:
         f"{body['at_position']}; replay receipt: {body['replay_receipt_id'] or '[red]not recorded[/]'}"
     )
     integrity = body["integrity"]
-    colour = {"ok": "green", "reproduced_apart_from_erased": "green", "mismatch": "red"}.get(integrity, "yellow")
+    colours = {"ok": "green", "reproduced_apart_from_erased": "green", "mismatch": "red"}
+    colour = colours.get(integrity, "yellow")
     out.print(f"integrity: [{colour}]{integrity}[/]")
     reason = body.get("integrity_reason")
     if reason:

@@ -29,9 +29,9 @@ from ledger.usecases.ports import (
     DocumentState,
     PolicyState,
     ReceiptRecord,
-    ScrubbedDocument,
 )
 from projections.corpus import CORPUS_TABLE, chunk_state
+from projections.document_lookups import DocumentLookups
 from projections.history import HISTORY_TABLE
 from projections.receipt_index import RECEIPTS_TABLE
 from projections.rows import from_row
@@ -44,7 +44,7 @@ _CACHE_MAX = 100_000  # rows per cache; cleared (not evicted one by one) when fu
 _ENTRY_CACHE_MAX = 20_000  # receipt entries (a few KB each)
 
 
-class ProjectedLookups:
+class ProjectedLookups(DocumentLookups):
     def __init__(
         self, store: Store, runner: ProjectionRunner, read_entry: Callable[[int], RecordedEvent | None]
     ) -> None:
@@ -393,36 +393,6 @@ class ProjectedLookups:
                 )
             )
         return versions
-
-    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[ScrubbedDocument]:
-        corpus, history = self.store.table(CORPUS_TABLE), self.store.table(HISTORY_TABLE)
-        rows = self.store.rows(
-            f"SELECT c.document_id, MIN(c.path) AS path, MIN(c.scrubbed_position) AS scrubbed_position "
-            f"FROM {corpus} c WHERE c.tenant_id=? AND c.live_from_position<=? "
-            "AND (c.live_to_position IS NULL OR c.live_to_position>?) AND c.scrubbed_position>? "
-            "GROUP BY c.document_id ORDER BY c.document_id LIMIT ?",
-            (tenant_id, position, position, position, limit),
-        )
-        scrubs: list[ScrubbedDocument] = []
-        for row in rows:
-            at = int(row["scrubbed_position"])
-            # The scrub's basis and moment: its own corpus row and its entry in the history index.
-            detail = self.store.rows(
-                f"SELECT c.scrub_reason, h.recorded_at FROM {corpus} c LEFT JOIN {history} h "
-                "ON h.tenant_id=c.tenant_id AND h.position=c.scrubbed_position "
-                "WHERE c.tenant_id=? AND c.document_id=? AND c.scrubbed_position=? LIMIT 1",
-                (tenant_id, row["document_id"], at),
-            )
-            scrubs.append(
-                ScrubbedDocument(
-                    document_id=str(row["document_id"]),
-                    path=str(row["path"]),
-                    position=at,
-                    reason=str(detail[0]["scrub_reason"]) if detail else "",
-                    recorded_at=str(detail[0]["recorded_at"] or "") if detail else "",
-                )
-            )
-        return scrubs
 
     def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
         # Keep the bytes only, not the parsed envelope: thousands of cached dicts would make

@@ -10,7 +10,7 @@ second index of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -107,6 +107,22 @@ class ScrubbedDocument:
     recorded_at: str
 
 
+@dataclass(frozen=True)
+class DocumentAtPath:
+    """A document recorded at a path: its versions (oldest first, metadata only), how many
+    receipts cite it, and its first scrub if its text was erased or expired."""
+
+    document_id: str
+    source: str
+    path: str
+    versions: list[dict[str, Any]]
+    receipts_citing: int
+    scrub: ScrubbedDocument | None
+
+    def with_scrub(self, scrub: ScrubbedDocument) -> DocumentAtPath:
+        return replace(self, scrub=scrub)
+
+
 class WriteLookups(Protocol):
     def refresh(self) -> None:
         """Catch up with entries other processes appended."""
@@ -177,6 +193,10 @@ class WriteLookups(Protocol):
 
     def document_chunks(self, tenant_id: str, document_id: str, position: int) -> list[ChunkVersion]:
         """Every chunk version of the document recorded at or before `position`, as of it."""
+        ...
+
+    def documents_at_path(self, tenant_id: str, path: str, source: str | None) -> list[DocumentAtPath]:
+        """The documents recorded at `path` (in `source`, or in any), at most 20."""
         ...
 
     def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[ScrubbedDocument]:
