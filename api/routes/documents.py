@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
-from litestar import Response, Router, delete, get, post
+from litestar import HttpMethod, Response, Router, delete, get, post, route
 from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, JSONBody, Parameter, QueryParameter
@@ -161,8 +161,15 @@ async def delete_document(
     return await call.write(idempotency_key, route, {"reason": reason}, remove, created_status=200)
 
 
+@route("/", http_method=[HttpMethod.OPTIONS], include_in_schema=False, sync_to_thread=False)
+def documents_options() -> Response[None]:
+    """Litestar answers OPTIONS on a path of two handlers with the first one's methods only
+    (as `/v1/operator/tokens`); registered first, this one names both."""
+    return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
+
+
 router = Router(
     path="/v1/documents",
-    route_handlers=[find_documents, post_document, upload_document, delete_document],
+    route_handlers=[documents_options, find_documents, post_document, upload_document, delete_document],
     tags=["documents"],
 )
