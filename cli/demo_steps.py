@@ -328,6 +328,9 @@ def replay_receipt(demo: Demo, receipt_id: str) -> str:
         demo.say(
             f"integrity: ok (re-run as of its position {body['corpus_position']}: the same bytes, same hash)"
         )
+    elif integrity == "reproduced_apart_from_erased":
+        paths = ", ".join(e["path"] for e in (body["integrity_reason"] or {}).get("erased", []))
+        demo.say(f"integrity: reproduced apart from the documents erased since ({paths})")
     else:
         demo.say(
             f"integrity: {integrity} (the re-run as of its position does not reproduce its context hash)"

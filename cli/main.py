@@ -16,6 +16,7 @@ from rich.console import Console
 
 from cli.checkpoint_check import register as register_checkpoint_check
 from cli.common import CommandGroup, fail, ledger_config, open_output
+from cli.documents import register as register_documents
 from cli.mcp import register as register_mcp
 from cli.migrate import register as register_migrate
 from cli.operations import register as register_operations
@@ -210,6 +211,7 @@ register_spool(app)
 register_replay(app)
 register_witness(app)
 register_receipts(app)
+register_documents(app)
 register_checkpoint_check(app)
 register_migrate(app)
 register_tokens(app)

@@ -66,12 +66,19 @@ def print_replay(body: dict[str, Any]) -> None:
         f"{body['at_position']}; replay receipt: {body['replay_receipt_id'] or '[red]not recorded[/]'}"
     )
     integrity = body["integrity"]
-    colour = {"ok": "green", "mismatch": "red"}.get(integrity, "yellow")
+    colours = {"ok": "green", "reproduced_apart_from_erased": "green", "mismatch": "red"}
+    colour = colours.get(integrity, "yellow")
     out.print(f"integrity: [{colour}]{integrity}[/]")
     reason = body.get("integrity_reason")
     if reason:
         erased = ", ".join(reason.get("document_ids", [])) or "-"
         out.print(f"  cause: {reason['cause']}; documents erased since: {erased}")
+        for doc in reason.get("erased", []):
+            out.print(
+                f"  erased since: {doc['path']} ({doc['basis']}, position {doc['erased_position']}, "
+                f"{doc['erased_at'] or 'time unknown'})",
+                markup=False,
+            )
     if "entries" in body:
         table = Table(title="recorded entries")
         for column in ("rank", "status", "path", "chunk", "now / rule"):

@@ -23,8 +23,15 @@ import orjson
 from ledger.domain.entries import RecordedEvent, with_continuations
 from ledger.domain.fields import MAX_TARGET_ROOTS
 from ledger.storage.store import LEDGER_STREAM_ID, Store
-from ledger.usecases.ports import ChunkState, ChunkVersion, DocumentState, PolicyState, ReceiptRecord
+from ledger.usecases.ports import (
+    ChunkState,
+    ChunkVersion,
+    DocumentState,
+    PolicyState,
+    ReceiptRecord,
+)
 from projections.corpus import CORPUS_TABLE, chunk_state
+from projections.document_lookups import DocumentLookups
 from projections.history import HISTORY_TABLE
 from projections.receipt_index import RECEIPTS_TABLE
 from projections.rows import from_row
@@ -37,7 +44,7 @@ _CACHE_MAX = 100_000  # rows per cache; cleared (not evicted one by one) when fu
 _ENTRY_CACHE_MAX = 20_000  # receipt entries (a few KB each)
 
 
-class ProjectedLookups:
+class ProjectedLookups(DocumentLookups):
     def __init__(
         self, store: Store, runner: ProjectionRunner, read_entry: Callable[[int], RecordedEvent | None]
     ) -> None:
@@ -386,16 +393,6 @@ class ProjectedLookups:
                 )
             )
         return versions
-
-    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[str]:
-        rows = self.store.rows(
-            f"SELECT DISTINCT document_id FROM {self.store.table(CORPUS_TABLE)} "
-            "WHERE tenant_id=? AND live_from_position<=? "
-            "AND (live_to_position IS NULL OR live_to_position>?) AND scrubbed_position>? "
-            "ORDER BY document_id LIMIT ?",
-            (tenant_id, position, position, position, limit),
-        )
-        return [str(row["document_id"]) for row in rows]
 
     def _remember_entry(self, tenant_id: str, receipt_id: str, event: RecordedEvent) -> None:
         # Keep the bytes only, not the parsed envelope: thousands of cached dicts would make

@@ -124,4 +124,83 @@ def verdict(status: int, body: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-__all__ = ["PG_DSN", "STORES", "Restored", "fixture_versions", "restore", "stable", "verdict"]
+# Receipts whose recorded replay verdict was `unverifiable` (cause `erased_after_receipt`) when the
+# fixture was made, before the verdict `reproduced_apart_from_erased` existed. Each cites one
+# document that was never erased, and its as-of replay reproduces that citation at the same rank:
+# the erasure of `handbook/erase-me.md` only moved corpus statistics. They now replay as
+# `reproduced_apart_from_erased`, which is what is true of them; the fixtures stay byte for byte.
+REPRODUCED_APART_FROM_ERASED: dict[tuple[str, str], frozenset[str]] = {
+    ("v1-53a1742", "postgres"): frozenset(
+        {
+            "85f367c43ffd44109ea7fedf167ddfff",
+            "afbfc2154ee74b669b8cba70a3fd5361",
+            "ded1b3f9477f4202b8b544b7bae89343",
+            "e630dd38f3b348f49fad8b807bbde0b9",
+            "f23ca6b99d65499bb962093b0ea3f378",
+            "f2eedf520de749cbbff85c160a93bf26",
+        }
+    ),
+    ("v1-53a1742", "sqlite"): frozenset(
+        {
+            "1b0e371cedac4e0d9cea5fa7df24c0d3",
+            "21a315c32bbc45d4ac67c9a1ca036bf8",
+            "673bafc0526d486abdb0ea4db47dd768",
+            "b34e923a6f4e4bbe9b2b301f1d90ea8e",
+            "b5a6bd4e3b76447ca78194bac57f4a61",
+            "f48859cb26154ab69bba48045682f34c",
+        }
+    ),
+    ("v2-58eef80", "postgres"): frozenset(
+        {
+            "63012a35cd0940c0bf53c380a1fdd9f7",
+            "93e48143ddb448adaec153f92d533924",
+            "a6a571cc3ba947ffbc9bd5bbcb1856ed",
+            "acd1e56a37c1476885061664c969bb4e",
+            "b31edaab96bf4c14bb9c106ecff157df",
+            "f116dc49594b4e2e9f81663eb31f0917",
+        }
+    ),
+    ("v2-58eef80", "sqlite"): frozenset(
+        {
+            "0228270bf6fb46bf838c034384b48bd1",
+            "04c5425b3a1f426b85f8102a361f9f01",
+            "10fa3f0b4c42479abf73ad5551fa2eec",
+            "706c4c6621124dac9cf3b07ba3cd219a",
+            "ba871712e0284e4d8c5ea468faaaaa80",
+            "c4d328d163c34f7f80038a9f72c249af",
+        }
+    ),
+}
+
+
+def expected_verdict(version: str, store: str, receipt_id: str, recorded: dict[str, Any]) -> dict[str, Any]:
+    """The verdict a fixture receipt must get now: the recorded one, but for the receipts above."""
+    expected = {key: value for key, value in recorded.items() if key != "tenant"}
+    if receipt_id in REPRODUCED_APART_FROM_ERASED.get((version, store), frozenset()):
+        assert expected == {"status": 201, "integrity": "unverifiable", "cause": "erased_after_receipt"}
+        expected["integrity"] = "reproduced_apart_from_erased"
+    return expected
+
+
+def erased_only(body: dict[str, Any]) -> bool:
+    """A `reproduced_apart_from_erased` answer is right only if every entry its as-of run lost
+    is of an erased document."""
+    if body.get("integrity") != "reproduced_apart_from_erased":
+        return True
+    erased = set(body["integrity_reason"]["document_ids"])
+    removed = body["diff"]["as_of_original"]["selected_entries"]["removed"]
+    return all(entry["document_id"] in erased for entry in removed)
+
+
+__all__ = [
+    "PG_DSN",
+    "REPRODUCED_APART_FROM_ERASED",
+    "STORES",
+    "Restored",
+    "erased_only",
+    "expected_verdict",
+    "fixture_versions",
+    "restore",
+    "stable",
+    "verdict",
+]

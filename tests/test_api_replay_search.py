@@ -200,18 +200,31 @@ def test_tampered_bundle_yaml_of_a_search_receipt_is_refused(server: SearchServe
     assert server.services.ledger.size == size  # nothing written
 
 
-def test_erased_document_makes_the_original_unverifiable(server: SearchServer) -> None:
+def test_an_erased_document_is_named_and_the_rest_reproduced(server: SearchServer) -> None:
+    """One of three cited files is erased: the other two are reproduced in order, so the verdict
+    says so and names the erased file by path, with the erasure's position, time and basis."""
     ids = server.corpus()
     searched = server.search()
     erased = server.client.post(
         "/v1/erasures", json={"document_id": ids["hr/salaries.md"]}, headers=server.headers()
     )
     assert erased.status_code == 200, erased.text
+    scrubbed = server.client.get("/v1/events?type=RetentionScrubbed", headers=server.headers()).json()
+    [scrub] = scrubbed["events"]
     body = server.replayed(searched["receipt_id"])
-    assert body["integrity"] == "unverifiable"
+    assert body["integrity"] == "reproduced_apart_from_erased"
     assert body["integrity_reason"] == {
         "cause": "erased_after_receipt",
         "document_ids": [ids["hr/salaries.md"]],
+        "erased": [
+            {
+                "document_id": ids["hr/salaries.md"],
+                "path": "hr/salaries.md",
+                "erased_at": scrub["recorded_at"],
+                "erased_position": scrub["position"],
+                "basis": "erasure_request",
+            }
+        ],
     }
     # Both runs lack the erased text now: the as-of run shows it as removed, honestly.
     for run in ("as_of_original", "data_drift"):
@@ -219,8 +232,24 @@ def test_erased_document_makes_the_original_unverifiable(server: SearchServer) -
         assert envelope["context_hash"]["changed"] is True
         assert [e["path"] for e in envelope["selected_entries"]["removed"]] == ["hr/salaries.md"]
     events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
-    # Not a finding against the ledger, but recorded as what it is: the log alone tells an
-    # auditor this replay could not be checked, and why.
+    # Not a finding against the ledger, but recorded as what it is.
+    assert events[-1]["payload"]["integrity_finding"] == "reproduced_apart_from_erased"
+
+
+def test_a_receipt_that_cited_only_erased_text_is_unverifiable(server: SearchServer) -> None:
+    """The erased text was the whole outcome: nothing is left to reproduce."""
+    ids = server.corpus()
+    searched = server.search("engineers reviewed yearly")
+    assert {c["path"] for c in searched["output"]["citations"]} == {"hr/salaries.md"}
+    erased = server.client.post(
+        "/v1/erasures", json={"document_id": ids["hr/salaries.md"]}, headers=server.headers()
+    )
+    assert erased.status_code == 200, erased.text
+    body = server.replayed(searched["receipt_id"])
+    assert body["integrity"] == "unverifiable"
+    assert body["integrity_reason"]["cause"] == "erased_after_receipt"
+    assert [e["path"] for e in body["integrity_reason"]["erased"]] == ["hr/salaries.md"]
+    events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
     assert events[-1]["payload"]["integrity_finding"] == "unverifiable.erased_after_receipt"
 
 

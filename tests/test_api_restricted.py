@@ -310,11 +310,17 @@ def test_replay_of_a_day_whose_restricted_text_was_erased_names_no_restricted_do
     )
     assert erased.status_code == 200, erased.text
     full = server.replay(searched["receipt_id"], who="admin").json()
-    assert full["integrity"] == "unverifiable"
+    # The visible documents it also cited are reproduced in order: only the erased one is not.
+    assert full["integrity"] == "reproduced_apart_from_erased"
     assert full["integrity_reason"]["document_ids"] == [doc["document_id"]]
+    assert [e["path"] for e in full["integrity_reason"]["erased"]] == [RESTRICTED_PATH]
     shown = server.replay(searched["receipt_id"], who="replayer")
     assert shown.status_code == 201, shown.text
-    assert shown.json()["integrity_reason"] == {"cause": "erased_after_receipt", "document_ids": []}
+    assert shown.json()["integrity_reason"] == {
+        "cause": "erased_after_receipt",
+        "document_ids": [],
+        "erased": [],
+    }
     assert _leaks(shown.text, doc) == []
 
 

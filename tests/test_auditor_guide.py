@@ -69,6 +69,8 @@ def test_the_guide_runs_against_a_real_server(tmp_path: Path) -> None:
     assert "404" in erased and '{"path":"docs/salary.md","status":"skipped","reason":"erased"}' in erased
     assert '"integrity":"ok"' in replayed and "integrity: ok" in replayed
     assert '"integrity":"unverifiable"' in erased and "erased_after_receipt" in erased
+    # The only document it cited was erased: named by path, with the erasure's basis.
+    assert '"path":"docs/salary.md"' in erased and '"basis":"erasure_request"' in erased
     assert "OK: the log you saw on " in log and "is a prefix of today's" in log
     assert "the consistency proof (" in log and "saved today's checkpoint" in log
     assert "OK entry at position" in offline and "export: partial" in offline

@@ -56,9 +56,9 @@ def test_replay_refusals_exit_2(tmp_path: Path) -> None:
     assert late.returncode == 2 and "invalid_at_position" in late.stderr
 
 
-def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> None:
-    """A `citeledger-bm25` receipt whose corpus lost a document since: exit 0 (not a finding),
-    the cause and the erased document named."""
+def test_replay_of_a_search_after_an_erasure_names_the_erased_file(tmp_path: Path) -> None:
+    """A `citeledger-bm25` receipt whose corpus lost one of its two cited documents since: exit 0
+    (not a finding), the rest reproduced, the erased document named by id and by path."""
     from bootstrap import ledger_context
     from ledger.schemas.requests import DocumentIn, ErasureIn, SearchIn
     from ledger.storage.claims import DocumentClaims
@@ -87,8 +87,9 @@ def test_replay_of_a_search_after_an_erasure_is_unverifiable(tmp_path: Path) -> 
     shown = citeledger("replay", found["receipt_id"], "--tenant", "acme", data_dir=data)
     assert shown.returncode == 0, shown.stderr
     text = " ".join(shown.stdout.split())  # rich wraps lines at the terminal width
-    assert "integrity: unverifiable" in text
+    assert "integrity: reproduced_apart_from_erased" in text
     assert f"cause: erased_after_receipt; documents erased since: {ids[1]}" in text
+    assert "erased since: handbook/bands.md (erasure_request, position" in text
     assert "as_of_original: context hash changed" in text
     assert "Salary bands" not in shown.stdout
 

@@ -211,7 +211,10 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
         assert "confidential" not in page.content()
         _shot(page, "citation-denied", screenshots)
         page.goto(base + "/console/history?type=AccessDenied")
-        assert page.locator("table.history tbody tr td:nth-child(3)").all_inner_texts() == ["AccessDenied"]
+        [denied] = page.locator("table.history tbody tr td:nth-child(3)").all_inner_texts()
+        # What was denied, without the restricted path or text: the reader lacks the scope.
+        assert denied.startswith("AccessDenied") and "restricted document" in denied
+        assert "hr/salaries.md" not in denied and "confidential" not in page.content()
 
         # Erase the cited document (with a confirmation step): its citation is gone.
         page.goto(base + "/console/erasures")

@@ -13,6 +13,7 @@ from litestar.params import Body, FromPath, QueryParameter
 from litestar.response import Redirect, Template
 from pydantic import ValidationError
 
+from api.console.documents import resolve
 from api.console.session import COOKIE, SESSION_SECONDS
 from api.console.web import (
     SECURITY_HEADERS,
@@ -130,44 +131,63 @@ def _ids(text: str) -> list[str]:
 
 
 async def _confirmed(
-    request: AnyRequest, user: User, data: Form, step: tuple[str, str, str], use_case: Any, **target: Any
+    request: AnyRequest,
+    user: User,
+    data: Form,
+    step: tuple[str, str, str],
+    use_case: Any,
+    document: dict[str, Any] | None = None,
+    **target: Any,
 ) -> Template:
     """An admin action in two posts to `action`: the first shows what it will do, the second
     (confirm=yes) runs `use_case(context, caller, value)` and shows the outcome. `step` is
-    (action, what, title); `target` the one value acted on, named as confirm.html shows it."""
+    (action, what, title); `target` the one value acted on, named as confirm.html shows it;
+    `document` the document it names, as both pages show it (path, versions, citing receipts)."""
     action, what, title = step
     if field(data, "confirm") != "yes":
-        return page("confirm.html", user, action=action, what=what, **target)
+        return page("confirm.html", user, action=action, what=what, document=document, **target)
     services = services_of(request)
     (value,) = target.values()
     outcome = await services.blocking(use_case, services.context, user.caller, value)
-    return page("done.html", user, title=title, outcome=outcome, back="/console/erasures")
+    return page(
+        "done.html",
+        user,
+        title=title,
+        what=what,
+        outcome=outcome,
+        document=document,
+        back="/console/erasures",
+    )
 
 
 @post("/erasures", name="console:erase", status_code=200)
 async def erase_target(request: AnyRequest, user: User, data: Form) -> Template:
     """First post: the confirmation page; the second (confirm=yes) erases."""
     check_form(request, user, data, "admin")
-    document_id, subject_id = field(data, "document_id") or None, field(data, "subject_id") or None
-    command = _command(ErasureIn, {"document_id": document_id, "subject_id": subject_id})
+    document = await resolve(request, user, data)  # by path (and source) or by id
+    document_id = document["document_id"] if document else field(data, "document_id") or None
+    command = _command(
+        ErasureIn, {"document_id": document_id, "subject_id": field(data, "subject_id") or None}
+    )
     return await _confirmed(
-        request, user, data, ("/console/erasures", "erase", "Erased"), erase, command=command
+        request, user, data, ("/console/erasures", "erase", "Erased"), erase, document, command=command
     )
 
 
 @post("/holds", name="console:hold", status_code=200)
 async def hold(request: AnyRequest, user: User, data: Form) -> Template:
     check_form(request, user, data, "admin")
+    named = await resolve(request, user, {"path": field(data, "path"), "source": field(data, "source")})
     command = _command(
         LegalHoldIn,
         {
-            "document_ids": _ids(field(data, "document_ids")),
+            "document_ids": _ids(field(data, "document_ids")) + ([named["document_id"]] if named else []),
             "subject_ids": _ids(field(data, "subject_ids")),
             "legal_basis": field(data, "legal_basis"),
         },
     )
     return await _confirmed(
-        request, user, data, ("/console/holds", "hold", "Hold placed"), place_hold, command=command
+        request, user, data, ("/console/holds", "hold", "Hold placed"), place_hold, named, command=command
     )
 
 

@@ -16,6 +16,7 @@ from litestar.params import FromPath, QueryParameter
 from litestar.response import Stream, Template
 
 from api.api_error import ApiError
+from api.console import explain
 from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
 from api.routes.events import history_page
@@ -117,7 +118,10 @@ async def history(
     body = await services.blocking(
         history_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "sealed"
     )
-    return _listing("history.html", user, body, "events", filters, event_types=EVENT_TYPES)
+    denied = [e for e in body["events"] if e.get("type") == "AccessDenied"]
+    said = await services.blocking(_denials, services, user, denied) if denied else []
+    denials = {e["position"]: text for e, text in zip(denied, said, strict=True)}
+    return _listing("history.html", user, body, "events", filters, event_types=EVENT_TYPES, denials=denials)
 
 
 def _listing(
@@ -175,14 +179,33 @@ async def event(request: AnyRequest, user: User, position: FromPath[int]) -> Tem
     if found is None or found.tenant_id != user.caller.tenant_id:
         raise ConsoleRefusal(404, "Not found", "event not found")
     envelope = found.envelope
+    payload = envelope.get("payload", {})
+    denied = None
+    if envelope.get("type") == "AccessDenied":
+        denied = (await services.blocking(_denials, services, user, [envelope]))[0]
     return page(
         "event.html",
         user,
         position=position,
         envelope=envelope,
+        fields=explain.fields(payload),
+        denied=denied,
         pretty=orjson.dumps(envelope, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode(),
-        receipt_id=envelope.get("payload", {}).get("receipt_id"),
+        receipt_id=payload.get("receipt_id"),
     )
+
+
+def _denials(services: Any, user: ConsoleUser, envelopes: list[dict[str, Any]]) -> list[str]:
+    """What each `AccessDenied` denied, its path looked up when it names a citation."""
+    said = []
+    for envelope in envelopes:
+        payload, path, sensitivity = envelope.get("payload", {}), None, None
+        if payload.get("resource_type") == "citation":
+            cited = services.read_models.citation(user.caller.tenant_id, str(payload.get("resource_id")))
+            if cited is not None:
+                path, sensitivity = cited.path, cited.sensitivity
+        said.append(explain.denial(payload, path, sensitivity, user.caller.scopes))
+    return said
 
 
 @get("/receipts/{receipt_id:str}", name="console:receipt")
@@ -204,9 +227,16 @@ async def receipt(request: AnyRequest, user: User, receipt_id: FromPath[str]) ->
     filters = [f for part in parts for f in part.get("filters_applied", [])]
     content = body.get("content") or {}
     by_citation = {c["citation_id"]: c for c in content.get("citations", [])}
+    redacted_by = explain.redactions(filters)
     entries = [
-        {**cited, "entry": entry, "content": by_citation.get(cited["citation_id"])}
-        for cited, entry in zip(body["citations"], selected, strict=True)
+        {
+            **cited,
+            "entry": entry,
+            "content": by_citation.get(cited["citation_id"]),
+            "score_rank": rank,
+            "redacted_by": redacted_by.get(str(entry["chunk_id"])),
+        }
+        for cited, entry, rank in zip(body["citations"], selected, explain.score_ranks(selected), strict=True)
     ]
     return page(
         "receipt.html",
@@ -216,6 +246,7 @@ async def receipt(request: AnyRequest, user: User, receipt_id: FromPath[str]) ->
         question=content.get("query") if plain else None,
         entries=entries,
         filters_applied=filters,
+        nothing_cited=None if entries else explain.empty_receipt(payload, filters),
         snapshot=payload.get("policy_snapshot") or {},
         integrity=integrity,
         chain=body["replay_chain"],

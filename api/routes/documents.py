@@ -1,11 +1,12 @@
-"""Documents: record a markdown document version (JSON or multipart upload), remove one."""
+"""Documents: record a markdown document version (JSON or multipart upload), remove one, find
+the documents at a path."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
-from litestar import Response, Router, delete, post
+from litestar import HttpMethod, Response, Router, delete, get, post, route
 from litestar.datastructures import UploadFile
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, JSONBody, Parameter, QueryParameter
@@ -16,8 +17,10 @@ from api.contract import rule_refusal
 from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import DocumentOut, DocumentRemovedOut
-from ledger.schemas.requests import MAX_DOCUMENT_CHARS, DocumentIn
+from ledger.schemas.reads import DocumentsAtPathOut
+from ledger.schemas.requests import MAX_DOCUMENT_CHARS, DocumentIn, DocumentPathIn
 from ledger.usecases.context import Result
+from ledger.usecases.document_lookup import documents_by_path
 from ledger.usecases.documents import ingest_document, remove_document
 from ledger.writing.idempotency import IdempotencyKey
 
@@ -97,11 +100,44 @@ async def upload_document(
             document_id=data.document_id,
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise rule_refusal(exc.errors()) or ApiError(
-            400, "bad_request", f"invalid request: {'.'.join(map(str, first['loc']))}: {first['msg']}"
-        ) from None
+        raise _refusal(exc) from None
     return await _record(call, doc, idempotency_key)
+
+
+def _refusal(exc: ValidationError) -> ApiError:
+    first = exc.errors()[0]
+    return rule_refusal(exc.errors()) or ApiError(
+        400, "bad_request", f"invalid request: {'.'.join(map(str, first['loc']))}: {first['msg']}"
+    )
+
+
+@get("/", **operation("audit.read", "Find the documents at a path", 400, 404, 422))
+async def find_documents(
+    call: CallDep,
+    path: Annotated[
+        str,
+        QueryParameter(
+            name="path", min_length=1, max_length=1024, description="The document's path inside its source"
+        ),
+    ],
+    source: Annotated[
+        str | None,
+        QueryParameter(
+            name="source",
+            required=False,
+            max_length=MAX_IDENTIFIER_CHARS,
+            pattern=IDENTIFIER_PATTERN,
+            description="The source it came from (default: any)",
+        ),
+    ] = None,
+) -> Response[DocumentsAtPathOut]:
+    """Each document recorded at the path: its versions, how many receipts cite it, its erasure
+    (time, position, basis) and its legal holds; ids and metadata only, never text."""
+    try:
+        target = DocumentPathIn(path=path, source=source)
+    except ValidationError as exc:
+        raise _refusal(exc) from None
+    return await call.answer(documents_by_path, call.services.context, call.caller, target)
 
 
 @delete(
@@ -125,6 +161,15 @@ async def delete_document(
     return await call.write(idempotency_key, route, {"reason": reason}, remove, created_status=200)
 
 
+@route("/", http_method=[HttpMethod.OPTIONS], include_in_schema=False, sync_to_thread=False)
+def documents_options() -> Response[None]:
+    """Litestar answers OPTIONS on a path of two handlers with the first one's methods only
+    (as `/v1/operator/tokens`); registered first, this one names both."""
+    return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
+
+
 router = Router(
-    path="/v1/documents", route_handlers=[post_document, upload_document, delete_document], tags=["documents"]
+    path="/v1/documents",
+    route_handlers=[documents_options, find_documents, post_document, upload_document, delete_document],
+    tags=["documents"],
 )

@@ -64,14 +64,35 @@ class BundleOut(Answer):
     bundle: dict[str, Any]
 
 
+ReplayVerdict = Literal["ok", "reproduced_apart_from_erased", "unverifiable", "mismatch", "not_applicable"]
+
+
 class ReplayOut(Answer):
     """A replay under the receipt's frozen policy: integrity, data drift, policy drift (201); 200
     with `replay_receipt_id: null` when recording the replay failed (the diff is still the answer)."""
 
     original_receipt_id: Id
     replay_receipt_id: Id | None
-    integrity: str  # ok | mismatch | unverifiable | not_applicable
-    integrity_reason: dict[str, Any] | None = None  # unverifiable: its cause and the erased document ids
+    integrity: ReplayVerdict = Field(
+        description=(
+            "ok: the as-of run reproduced the context hash and every score. "
+            "reproduced_apart_from_erased: text live then was erased or expired since, and with those "
+            "documents left out the rest (the same parts in the same order, the status, the other "
+            "filters) was reproduced; scores may move. unverifiable: the erased text decided the "
+            "outcome, or a run passed its deadline. "
+            "mismatch: nothing erased explains the difference (an integrity finding). not_applicable: "
+            "an external engine's receipt, which cannot be re-run."
+        )
+    )
+    integrity_reason: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "reproduced_apart_from_erased and unverifiable: `cause` (erased_after_receipt, "
+            "original_timeout, timeout), `document_ids`, and `erased`: each erased document's "
+            "`document_id`, `path`, `erased_at`, `erased_position` and `basis` (erasure_request, "
+            "retention_expired, governance_scrub)."
+        ),
+    )
     diff: dict[str, Any]
     dedup: bool = False
 
@@ -241,3 +262,38 @@ class HealthOut(Answer):
 class VersionOut(Answer):
     api: Literal["v1"]
     origin: str
+
+
+class DocumentVersionOut(BaseModel):
+    version_id: Id
+    version: int
+    sensitivity: str
+    parts: int = Field(description="How many parts (chunks) the version was cut into")
+    live_from_position: int
+    live_to_position: int | None = Field(
+        description="Where a newer version or a removal closed it; null: live"
+    )
+    removed_reason: str | None
+
+
+class ErasedOut(BaseModel):
+    position: int
+    erased_at: str | None
+    basis: str = Field(description="erasure_request | retention_expired | governance_scrub")
+
+
+class DocumentAtPathOut(BaseModel):
+    document_id: Id
+    source: str
+    path: str
+    versions: list[DocumentVersionOut]
+    receipts_citing: int = Field(description="How many receipts cite any version of it")
+    erased: ErasedOut | None = Field(description="Its text was scrubbed: when, where and on what basis")
+    held_by: list[Id] = Field(description="The legal holds that keep it from erasure and retention")
+
+
+class DocumentsAtPathOut(Answer):
+    """The documents recorded at a path (ids and metadata, never text); 404 when none the caller
+    may see is there."""
+
+    documents: list[DocumentAtPathOut]

@@ -342,6 +342,14 @@ class RemoveDocumentIn(RequestModel):
     reason: RemovalReason = "withdrawn"
 
 
+class DocumentPathIn(RequestModel):
+    """A document named as people name it: its path, in one source or in any
+    (`GET /v1/documents`, `citeledger documents show|erase|hold`, the console)."""
+
+    path: DocumentPath
+    source: Id | None = None
+
+
 class ErasureIn(RequestModel):
     """Erase a document (its text and every snapshot of it) or a data subject."""
 

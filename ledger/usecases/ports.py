@@ -10,7 +10,7 @@ second index of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -95,6 +95,34 @@ class ChunkVersion:
     scrub_reason: str | None
 
 
+@dataclass(frozen=True)
+class ScrubbedDocument:
+    """A document whose text was scrubbed after some position: where, when and on what basis
+    (`reason`: `erasure_request` | `retention_expired` | `governance_scrub`)."""
+
+    document_id: str
+    path: str
+    position: int
+    reason: str
+    recorded_at: str
+
+
+@dataclass(frozen=True)
+class DocumentAtPath:
+    """A document recorded at a path: its versions (oldest first, metadata only), how many
+    receipts cite it, and its first scrub if its text was erased or expired."""
+
+    document_id: str
+    source: str
+    path: str
+    versions: list[dict[str, Any]]
+    receipts_citing: int
+    scrub: ScrubbedDocument | None
+
+    def with_scrub(self, scrub: ScrubbedDocument) -> DocumentAtPath:
+        return replace(self, scrub=scrub)
+
+
 class WriteLookups(Protocol):
     def refresh(self) -> None:
         """Catch up with entries other processes appended."""
@@ -167,10 +195,14 @@ class WriteLookups(Protocol):
         """Every chunk version of the document recorded at or before `position`, as of it."""
         ...
 
-    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[str]:
+    def documents_at_path(self, tenant_id: str, path: str, source: str | None) -> list[DocumentAtPath]:
+        """The documents recorded at `path` (in `source`, or in any), at most 20."""
+        ...
+
+    def documents_scrubbed_after(self, tenant_id: str, position: int, limit: int) -> list[ScrubbedDocument]:
         """Documents with a chunk version live at `position` whose text was scrubbed
         (erased or expired) after it, at most `limit` of them: what no as-of view can
-        read back any more."""
+        read back any more, each with its path and its first scrub (position, basis, time)."""
         ...
 
 

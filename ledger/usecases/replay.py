@@ -7,8 +7,9 @@ from projected state only, and answers three questions at once:
   position. For a search the ledger ran (`citeledger-bm25@N`) this must
   reproduce the receipt's `context_hash`; a difference is `integrity: mismatch`
   (a finding, logged and recorded) unless text the corpus held then was erased or
-  expired since (`integrity: unverifiable`, naming the erased documents): an
-  erasure deletes every derivative of the text, so that day cannot be re-read.
+  expired since: then `reproduced_apart_from_erased` when the rest of the receipt is
+  reproduced, `unverifiable` where the erased text decided the outcome
+  (`ledger.usecases.replay_verdict`).
 - `data_drift`: the snapshot policy on the current corpus (the seed `003` replay).
 - `policy_drift`: the live policy vs the snapshot policy, both on the current corpus.
 
@@ -63,9 +64,11 @@ from ledger.usecases.replay_inputs import (
     _target,
     snapshot_policy,
 )
+from ledger.usecases.replay_verdict import erased_shown, finding
+from ledger.usecases.replay_verdict import integrity as verdict_of
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import seal_hits
-from ledger.usecases.visibility import may_see, restricted_chunk_ids, sees_restricted
+from ledger.usecases.visibility import restricted_chunk_ids, sees_restricted
 from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused
 
 log = logging.getLogger("citeledger.replay")
@@ -74,7 +77,6 @@ REPLAY_RUN_DEADLINE_S = 10.0  # each of the three runs; a replay is an audit rea
 
 
 # --- ledger-run searches ---------------------------------------------------------------
-MAX_UNVERIFIABLE_IDS = 100  # erased document ids named in an `unverifiable` answer
 
 
 def _hit_entry(hit: SearchHit) -> dict[str, Any]:
@@ -95,36 +97,6 @@ def _outcome(run: SearchRun) -> Outcome:
         entries=tuple(_hit_entry(hit) for hit in run.hits),
         filters=filter_keys(run.filters_applied),
     )
-
-
-def _integrity(
-    ctx: UseCaseContext, receipt: Receipt, recorded: Outcome, original_run: SearchRun
-) -> tuple[str, dict[str, Any] | None]:
-    """`ok` when the as-of run reproduces the receipt's context hash and every recorded score
-    (an `@2` hash leaves scores out, so they are compared one by one). Otherwise
-    `unverifiable` (an honest limit, not a finding) when the corpus of that day can no
-    longer be read back (text live then was erased or expired since), or when the
-    original search or this run passed its deadline; else `mismatch`: a real integrity
-    finding, logged with ids only."""
-    recorded_scores = [str(entry["score"]) for entry in recorded.entries]
-    same_scores = recorded_scores == [hit.score for hit in original_run.hits]
-    if original_run.context_hash == recorded.context_hash and same_scores:
-        return "ok", None
-    if receipt.payload["status"] == "timeout":  # the search was cut short: nothing to reproduce
-        return "unverifiable", {"cause": "original_timeout", "document_ids": []}
-    if original_run.status == "timeout":
-        return "unverifiable", {"cause": "timeout", "document_ids": []}
-    tenant, position = receipt.record.tenant_id, receipt.event.payload["search"]["corpus_position"]
-    erased = ctx.lookups.documents_scrubbed_after(tenant, position, MAX_UNVERIFIABLE_IDS)
-    if erased:
-        return "unverifiable", {"cause": "erased_after_receipt", "document_ids": erased}
-    log.warning(
-        "replay integrity mismatch: tenant=%s receipt=%s position=%d",
-        tenant,
-        receipt.record.receipt_id,
-        receipt.record.position,
-    )
-    return "mismatch", None
 
 
 def _bm25(
@@ -172,7 +144,7 @@ def _bm25(
     policy_run = data_run if live_rules == rules else run(now_request, live_rules)
     recorded = outcome_of_receipt(payload)
     data_outcome = _outcome(data_run)
-    integrity, reason = _integrity(ctx, receipt, recorded, original_run)
+    integrity, reason = verdict_of(ctx, tenant, receipt.record.receipt_id, payload, recorded, original_run)
     body = {
         "engine": payload["engine"],
         "integrity": integrity,
@@ -300,22 +272,6 @@ def _replay_receipt(
     )
 
 
-def _erased_shown(ctx: UseCaseContext, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
-    """`integrity_reason` without the erased documents that were restricted, for a caller
-    without the scope (document ids derive from paths)."""
-    reason = body.get("integrity_reason") or {}
-    if not reason.get("document_ids") or sees_restricted(caller.scopes):
-        return body
-    position = int(body["corpus_position"])
-
-    def restricted(document_id: str) -> bool:
-        versions = ctx.lookups.document_chunks(caller.tenant_id, document_id, position)
-        return any(not may_see(caller.scopes, v.sensitivity) for v in versions)
-
-    kept = [d for d in reason["document_ids"] if not restricted(d)]
-    return {**body, "integrity_reason": {**reason, "document_ids": kept}}
-
-
 def _shown(body: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
     """The answer as a caller who may not see the `hidden` (restricted) chunks gets it:
     their entries, filters and paths left out of every diff and entry list."""
@@ -370,20 +326,16 @@ def replay(
         body, replay_receipt, restricted = _external(ctx, receipt, rules, at_position)
     # The ledger records the whole diff; the caller sees what its own scopes may see.
     hidden = frozenset() if sees_restricted(caller.scopes) else restricted
-    base = {"original_receipt_id": receipt_id, **_shown(_erased_shown(ctx, caller, body), hidden)}
+    base = {"original_receipt_id": receipt_id, **_shown(erased_shown(ctx, caller, body), hidden)}
     _add_edits(ctx, caller, receipt, replay_receipt, base)
     envelope = body["diff"]["data_drift"]
     # Recorded on the ledger too, so an auditor reading the log tells "reproduced" from
     # "could not be checked" (and why) without the response that was returned then.
-    finding = {
-        "mismatch": "context_hash_mismatch",
-        "unverifiable": f"unverifiable.{(body.get('integrity_reason') or {}).get('cause', 'unknown')}",
-    }.get(body["integrity"])
     link = ReplayRecorded(
         original_receipt_id=receipt_id,
         replay_receipt_id=replay_receipt.receipt_id,
         summary=summary(envelope),
-        integrity_finding=finding,
+        integrity_finding=finding(body),
     )
 
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:

@@ -1,3 +1,17 @@
+// On a narrow screen the list filters fold behind their summary unless one is set: the
+// rows (and the link that opens each) come first. Without JavaScript they stay open.
+(function () {
+  if (!window.matchMedia("(max-width: 700px)").matches) { return; }
+  var folds = document.querySelectorAll("details.fold");
+  for (var i = 0; i < folds.length; i++) {
+    if (folds[i].getAttribute("data-active") !== "1") { folds[i].open = false; }
+  }
+  // A table wider than the screen scrolls inside itself: reachable by keyboard too.
+  var tables = document.querySelectorAll("main table");
+  for (var j = 0; j < tables.length; j++) {
+    if (tables[j].scrollWidth > tables[j].clientWidth) { tables[j].setAttribute("tabindex", "0"); }
+  }
+}());
 // Live refresh of the overview, the one thing the console does with JavaScript. Every
 // page works without it. Off unless the reader ticks the box; the choice is remembered.
 (function () {
