@@ -20,7 +20,7 @@ import orjson
 
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.storage.store import Store
-from ledger.usecases.ports import Order, ReceiptFilter
+from ledger.usecases.ports import SEARCH_ENGINE_PREFIX, Order, ReceiptFilter
 from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
@@ -33,6 +33,9 @@ T = TypeVar("T")
 CitationState = Literal["live", "expired", "scrubbed"]
 MAX_PAGE = 500
 MAX_AS_OF_ROWS = 100_000
+# A list counts its matches up to this many and then says "more than": a count that stays
+# fast on any ledger size (and the most rows an export writes).
+COUNT_LIMIT = 10_000
 ALL_RECEIPTS = ReceiptFilter()  # no narrowing
 
 
@@ -52,6 +55,8 @@ class TextUnavailable(LookupError):
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None
+    total: int = 0  # how many match the filter (all pages), up to COUNT_LIMIT
+    total_exact: bool = True  # False: more than `total` match
 
 
 @dataclass(frozen=True)
@@ -182,7 +187,7 @@ class ReadModels:
         *,
         cursor: str | None = None,
         limit: int = 50,
-        order: Order = "asc",
+        order: Order = "desc",
     ) -> Page[ReceiptView]:
         conditions, params = ["tenant_id=?"], [tenant_id]
         for column in ("mode", "status", "engine", "actor", "trace_id", "run_id", "parent_receipt_id"):
@@ -196,10 +201,12 @@ class ReadModels:
             if value is not None:
                 conditions.append("body LIKE ? ESCAPE '!'")
                 params.append(f'%"{key}":"{_like_literal(value)}"%')
+        if filters.kind is not None:
+            _kind(conditions, params, filters.kind)
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
-        rows = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
-        return _paged([_receipt(r) for r in rows], limit)
+        rows, total = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
+        return _paged([_receipt(r) for r in rows], limit, total)
 
     def receipts_as_of(
         self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS
@@ -282,7 +289,7 @@ class ReadModels:
         *,
         cursor: str | None = None,
         limit: int = 50,
-        order: Order = "asc",
+        order: Order = "desc",
     ) -> Page[HistoryEntry]:
         conditions, params = ["tenant_id=?"], [tenant_id]
         if filters.types:
@@ -295,8 +302,8 @@ class ReadModels:
                 params.append(value)
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
-        rows = self._page(HISTORY_TABLE, conditions, params, cursor, limit, order)
-        return _paged([from_row(HistoryEntry, r) for r in rows], limit)
+        rows, total = self._page(HISTORY_TABLE, conditions, params, cursor, limit, order)
+        return _paged([from_row(HistoryEntry, r) for r in rows], limit, total)
 
     def event_counts(self, tenant_id: str, recorded_from: str) -> list[tuple[str, str, int]]:
         """(day, type, count) of the tenant's events recorded since `recorded_from` (the
@@ -321,11 +328,20 @@ class ReadModels:
         cursor: str | None,
         limit: int,
         order: Order,
-    ) -> list[Any]:
+    ) -> tuple[list[Any], int]:
+        """One page of rows and how many match in all (the filter without the cursor),
+        counted up to COUNT_LIMIT + 1 so the count costs at most that many index entries."""
         if not 1 <= limit <= MAX_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
         if order not in ("asc", "desc"):
             raise ValueError("order must be asc or desc")
+        where = " AND ".join(conditions)
+        counted = self.store.rows(
+            f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM {self.store.table(table)} WHERE {where} "
+            "LIMIT ?) AS matching",
+            [*params, COUNT_LIMIT + 1],
+        )
+        total = int(counted[0]["n"])
         if cursor is not None:
             conditions.append("position>?" if order == "asc" else "position<?")
             params.append(decode_cursor(cursor))
@@ -333,11 +349,25 @@ class ReadModels:
             f"SELECT * FROM {self.store.table(table)} WHERE {' AND '.join(conditions)} "
             f"ORDER BY position {order.upper()} LIMIT ?"
         )
-        return self.store.rows(statement, [*params, limit + 1])
+        return self.store.rows(statement, [*params, limit + 1]), total
 
 
 def _like_literal(value: str) -> str:
     return value.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+def _kind(conditions: list[str], params: list[Any], kind: str) -> None:
+    """`receipt_kind` as a condition on the indexed columns."""
+    if kind == "replay":
+        conditions.append("mode=?")
+        params.append("as_of_replay")
+        return
+    if kind not in ("search", "external"):
+        raise ValueError("kind must be one of: search, external, replay")
+    conditions.append("mode=?")
+    params.append("live")
+    conditions.append("engine LIKE ?" if kind == "search" else "engine NOT LIKE ?")
+    params.append(SEARCH_ENGINE_PREFIX + "%")
 
 
 def _ranges(conditions: list[str], params: list[Any], low: int | None, high: int | None) -> None:
@@ -368,11 +398,12 @@ def _normalise_time(value: str) -> str:
     return format_timestamp(moment)
 
 
-def _paged(items: list[T], limit: int) -> Page[T]:
+def _paged(items: list[T], limit: int, total: int) -> Page[T]:
+    cursor = None
     if len(items) > limit:
         items = items[:limit]
-        return Page(items=items, next_cursor=encode_cursor(getattr(items[-1], "position")))  # noqa: B009
-    return Page(items=items, next_cursor=None)
+        cursor = encode_cursor(getattr(items[-1], "position"))  # noqa: B009
+    return Page(items, cursor, min(total, COUNT_LIMIT), total <= COUNT_LIMIT)
 
 
 def _receipt(row: Any) -> ReceiptView:
