@@ -1,7 +1,8 @@
 """Receipts: one receipt, its portable bundle (with the proofs of the cited
 documents), and filtered listings."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: `ReceiptFilters` is subclassed in another module
+# (`api.routes.receipt_export`), where Litestar reads its fields' annotations as objects.
 
 from dataclasses import dataclass
 from typing import Annotated, Any
