@@ -237,14 +237,24 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
+def untitled(schema: Any) -> Any:
+    """`schema` without pydantic's generated titles (a property's title repeats its name, a
+    definition's its key): every agent reads `tools/list`, so it carries only what informs."""
+    if isinstance(schema, dict):
+        return {k: untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [untitled(value) for value in schema]
+    return schema
+
+
 @cache
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(mode="validation")
+    return dict(untitled(model.model_json_schema(mode="validation")))
 
 
 @cache
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(mode="serialization")
+    return dict(untitled(model.model_json_schema(mode="serialization")))
 
 
 class LedgerTool(Tool):
