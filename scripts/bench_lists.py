@@ -25,12 +25,13 @@ sys.path.insert(0, str(ROOT))
 # Run in a fresh process with one checkout's code on sys.path: the p50/p95 of each query.
 PROBE = r"""
 import json, statistics, sys, time
+from pathlib import Path
 from ledger.config import LedgerConfig
 from ledger.usecases.ports import ReceiptFilter
 from ledger.writing.application import Ledger
 from projections.queries import HistoryFilter, ReadModels
 
-directory, rounds = sys.argv[1], int(sys.argv[2])
+directory, rounds = Path(sys.argv[1]), int(sys.argv[2])
 with Ledger(LedgerConfig(data_dir=directory, run_checkpointer=False)) as ledger:
     models = ReadModels(ledger.store)
     rows = ledger.store.rows("SELECT tenant_id, COUNT(*) AS n FROM citeledger_rm_receipts GROUP BY tenant_id ORDER BY n DESC")

@@ -85,7 +85,12 @@ def refusing_bad_pages(read: Callable[[], T]) -> T:
 def _moment(name: str, description: str) -> Any:
     """An optional bound on recorded_at, checked by `time_bound` (a 400 naming it)."""
     return QueryParameter(
-        name=name, max_length=40, required=False, description=f"{description}: {BOUND_HELP}"
+        name=name,
+        max_length=40,
+        required=False,
+        description=f"{description}: {BOUND_HELP}",
+        # Documented, not enforced by the framework: its refusal would quote the pattern.
+        schema_extra={"pattern": BOUND_PATTERN},
     )
 
 
