@@ -187,7 +187,7 @@ class ReadModels:
         *,
         cursor: str | None = None,
         limit: int = 50,
-        order: Order = "desc",
+        order: Order = "asc",
     ) -> Page[ReceiptView]:
         conditions, params = ["tenant_id=?"], [tenant_id]
         for column in ("mode", "status", "engine", "actor", "trace_id", "run_id", "parent_receipt_id"):
@@ -289,7 +289,7 @@ class ReadModels:
         *,
         cursor: str | None = None,
         limit: int = 50,
-        order: Order = "desc",
+        order: Order = "asc",
     ) -> Page[HistoryEntry]:
         conditions, params = ["tenant_id=?"], [tenant_id]
         if filters.types:

@@ -238,7 +238,7 @@ def test_integer_query_parameters_are_whole_numbers_given_once(api: Api, query: 
 )
 def test_since_must_be_an_rfc3339_moment(api: Api, since: str) -> None:
     # The first was a 500 (OverflowError converting to UTC); a time needs its seconds and zone
-    # (a bare day is the whole day: tests/test_lists.py).
+    # (a bare day is the whole day: tests/test_api_lists.py).
     response = api.client.get("/v1/events", params={"since": since}, headers=api.headers())
     assert response.status_code == 400, response.text
     assert "since" in response.json()["error"]["message"]

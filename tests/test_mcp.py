@@ -45,7 +45,9 @@ def _events(ledger: Ledger, event_type: str, **filters: str) -> list[dict[str, A
     entries another process appended."""
     deadline = time.monotonic() + 10
     while True:
-        page = ledger.v1("GET", "/v1/events", params={"type": event_type, **filters, "limit": 500})
+        page = ledger.v1(
+            "GET", "/v1/events", params={"type": event_type, **filters, "limit": 500, "order": "asc"}
+        )
         events: list[dict[str, Any]] = page.json()["events"]
         if events or time.monotonic() > deadline:
             return events

@@ -309,5 +309,5 @@ class ReceiptLister(Protocol):
         *,
         cursor: str | None = None,
         limit: int = 50,
-        order: Order = "desc",
+        order: Order = "asc",
     ) -> Any: ...
