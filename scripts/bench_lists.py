@@ -34,14 +34,16 @@ from projections.queries import HistoryFilter, ReadModels
 directory, rounds = Path(sys.argv[1]), int(sys.argv[2])
 with Ledger(LedgerConfig(data_dir=directory, run_checkpointer=False)) as ledger:
     models = ReadModels(ledger.store)
-    rows = ledger.store.rows("SELECT tenant_id, COUNT(*) AS n FROM citeledger_rm_receipts GROUP BY tenant_id ORDER BY n DESC")
+    rows = ledger.store.rows(
+        "SELECT tenant_id, COUNT(*) AS n FROM citeledger_rm_receipts GROUP BY tenant_id ORDER BY n DESC")
     tenant, count = rows[0]["tenant_id"], rows[0]["n"]
     some = models.receipts(tenant, ReceiptFilter(), limit=50, order="asc").items
     task = some[0].body.get("task", {}).get("task_id")
     middle = some[-1].recorded_at
     queries = {
         "receipts, no filter": lambda: models.receipts(tenant, ReceiptFilter(), limit=50, order="desc"),
-        "receipts, status=ok": lambda: models.receipts(tenant, ReceiptFilter(status="ok"), limit=50, order="desc"),
+        "receipts, status=ok": lambda: models.receipts(
+            tenant, ReceiptFilter(status="ok"), limit=50, order="desc"),
         "receipts, since (most of the log)": lambda: models.receipts(
             tenant, ReceiptFilter(recorded_from=middle), limit=50, order="desc"),
         "receipts, task_id (body match)": lambda: models.receipts(
