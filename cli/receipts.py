@@ -68,7 +68,7 @@ MODES = ("live", "as_of_replay")
 
 
 def counted(total: int, exact: bool, noun: str) -> str:
-    """ "1,204 receipts", or "more than 10,000 receipts" when the count stopped there."""
+    """ "204 receipts", or "more than 1,000 receipts" when the count stopped there."""
     plural = noun if total == 1 and exact else noun + "s"
     return f"{total:,} {plural}" if exact else f"more than {total:,} {plural}"
 

@@ -34,8 +34,9 @@ CitationState = Literal["live", "expired", "scrubbed"]
 MAX_PAGE = 500
 MAX_AS_OF_ROWS = 100_000
 # A list counts its matches up to this many and then says "more than": a count that stays
-# fast on any ledger size (and the most rows an export writes).
-COUNT_LIMIT = 10_000
+# fast on any ledger size (filters without an index of their own read a row per match;
+# docs/benchmarks/lists.md).
+COUNT_LIMIT = 1_000
 ALL_RECEIPTS = ReceiptFilter()  # no narrowing
 
 
@@ -188,6 +189,7 @@ class ReadModels:
         cursor: str | None = None,
         limit: int = 50,
         order: Order = "asc",
+        count: bool = True,
     ) -> Page[ReceiptView]:
         conditions, params = ["tenant_id=?"], [tenant_id]
         for column in ("mode", "status", "engine", "actor", "trace_id", "run_id", "parent_receipt_id"):
@@ -205,7 +207,7 @@ class ReadModels:
             _kind(conditions, params, filters.kind)
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
-        rows, total = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
+        rows, total = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order, count)
         return _paged([_receipt(r) for r in rows], limit, total)
 
     def receipts_as_of(
@@ -328,20 +330,23 @@ class ReadModels:
         cursor: str | None,
         limit: int,
         order: Order,
+        count: bool = True,
     ) -> tuple[list[Any], int]:
         """One page of rows and how many match in all (the filter without the cursor),
-        counted up to COUNT_LIMIT + 1 so the count costs at most that many index entries."""
+        counted up to COUNT_LIMIT + 1 so the count costs at most that many rows (0 without
+        `count`)."""
         if not 1 <= limit <= MAX_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
         if order not in ("asc", "desc"):
             raise ValueError("order must be asc or desc")
-        where = " AND ".join(conditions)
-        counted = self.store.rows(
-            f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM {self.store.table(table)} WHERE {where} "
-            "LIMIT ?) AS matching",
-            [*params, COUNT_LIMIT + 1],
-        )
-        total = int(counted[0]["n"])
+        total = 0
+        if count:
+            counted = self.store.rows(
+                f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM {self.store.table(table)} "
+                f"WHERE {' AND '.join(conditions)} LIMIT ?) AS matching",
+                [*params, COUNT_LIMIT + 1],
+            )
+            total = int(counted[0]["n"])
         if cursor is not None:
             conditions.append("position>?" if order == "asc" else "position<?")
             params.append(decode_cursor(cursor))

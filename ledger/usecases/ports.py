@@ -310,4 +310,5 @@ class ReceiptLister(Protocol):
         cursor: str | None = None,
         limit: int = 50,
         order: Order = "asc",
+        count: bool = True,
     ) -> Any: ...

@@ -120,17 +120,19 @@ def receipts_export(
     rows: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
-        page = read_models.receipts(caller.tenant_id, flt, cursor=cursor, limit=EXPORT_PAGE, order=order)
-        if not page.total_exact or page.total > max_rows:
+        page = read_models.receipts(
+            caller.tenant_id, flt, cursor=cursor, limit=EXPORT_PAGE, order=order, count=False
+        )
+        rows.extend(receipt_summary(view) for view in page.items)
+        if len(rows) > max_rows:
             raise Invalid(
                 f"more than {max_rows:,} receipts match; narrow the filter (since/until, status, "
                 "kind, ...) and export each part",
                 code="export_too_large",
             )
-        rows.extend(receipt_summary(view) for view in page.items)
         cursor = page.next_cursor
-        if cursor is None or len(rows) >= max_rows:
-            return rows[:max_rows]
+        if cursor is None:
+            return rows
 
 
 def receipt_detail(
