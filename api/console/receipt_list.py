@@ -1,6 +1,6 @@
 """The console's receipts list and its export: the filters of `GET /v1/receipts` in the URL
 (a filtered view is a link to share), newest first unless `order=asc`, how many match, and
-the same filter as CSV or JSONL (`GET /v1/receipts/export`'s twin)."""
+the same filter as CSV or JSONL (`GET /v1/receipts/export.csv`'s twin)."""
 
 from __future__ import annotations
 

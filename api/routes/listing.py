@@ -6,6 +6,7 @@ console's lists and MCP page through the same functions."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
@@ -22,6 +23,7 @@ F = TypeVar("F")
 ID_PATTERN = IDENTIFIER_PATTERN
 MAX_POSITION = 2**53 - 1
 
+_BOUND = re.compile(BOUND_PATTERN)
 ORDERS = ("desc", "asc")
 RECEIPT_STATUSES = ("ok", "no_hit", "denied", "timeout", "error")
 RECEIPT_KINDS = ("search", "external", "replay")
@@ -37,7 +39,9 @@ def time_bound(value: str | None, name: str, *, end: bool = False) -> str | None
     try:
         return format_timestamp(parse_bound(value, end=end))
     except ValueError as exc:
-        raise ApiError(400, "bad_request", f"{name} {exc}") from None
+        # The documented shape but no such moment (2026-02-30, year 0): a rule, not a form.
+        status, code = (422, "invalid_time") if _BOUND.match(value) else (400, "bad_request")
+        raise ApiError(status, code, f"{name} {exc}") from None
 
 
 def choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None:

@@ -1,13 +1,12 @@
-"""`GET /v1/receipts/export`: what a filtered list of receipts found, as CSV or JSONL, each row
-with its receipt id and log position so it can be checked against a bundle or a tenant export.
-The console's receipts list links to its twin (`/console/receipts/export.{csv,jsonl}`)."""
+"""`GET /v1/receipts/export.csv` and `.jsonl`: what a filtered list of receipts found, each
+row with its receipt id and log position so it can be checked against a bundle or a tenant
+export. The console's receipts list links to its twins (`/console/receipts.{csv,jsonl}`)."""
 
 from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
 from litestar import Response, Router, get
@@ -84,27 +83,31 @@ def export_response(services: Services, caller: Caller, filters: ReceiptFilters,
     )
 
 
-@dataclass(frozen=True)
-class ReceiptExport(ReceiptFilters):
-    """`GET /v1/receipts/export`' query: the list's filters and the format."""
-
-    format: Annotated[str, listing.enum_query("format", FORMATS, "`csv` (the default) or `jsonl`")] = "csv"
-
-
-EXPORT_SUMMARY = f"Export the receipts a filter matches (CSV or JSONL, at most {MAX_ROWS:,} rows)"
+EXPORT_SUMMARY = f"Export the receipts a filter matches as {{}} (at most {MAX_ROWS:,} rows)"
+FILTERS = {"filters": Provide(ReceiptFilters, sync_to_thread=False)}
 
 
 @get(
-    "/export",
-    media_type="text/csv",
-    dependencies={"export": Provide(ReceiptExport, sync_to_thread=False)},
-    **operation("audit.read", EXPORT_SUMMARY, 422),
+    "/export.csv",
+    media_type=MEDIA_TYPES["csv"],
+    dependencies=FILTERS,
+    **operation("audit.read", EXPORT_SUMMARY.format("CSV"), 422),
 )
-async def export_receipts(call: CallDep, export: ReceiptExport) -> Response[bytes]:
+async def export_csv(call: CallDep, filters: ReceiptFilters) -> Response[bytes]:
     """The same filters as `GET /v1/receipts`; more than the row cap matching is a 422
     `export_too_large` (narrow the filter), never a cut file."""
-    services = call.services
-    return await services.blocking(export_response, services, call.caller, export, export.format)
+    return await call.services.blocking(export_response, call.services, call.caller, filters, "csv")
 
 
-router = Router(path="/v1/receipts", route_handlers=[export_receipts], tags=["receipts"])
+@get(
+    "/export.jsonl",
+    media_type=MEDIA_TYPES["jsonl"],
+    dependencies=FILTERS,
+    **operation("audit.read", EXPORT_SUMMARY.format("JSON lines"), 422),
+)
+async def export_jsonl(call: CallDep, filters: ReceiptFilters) -> Response[bytes]:
+    """As `export.csv`, one JSON object a line."""
+    return await call.services.blocking(export_response, call.services, call.caller, filters, "jsonl")
+
+
+router = Router(path="/v1/receipts", route_handlers=[export_csv, export_jsonl], tags=["receipts"])

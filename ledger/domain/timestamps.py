@@ -63,7 +63,10 @@ def end_of_utc_day(moment: datetime) -> datetime:
 
 
 # What a list's `since`/`until` takes: an RFC 3339 time (seconds at least, a zone) or a bare day.
-BOUND_PATTERN = r"^\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2}))?$"
+BOUND_PATTERN = (
+    r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
+    r"([Tt ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$"
+)
 BOUND_HELP = "an RFC 3339 time (2026-05-23T09:30:00Z) or a day (2026-05-23: the whole UTC day)"
 _BOUND = re.compile(BOUND_PATTERN)
 
