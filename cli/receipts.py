@@ -7,7 +7,6 @@ the Python client). The answers are the HTTP API's, so the two modes print the s
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,21 +41,36 @@ DataDir = Annotated[
 AsJson = Annotated[bool, typer.Option("--json", help="JSON instead of tables")]
 
 
-def _moment(value: str | None, name: str) -> str | None:
-    """An RFC 3339 timestamp, or a day (YYYY-MM-DD, its UTC midnight), as the API takes it."""
-    from ledger.domain.timestamps import format_timestamp, parse_timestamp
+def _moment(value: str | None, name: str, *, end: bool = False) -> str | None:
+    """An RFC 3339 time, or a day as the whole UTC day (`end`: the midnight after it), as the
+    API's written form (the local read models and the server take it alike)."""
+    from ledger.domain.timestamps import format_timestamp, parse_bound
 
     if value is None:
         return None
     try:
-        if len(value) == 10:
-            moment = dt.datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=dt.UTC)
-        else:
-            moment = parse_timestamp(value)
-    except ValueError:
-        err.print(f"[red]{name} must be a day (2026-11-17) or an RFC 3339 timestamp (2026-11-17T09:30:00Z)")
+        return format_timestamp(parse_bound(value, end=end))
+    except ValueError as exc:
+        err.print(f"{name} {exc}", markup=False, highlight=False)
         raise typer.Exit(2) from None
-    return format_timestamp(moment, timespec="seconds")
+
+
+def _choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None:
+    if value is not None and value not in allowed:
+        err.print(f"{name} must be one of: {', '.join(allowed)}", markup=False, highlight=False)
+        raise typer.Exit(2)
+    return value
+
+
+STATUSES = ("ok", "no_hit", "denied", "timeout", "error")
+KINDS = ("search", "external", "replay")
+MODES = ("live", "as_of_replay")
+
+
+def counted(total: int, exact: bool, noun: str) -> str:
+    """ "204 receipts", or "more than 1,000 receipts" when the count stopped there."""
+    plural = noun if total == 1 and exact else noun + "s"
+    return f"{total:,} {plural}" if exact else f"more than {total:,} {plural}"
 
 
 @receipts_app.command("list")
@@ -68,7 +82,10 @@ def list_command(
     engine: Annotated[
         str | None, typer.Option("--engine", help="e.g. citeledger-bm25@1, external:my-rag")
     ] = None,
-    status: Annotated[str | None, typer.Option("--status", help="ok, no_hit, denied, timeout, error")] = None,
+    status: Annotated[str | None, typer.Option("--status", help=", ".join(STATUSES))] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="search (the ledger ran it), external or replay")
+    ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="live or as_of_replay")] = None,
     trace_id: Annotated[str | None, typer.Option("--trace-id")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id")] = None,
@@ -81,9 +98,9 @@ def list_command(
     cursor: Annotated[
         str | None, typer.Option("--cursor", help="The next page, as printed under a page")
     ] = None,
-    oldest_first: Annotated[
-        bool, typer.Option("--oldest-first", help="Oldest first (default: newest)")
-    ] = False,
+    order: Annotated[
+        str, typer.Option("--order", help="desc: newest first (default); asc: oldest first")
+    ] = "desc",
     with_queries: Annotated[
         bool, typer.Option("--queries", help="Also each receipt's query in plain (audit.content; recorded)")
     ] = False,
@@ -100,20 +117,21 @@ def list_command(
     tenant: Tenant = "",
     data_dir: DataDir = None,
 ) -> None:
-    """Receipts, newest first, one page at a time."""
+    """Receipts, newest first, one page at a time, and how many match in all."""
     filters = {
         "since": _moment(since, "--since"),
-        "until": _moment(until, "--until"),
+        "until": _moment(until, "--until", end=True),
         "engine": engine,
-        "status": status,
-        "mode": mode,
+        "status": _choice(status, "--status", STATUSES),
+        "kind": _choice(kind, "--kind", KINDS),
+        "mode": _choice(mode, "--mode", MODES),
         "trace_id": trace_id,
         "run_id": run_id,
         "task_id": task_id,
         "document_id": document,
         "actor": actor,
         "q": query_text,
-        "order": "asc" if oldest_first else "desc",
+        "order": _choice(order, "--order", ("desc", "asc")),
         "content": "plain" if with_queries else None,
     }
     with _source(url, token, data_dir, tenant) as source:
@@ -125,7 +143,8 @@ def list_command(
         if page.get("next_cursor"):
             err.print(f"next page: --cursor {page['next_cursor']}")
         return
-    title = f"{len(receipts)} receipt(s), {'oldest' if oldest_first else 'newest'} first"
+    total = counted(page["total"], page["total_exact"], "receipt")
+    title = f"{total}, {'oldest' if order == 'asc' else 'newest'} first; {len(receipts)} on this page"
     if out.width < WIDE:
         _print_compact(title, receipts, with_queries)
     else:
@@ -143,7 +162,7 @@ def _when(receipt: dict[str, Any]) -> str:
 
 def _print_table(title: str, receipts: list[dict[str, Any]], with_queries: bool) -> None:
     table = Table(title=title)
-    columns = ["recorded at (UTC)", "receipt", "engine", "status", "cited", "task", "actor"]
+    columns = ["recorded at (UTC)", "receipt", "kind", "engine", "status", "cited", "task", "actor"]
     for column in columns + (["query"] if with_queries else []):
         # The id stays whole (it is what `show` takes); the other columns fold to fit.
         whole = column in ("receipt", "recorded at (UTC)")
@@ -152,6 +171,7 @@ def _print_table(title: str, receipts: list[dict[str, Any]], with_queries: bool)
         row = [
             _when(receipt),
             receipt["receipt_id"],
+            receipt["kind"],
             receipt["engine"],
             receipt["status"],
             str(receipt["citation_count"]),
@@ -172,7 +192,8 @@ def _print_compact(title: str, receipts: list[dict[str, Any]], with_queries: boo
             f"{receipt['citation_count']} cited",
             highlight=False,
         )
-        facts = f"engine {receipt['engine']}  task {receipt.get('task_id') or '-'}  actor {receipt['actor']}"
+        task = receipt.get("task_id") or "-"
+        facts = f"{receipt['kind']}  engine {receipt['engine']}  task {task}  actor {receipt['actor']}"
         if with_queries:
             facts += f"\n    query: {field_text((receipt.get('content') or {}).get('query'))}"
         out.print(f"    {facts}", highlight=False, markup=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, TypeVar
 
@@ -21,7 +21,7 @@ import orjson
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.retrieval.question_words import search_words
 from ledger.storage.store import Store
-from ledger.usecases.ports import Order, ReceiptFilter
+from ledger.usecases.ports import SEARCH_ENGINE_PREFIX, Order, ReceiptFilter
 from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
@@ -35,6 +35,10 @@ T = TypeVar("T")
 CitationState = Literal["live", "expired", "scrubbed"]
 MAX_PAGE = 500
 MAX_AS_OF_ROWS = 100_000
+# A list counts its matches up to this many and then says "more than": a count that stays
+# fast on any ledger size (filters without an index of their own read a row per match;
+# docs/benchmarks/lists.md).
+COUNT_LIMIT = 1_000
 ALL_RECEIPTS = ReceiptFilter()  # no narrowing
 
 
@@ -54,6 +58,8 @@ class TextUnavailable(LookupError):
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None
+    total: int = 0  # how many match the filter (all pages), up to COUNT_LIMIT
+    total_exact: bool = True  # False: more than `total` match
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,7 @@ class ReadModels:
         cursor: str | None = None,
         limit: int = 50,
         order: Order = "asc",
+        count: bool = True,
     ) -> Page[ReceiptView]:
         conditions, params = ["tenant_id=?"], [tenant_id]
         for column in ("mode", "status", "engine", "actor", "trace_id", "run_id", "parent_receipt_id"):
@@ -198,6 +205,8 @@ class ReadModels:
             if value is not None:
                 conditions.append("body LIKE ? ESCAPE '!'")
                 params.append(f'%"{key}":"{_like_literal(value)}"%')
+        if filters.kind is not None:
+            _kind(conditions, params, filters.kind)
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
         if filters.q is not None:  # the question index leads (projections/question_query.py)
@@ -214,9 +223,13 @@ class ReadModels:
                 limit=limit + 1,
                 descending=order == "desc",
             )
-        else:
-            rows = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order)
-        return _paged([_receipt(r) for r in rows], limit)
+            page = _paged([_receipt(r) for r in rows], limit, len(rows))
+            if cursor is None and page.next_cursor is None:
+                return page  # one page holds every match: its count is exact
+            # Counting every match would cost the whole intersection: "more than" this page's rows.
+            return replace(page, total=len(page.items), total_exact=False)
+        rows, total = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order, count)
+        return _paged([_receipt(r) for r in rows], limit, total)
 
     def receipts_as_of(
         self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS
@@ -312,8 +325,8 @@ class ReadModels:
                 params.append(value)
         _ranges(conditions, params, filters.from_position, filters.to_position)
         _times(conditions, params, filters.recorded_from, filters.recorded_to)
-        rows = self._page(HISTORY_TABLE, conditions, params, cursor, limit, order)
-        return _paged([from_row(HistoryEntry, r) for r in rows], limit)
+        rows, total = self._page(HISTORY_TABLE, conditions, params, cursor, limit, order)
+        return _paged([from_row(HistoryEntry, r) for r in rows], limit, total)
 
     def event_counts(self, tenant_id: str, recorded_from: str) -> list[tuple[str, str, int]]:
         """(day, type, count) of the tenant's events recorded since `recorded_from` (the
@@ -338,8 +351,20 @@ class ReadModels:
         cursor: str | None,
         limit: int,
         order: Order,
-    ) -> list[Any]:
+        count: bool = True,
+    ) -> tuple[list[Any], int]:
+        """One page of rows and how many match in all (the filter without the cursor),
+        counted up to COUNT_LIMIT + 1 so the count costs at most that many rows (0 without
+        `count`)."""
         _check_page(limit, order)
+        total = 0
+        if count:
+            counted = self.store.rows(
+                f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM {self.store.table(table)} "
+                f"WHERE {' AND '.join(conditions)} LIMIT ?) AS matching",
+                [*params, COUNT_LIMIT + 1],
+            )
+            total = int(counted[0]["n"])
         if cursor is not None:
             conditions.append("position>?" if order == "asc" else "position<?")
             params.append(decode_cursor(cursor))
@@ -347,7 +372,7 @@ class ReadModels:
             f"SELECT * FROM {self.store.table(table)} WHERE {' AND '.join(conditions)} "
             f"ORDER BY position {order.upper()} LIMIT ?"
         )
-        return self.store.rows(statement, [*params, limit + 1])
+        return self.store.rows(statement, [*params, limit + 1]), total
 
 
 def _check_page(limit: int, order: Order) -> None:
@@ -359,6 +384,20 @@ def _check_page(limit: int, order: Order) -> None:
 
 def _like_literal(value: str) -> str:
     return value.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+def _kind(conditions: list[str], params: list[Any], kind: str) -> None:
+    """`receipt_kind` as a condition on the indexed columns."""
+    if kind == "replay":
+        conditions.append("mode=?")
+        params.append("as_of_replay")
+        return
+    if kind not in ("search", "external"):
+        raise ValueError("kind must be one of: search, external, replay")
+    conditions.append("mode=?")
+    params.append("live")
+    conditions.append("engine LIKE ?" if kind == "search" else "engine NOT LIKE ?")
+    params.append(SEARCH_ENGINE_PREFIX + "%")
 
 
 def _ranges(conditions: list[str], params: list[Any], low: int | None, high: int | None) -> None:
@@ -389,11 +428,12 @@ def _normalise_time(value: str) -> str:
     return format_timestamp(moment)
 
 
-def _paged(items: list[T], limit: int) -> Page[T]:
+def _paged(items: list[T], limit: int, total: int) -> Page[T]:
+    cursor = None
     if len(items) > limit:
         items = items[:limit]
-        return Page(items=items, next_cursor=encode_cursor(getattr(items[-1], "position")))  # noqa: B009
-    return Page(items=items, next_cursor=None)
+        cursor = encode_cursor(getattr(items[-1], "position"))  # noqa: B009
+    return Page(items, cursor, min(total, COUNT_LIMIT), total <= COUNT_LIMIT)
 
 
 def _receipt(row: Any) -> ReceiptView:

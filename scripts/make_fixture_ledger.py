@@ -361,7 +361,7 @@ class Maker:
         for tenant in self.tokens:
             cursor: str | None = None
             while True:
-                params: dict[str, Any] = {"limit": 100}
+                params: dict[str, Any] = {"limit": 100, "order": "asc"}
                 if cursor:
                     params["cursor"] = cursor
                 page = self.http.get(

@@ -57,7 +57,9 @@ class OtlpServer:
         return body
 
     def receipts_of(self, trace_id: str) -> list[dict[str, Any]]:
-        receipts: list[dict[str, Any]] = self.get("/v1/receipts", trace_id=trace_id, limit=200)["receipts"]
+        receipts: list[dict[str, Any]] = self.get("/v1/receipts", trace_id=trace_id, limit=200, order="asc")[
+            "receipts"
+        ]
         return receipts
 
     def receipt(self, receipt_id: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ def _item(api: Api, doc: dict[str, Any], key: str, query: str = "how long?") -> 
 
 
 def _events(api: Api, event_type: str) -> list[dict[str, Any]]:
-    response = api.client.get(f"/v1/events?type={event_type}&limit=500", headers=api.headers())
+    response = api.client.get(f"/v1/events?type={event_type}&limit=500&order=asc", headers=api.headers())
     assert response.status_code == 200, response.text
     events: list[dict[str, Any]] = response.json()["events"]
     return events

@@ -106,7 +106,7 @@ def test_restricted_citation_needs_the_scope_and_logs_the_denial(api: Api) -> No
     assert denied.status_code == 403
     assert denied.headers["x-replay-reason"] == "restricted_scope_required"
     assert denied.json()["error"]["message"] == "The requested citation requires knowledge.restricted.read"
-    events = api.client.get("/v1/events?type=AccessDenied", headers=api.headers("admin")).json()
+    events = api.client.get("/v1/events?type=AccessDenied&order=asc", headers=api.headers("admin")).json()
     denial = [e for e in events["events"] if e["type"] == "AccessDenied"]
     assert denial and denial[-1]["payload"]["resource_id"] == citation_id
     assert denial[-1]["signature"]

@@ -207,13 +207,14 @@ def test_event_and_receipt_listings_filter_and_page(api: Api) -> None:
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    assert seen == [m["position"] for m in made]
-    run0 = api.client.get("/v1/events?run_id=run-0", headers=h).json()["events"]
+    assert seen == [m["position"] for m in reversed(made)]  # newest first unless order=asc
+    run0 = api.client.get("/v1/events?run_id=run-0&order=asc", headers=h).json()["events"]
     assert [e["position"] for e in run0] == [m["position"] for i, m in enumerate(made) if i % 2 == 0]
     by_receipt = api.client.get(f"/v1/events?receipt_id={made[2]['receipt_id']}", headers=h).json()["events"]
     assert [e["position"] for e in by_receipt] == [made[2]["position"]]
     ranged = api.client.get(
-        f"/v1/events?from_position={made[1]['position']}&to_position={made[3]['position']}", headers=h
+        f"/v1/events?from_position={made[1]['position']}&to_position={made[3]['position']}&order=asc",
+        headers=h,
     ).json()["events"]
     assert [e["position"] for e in ranged] == [m["position"] for m in made[1:4]]
     future = api.client.get("/v1/events?since=2999-01-01T00:00:00Z", headers=h).json()["events"]
@@ -224,7 +225,7 @@ def test_event_and_receipt_listings_filter_and_page(api: Api) -> None:
         f"/v1/receipts?run_id=run-1&limit=5&cursor={receipts['next_cursor']}", headers=h
     ).json()
     ids = [r["receipt_id"] for r in receipts["receipts"] + rest["receipts"]]
-    assert ids == [m["receipt_id"] for i, m in enumerate(made) if i % 2 == 1]
+    assert ids == [m["receipt_id"] for i, m in reversed(list(enumerate(made))) if i % 2 == 1]
     # The right shape, but never issued by this API: 422.
     bad = api.client.get("/v1/events?cursor=zzzz", headers=h)
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_cursor"

@@ -268,7 +268,9 @@ def test_unchanged_receipt_replays_with_a_signed_linked_receipt(server: Server) 
     original_view = server.client.get(f"/v1/receipts/{receipt_id}", headers=server.headers()).json()
     assert original_view["replay_chain"]["parent_receipt_id"] is None
     assert [r["receipt_id"] for r in original_view["replay_chain"]["replays"]] == [body["replay_receipt_id"]]
-    events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
+    events = server.client.get("/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()).json()[
+        "events"
+    ]
     link = events[-1]["payload"]
     assert (
         link["original_receipt_id"] == receipt_id and link["replay_receipt_id"] == body["replay_receipt_id"]

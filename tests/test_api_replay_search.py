@@ -108,7 +108,9 @@ def test_unchanged_corpus_reproduces_in_all_three_runs(server: SearchServer) -> 
     assert cited.status_code == 200, cited.text
     original_view = server.receipt_view(receipt_id)
     assert [r["receipt_id"] for r in original_view["replay_chain"]["replays"]] == [body["replay_receipt_id"]]
-    events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
+    events = server.client.get("/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()).json()[
+        "events"
+    ]
     link = events[-1]["payload"]
     assert (link["original_receipt_id"], link["replay_receipt_id"]) == (receipt_id, body["replay_receipt_id"])
     assert link["integrity_finding"] is None and link["summary"]["entries_common"] == 3
@@ -231,7 +233,9 @@ def test_an_erased_document_is_named_and_the_rest_reproduced(server: SearchServe
         envelope = body["diff"][run]
         assert envelope["context_hash"]["changed"] is True
         assert [e["path"] for e in envelope["selected_entries"]["removed"]] == ["hr/salaries.md"]
-    events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
+    events = server.client.get(
+        "/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()
+    ).json()["events"]
     # Not a finding against the ledger, but recorded as what it is.
     assert events[-1]["payload"]["integrity_finding"] == "reproduced_apart_from_erased"
 
@@ -249,7 +253,9 @@ def test_a_receipt_that_cited_only_erased_text_is_unverifiable(server: SearchSer
     assert body["integrity"] == "unverifiable"
     assert body["integrity_reason"]["cause"] == "erased_after_receipt"
     assert [e["path"] for e in body["integrity_reason"]["erased"]] == ["hr/salaries.md"]
-    events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
+    events = server.client.get(
+        "/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()
+    ).json()["events"]
     assert events[-1]["payload"]["integrity_finding"] == "unverifiable.erased_after_receipt"
 
 
@@ -276,7 +282,9 @@ def test_a_corrupted_search_index_is_an_integrity_mismatch(
     assert original["context_hash"]["changed"] is changes["order"]
     [message] = [r.getMessage() for r in caplog.records if "integrity mismatch" in r.getMessage()]
     assert searched["receipt_id"] in message and QUERY not in message and "salary" not in message.lower()
-    events = server.client.get("/v1/events?type=ReplayRecorded", headers=server.headers()).json()["events"]
+    events = server.client.get("/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()).json()[
+        "events"
+    ]
     assert events[-1]["payload"]["integrity_finding"] == "context_hash_mismatch"
 
 

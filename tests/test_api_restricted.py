@@ -49,7 +49,9 @@ class RestrictedServer(Server):
         return payload
 
     def events(self, event_type: str) -> list[dict[str, Any]]:
-        response = self.client.get(f"/v1/events?type={event_type}&limit=500", headers=self.headers())
+        response = self.client.get(
+            f"/v1/events?type={event_type}&limit=500&order=asc", headers=self.headers()
+        )
         assert response.status_code == 200, response.text
         events: list[dict[str, Any]] = response.json()["events"]
         return events

@@ -91,7 +91,9 @@ def test_operator_lists_creates_and_revokes_tokens_each_a_signed_entry(api: Api)
     report = verify_store(ledger.store, ledger.root_public_key, deep=True)
     assert report.ok, report
     # ... and in the tenant's history.
-    history = api.client.get("/v1/events?type=TokenIssued&type=TokenRevoked", headers=api.headers("reader"))
+    history = api.client.get(
+        "/v1/events?type=TokenIssued&type=TokenRevoked&order=asc", headers=api.headers("reader")
+    )
     assert history.status_code == 200, history.text
     assert [e["type"] for e in history.json()["events"]] == ["TokenIssued", "TokenRevoked"]
     other = api.client.get("/v1/events?type=TokenIssued", headers=api.headers("other"))

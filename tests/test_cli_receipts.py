@@ -76,6 +76,28 @@ def test_receipts_list_and_show_against_a_server(ledger_config: LedgerConfig) ->
         assert [r["receipt_id"] for r in _json_lines(by_engine.stdout)] == [ids[1]]
         nothing = citeledger("receipts", "list", "--json", "--until", "2000-01-01", **remote)
         assert nothing.returncode == 0 and _json_lines(nothing.stdout) == []
+        # Oldest first on asking; a day is the whole day; a wrong choice names the allowed ones.
+        day = _json_lines(listed.stdout)[0]["recorded_at"][:10]
+        ascending = citeledger(
+            "receipts",
+            "list",
+            "--json",
+            "--order",
+            "asc",
+            "--since",
+            day,
+            "--until",
+            day,
+            "--kind",
+            "external",
+            **remote,
+        )
+        assert [r["receipt_id"] for r in _json_lines(ascending.stdout)] == ids
+        wrong = citeledger("receipts", "list", "--status", "nohit", **remote)
+        assert (
+            wrong.returncode == 2
+            and "--status must be one of: ok, no_hit, denied, timeout, error" in wrong.stderr
+        )
         # Pages: the cursor printed under one page gives the next.
         first = citeledger("receipts", "list", "--json", "--limit", "2", **remote)
         cursor = first.stderr.split("--cursor")[1].split()[0]
@@ -85,6 +107,12 @@ def test_receipts_list_and_show_against_a_server(ledger_config: LedgerConfig) ->
         table = citeledger("receipts", "list", "--queries", **{**remote, "COLUMNS": "80"})
         assert table.returncode == 0, table.stderr
         assert ids[0] in table.stdout and "second question" in table.stdout
+        # How many match in all (not the page size), and what made each.
+        assert "3 receipts, newest first; 3 on this page" in table.stdout and "external" in table.stdout
+        paged = citeledger(
+            "receipts", "list", "--limit", "1", "--task-id", "task-b", **{**remote, "COLUMNS": "200"}
+        )
+        assert "2 receipts, newest first; 1 on this page" in paged.stdout
 
         # show: the query and snippet in plain, the proof checked, the read recorded.
         shown = citeledger("receipts", "show", ids[0], **remote)

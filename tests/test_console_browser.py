@@ -157,6 +157,7 @@ def test_an_auditor_works_through_the_console(ledger_config: LedgerConfig, tmp_p
 
         # Receipts, filtered by task: the question asked, in plain under audit.content.
         page.goto(base + "/console/receipts")
+        page.get_by_text("More filters").click()
         page.get_by_label("Task id").fill("console-search")
         page.get_by_role("button", name="Filter").click()
         assert "task_id=console-search" in page.url

@@ -47,7 +47,7 @@ class Http:
         )
 
     def content_reads(self) -> list[dict[str, Any]]:
-        response = self.get("auditor", "/v1/events", type="ContentRead")
+        response = self.get("auditor", "/v1/events", type="ContentRead", order="asc")
         assert response.status_code == 200, response.text
         events: list[dict[str, Any]] = response.json()["events"]
         return events

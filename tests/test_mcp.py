@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from api.mcp.tools import TOOLS
+from api.mcp.tools import TOOLS, input_schema, output_schema, untitled
 from ledger.config import LedgerConfig
 from ledger.schemas.answers import CitationOut, SearchOut
 from ledger.schemas.reads import ReceiptOut, ReceiptVerificationOut
@@ -45,7 +45,9 @@ def _events(ledger: Ledger, event_type: str, **filters: str) -> list[dict[str, A
     entries another process appended."""
     deadline = time.monotonic() + 10
     while True:
-        page = ledger.v1("GET", "/v1/events", params={"type": event_type, **filters, "limit": 500})
+        page = ledger.v1(
+            "GET", "/v1/events", params={"type": event_type, **filters, "limit": 500, "order": "asc"}
+        )
         events: list[dict[str, Any]] = page.json()["events"]
         if events or time.monotonic() > deadline:
             return events
@@ -66,6 +68,25 @@ def _retrieval(doc: dict[str, Any], snippet: str = SNIPPET) -> dict[str, Any]:
             }
         ],
     }
+
+
+def _undescribed(schema: dict[str, Any]) -> list[str]:
+    """The arguments (at any depth, through $defs) that carry no description."""
+    defs, missing = schema.get("$defs", {}), []
+
+    def walk(node: dict[str, Any], path: str, seen: frozenset[str]) -> None:
+        for key, value in node.get("properties", {}).items():
+            if "description" not in value:
+                missing.append(f"{path}{key}")
+            branches = [value, value.get("items") or {}, *value.get("anyOf", [])]
+            refs = [b.get("$ref") or (b.get("items") or {}).get("$ref") for b in branches]
+            for ref in filter(None, refs):
+                name = ref.rsplit("/", 1)[-1]
+                if name not in seen:
+                    walk(defs[name], f"{path}{key}.", seen | {name})
+
+    walk(schema, "", frozenset())
+    return missing
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -92,15 +113,19 @@ def test_tools_and_resources_are_listed_with_the_http_contracts_schemas(
         }
         for name, tool in tools.items():
             model_in, model_out = expected[name]
-            assert tool.input_schema == model_in.model_json_schema(mode="validation"), name
-            assert tool.output_schema == model_out.model_json_schema(mode="serialization"), name
+            assert tool.input_schema == input_schema(model_in), name
+            assert tool.output_schema == output_schema(model_out), name
+            # Every argument says what it is for, in words (the generated titles are left out).
+            assert not _undescribed(tool.input_schema), (name, _undescribed(tool.input_schema))
+            assert '"title": "' not in json.dumps(tool.input_schema), name
             assert tool.annotations is not None and tool.annotations.destructive_hint is False
         # One source: the tool schemas are the models of the HTTP contract's OpenAPI document.
-        assert tools["search"].input_schema == SearchIn.model_json_schema()
-        assert tools["search"].output_schema == SearchOut.model_json_schema(mode="serialization")
-        assert tools["get_document_chunk"].output_schema == CitationOut.model_json_schema(
-            mode="serialization"
+        assert tools["search"].input_schema == untitled(SearchIn.model_json_schema())
+        assert tools["search"].output_schema == untitled(SearchOut.model_json_schema(mode="serialization"))
+        assert tools["get_document_chunk"].output_schema == untitled(
+            CitationOut.model_json_schema(mode="serialization")
         )
+        assert tools["ingest_document"].input_schema["properties"]["title"]["description"]
         record_fields = set(tools["record_retrieval"].input_schema["properties"])
         assert record_fields == set(RetrievalIn.model_fields) | {"idempotency_key"}
         ingest_fields = set(tools["ingest_document"].input_schema["properties"])
@@ -110,8 +135,10 @@ def test_tools_and_resources_are_listed_with_the_http_contracts_schemas(
         for name, tool in tools.items():
             assert tool.annotations is not None
             assert tool.annotations.read_only_hint is (name in reads), name
-        for keyed in ("record_retrieval", "ingest_document", "replay_receipt", "search"):
-            assert tools[keyed].annotations is not None and tools[keyed].annotations.idempotent_hint, keyed
+        # A repeat records a new receipt (unless its idempotency_key repeats): not idempotent.
+        for name, tool in tools.items():
+            assert tool.annotations is not None
+            assert tool.annotations.idempotent_hint is (name in reads | {"ingest_document"}), name
         assert resources == {"citeledger://checkpoints/latest", "citeledger://keys"}
         assert templates == {"citeledger://receipts/{receipt_id}"}
 

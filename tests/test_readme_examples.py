@@ -10,8 +10,10 @@ checkout's code."""
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from tests.server_process import ROOT, ServerProcess, server_env
 
 README = ROOT / "README.md"
 BLOCK = re.compile(r"<!-- (example|example-setup) -->\n```sh\n(.*?)\n```\n", re.S)
+PYTHON_BLOCK = re.compile(r"<!-- example-python -->\n```python\n(.*?)\n```\n", re.S)
 TOKEN = "readme-bootstrap-token-0123456789"
 
 
@@ -31,7 +34,7 @@ def _blocks() -> tuple[str, list[str]]:
     examples = [code for kind, code in found if kind == "example"]
     assert len(setups) == 1, "README.md needs exactly one <!-- example-setup --> block"
     # Every marker is followed by a block the pattern took (none silently skipped) ...
-    assert text.count("<!-- example") == len(found)
+    assert text.count("<!-- example") == len(found) + len(PYTHON_BLOCK.findall(text))
     # ... and every curl command of the README is in a tested block.
     tested = "\n".join(code for _, code in found)
     for line in text.splitlines():
@@ -67,6 +70,13 @@ def test_readme_examples_run_against_a_real_server(tmp_path: Path) -> None:
     script = script_start(data_dir)
     for number, code in enumerate(examples, start=1):
         script += [f"echo '=== example {number}' >&2", code]
+    # The MCP Python snippet, exactly as written, against the same server (after the curls).
+    [snippet] = PYTHON_BLOCK.findall(README.read_text(encoding="utf-8"))
+    (work / "snippet.py").write_text(snippet + "\n", encoding="utf-8")
+    script += [
+        "echo '=== python snippet' >&2",
+        f'CITELEDGER_URL="$BASE" CITELEDGER_TOKEN="$TOKEN" {shlex.quote(sys.executable)} snippet.py',
+    ]
     script.append("echo '=== all examples done' >&2")
     with ServerProcess(data_dir, env, log_path=tmp_path / "server.log") as server:
         done = subprocess.run(
@@ -88,6 +98,8 @@ def test_readme_examples_run_against_a_real_server(tmp_path: Path) -> None:
     assert '"status": "ok"' in out and '"path": "handbook/retention.md"' in out  # the search hit
     assert '"integrity": "ok"' in out  # its replay reproduced the context hash
     assert '"isError": false' in out and '"cited_span": {' in out  # the MCP tool call over /mcp
+    assert '"text": "how long are audit logs kept?"' in out  # the question, read with content=plain
+    assert "receipts, newest first" in out and "external token:" in out  # the Python snippet
     assert "OK entry at position" in out  # verify-bundle's verdict is its result: stdout
     assert "export: partial, tenant 'default' only (not the whole log)" in out
     assert out.count("OK: no problem found") == 2  # the tenant export and the whole log

@@ -72,7 +72,7 @@ def _history(base: str, count: int) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 15
     while True:
         events: list[dict[str, Any]] = httpx.get(
-            f"{base}/v1/events?type=TokenIssued&type=TokenRevoked",
+            f"{base}/v1/events?type=TokenIssued&type=TokenRevoked&order=asc",
             headers={"Authorization": f"Bearer {BOOTSTRAP}"},
         ).json()["events"]
         if len(events) >= count or time.monotonic() > deadline:

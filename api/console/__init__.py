@@ -17,6 +17,7 @@ from litestar.types import ControllerRouterHandler
 from api.console.actions import ACTIONS
 from api.console.documents import DOCUMENT_PAGES
 from api.console.pages import READ_PAGES
+from api.console.receipt_list import RECEIPT_PAGES
 from api.console.reports import REPORT_PAGES
 from api.console.session import ConsoleSessions
 from api.console.web import console_user, error_page, with_asset_headers, with_security_headers
@@ -32,7 +33,7 @@ def template_config() -> TemplateConfig[JinjaTemplateEngine]:
 def console_router() -> list[ControllerRouterHandler]:
     pages = Router(
         path="/console",
-        route_handlers=[*READ_PAGES, *DOCUMENT_PAGES, *ACTIONS, *REPORT_PAGES],
+        route_handlers=[*READ_PAGES, *RECEIPT_PAGES, *DOCUMENT_PAGES, *ACTIONS, *REPORT_PAGES],
         dependencies={"user": Provide(console_user)},
         exception_handlers={Exception: error_page},
         after_request=with_security_headers,

@@ -20,14 +20,13 @@ from api.console import explain
 from api.console.charts import events_chart
 from api.console.web import AnyRequest, ConsoleRefusal, ConsoleUser, page, services_of
 from api.routes.events import history_page
-from api.routes.listing import ID_PATTERN, time_bound
-from api.routes.receipts import receipt_answer, receipt_page
+from api.routes.listing import ID_PATTERN, order_of, time_bound
+from api.routes.receipts import receipt_answer
 from ledger.domain.payloads import EventType
 from ledger.domain.timestamps import format_timestamp
-from ledger.retrieval.question_words import MAX_SEARCH_CHARS
 from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
-from ledger.usecases.ports import ReceiptFilter
+from ledger.usecases.ports import Order
 from ledger.usecases.receipts import receipt_bundle, verify_receipt
 from projections.queries import HistoryFilter
 
@@ -43,7 +42,7 @@ def _field(name: str, max_length: int = 128) -> Any:
     return QueryParameter(name=name, required=False, max_length=max_length)
 
 
-def _blank(value: str | None) -> str | None:
+def blank(value: str | None) -> str | None:
     value = (value or "").strip()
     return value or None
 
@@ -90,22 +89,25 @@ async def history(
     until: Annotated[str | None, _field("until", 40)] = None,
     from_position: Annotated[str | None, _field("from_position", 20)] = None,
     to_position: Annotated[str | None, _field("to_position", 20)] = None,
+    order: Annotated[str | None, _field("order", 10)] = None,
     cursor: Annotated[str | None, _field("cursor", 64)] = None,
 ) -> Template:
-    """Filters live in the query string, so a filtered view is a URL to share."""
+    """Filters live in the query string, so a filtered view is a URL to share. Newest first
+    unless `order=asc`."""
     user.require("audit.read")
     services = services_of(request)
-    chosen = _blank(event_type)
+    chosen = blank(event_type)
     if chosen is not None and chosen not in EVENT_TYPES:
         raise ConsoleRefusal(400, "Bad filter", f"type: one of {', '.join(EVENT_TYPES)}")
-    ids = _id_filters({"actor": actor, "trace_id": trace_id, "run_id": run_id, "receipt_id": receipt_id})
+    ids = id_filters({"actor": actor, "trace_id": trace_id, "run_id": run_id, "receipt_id": receipt_id})
     filters = {
         "type": chosen,
         **ids,
-        "since": _blank(since),
-        "until": _blank(until),
-        "from_position": _blank(from_position),
-        "to_position": _blank(to_position),
+        "since": blank(since),
+        "until": blank(until),
+        "from_position": blank(from_position),
+        "to_position": blank(to_position),
+        "order": console_order(order),
     }
     flt = HistoryFilter(
         types=[chosen] if chosen else None,
@@ -113,37 +115,51 @@ async def history(
         from_position=_position(filters["from_position"], "from_position"),
         to_position=_position(filters["to_position"], "to_position"),
         recorded_from=_moment(filters["since"], "since"),
-        recorded_to=_moment(filters["until"], "until"),
+        recorded_to=_moment(filters["until"], "until", end=True),
     )
-    body = await services.blocking(
-        history_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "sealed"
-    )
+    page_of = (flt, blank(cursor), HISTORY_PAGE, "sealed", filters["order"])
+    body = await services.blocking(history_page, services, user.caller, *page_of)
+    shown_bounds = {
+        "since_shown": (flt.recorded_from or "")[:19],
+        "until_shown": (flt.recorded_to or "")[:19],
+    }
     denied = [e for e in body["events"] if e.get("type") == "AccessDenied"]
     said = await services.blocking(_denials, services, user, denied) if denied else []
     denials = {e["position"]: text for e, text in zip(denied, said, strict=True)}
-    return _listing("history.html", user, body, "events", filters, event_types=EVENT_TYPES, denials=denials)
+    return listing_page(
+        "history.html",
+        user,
+        body,
+        "events",
+        filters,
+        event_types=EVENT_TYPES,
+        denials=denials,
+        **shown_bounds,
+    )
 
 
-def _listing(
+def listing_page(
     template: str, user: ConsoleUser, body: dict[str, Any], rows: str, filters: dict[str, Any], **extra: Any
 ) -> Template:
     """A filtered list page: its rows, the next page's cursor, the filters (the given ones shown)."""
-    shown = {k: v for k, v in filters.items() if v is not None}
+    shown = {k: v for k, v in filters.items() if v is not None and not (k == "order" and v == "desc")}
     return page(
         template,
         user,
         **{rows: body[rows]},
         next_cursor=body["next_cursor"],
+        total=body["total"],
+        total_exact=body["total_exact"],
         filters=filters,
         shown=shown,
         **extra,
     )
 
 
-def _id_filters(values: dict[str, str | None]) -> dict[str, Any]:
+def id_filters(values: dict[str, str | None]) -> dict[str, Any]:
     """The form's id filters, blanks dropped, each checked as `/v1` checks it (text or None:
     `Any` so they spread into a filter dataclass by name)."""
-    given = {name: _blank(value) for name, value in values.items()}
+    given = {name: blank(value) for name, value in values.items()}
     for name, value in given.items():
         if value is not None and re.fullmatch(ID_PATTERN, value) is None:
             raise ConsoleRefusal(400, "Bad filter", f"{name}: letters, digits and ._:@- only")
@@ -158,15 +174,25 @@ def _position(value: str | None, name: str) -> int | None:
     return int(value)
 
 
-def _moment(value: str | None, name: str) -> str | None:
-    if value is None:
-        return None
-    if len(value) == 10:  # a date from <input type=date>: the start of that day, UTC
-        value += "T00:00:00Z"
-    elif len(value) == 16:  # <input type=datetime-local> without seconds or zone: UTC
-        value += ":00Z"
+def form_moment(value: str) -> str:
+    """A time as the form's `<input type=datetime-local step=1>` sends it (no zone: UTC; the
+    seconds may be left out) in RFC 3339; a day or an RFC 3339 time as given."""
+    if len(value) == 16:
+        return value + ":00Z"
+    return value + "Z" if len(value) == 19 else value
+
+
+def _moment(value: str | None, name: str, *, end: bool = False) -> str | None:
+    """A `since`/`until` bound (a day: the whole UTC day), or the refusal page naming it."""
     try:
-        return time_bound(value, name)
+        return time_bound(None if value is None else form_moment(value), name, end=end)
+    except ApiError as exc:
+        raise ConsoleRefusal(400, "Bad filter", exc.message) from None
+
+
+def console_order(value: str | None) -> Order:
+    try:
+        return order_of(blank(value))
     except ApiError as exc:
         raise ConsoleRefusal(400, "Bad filter", exc.message) from None
 
@@ -277,7 +303,7 @@ async def erasures(request: AnyRequest, user: User) -> Template:
     services = services_of(request)
     flt = HistoryFilter(types=["RetentionScrubbed", "LegalHoldPlaced", "LegalHoldReleased"])
     body = await services.blocking(history_page, services, user.caller, flt, None, 200, "sealed")
-    return page("erasures.html", user, events=list(reversed(body["events"])), may_admin=user.may("admin"))
+    return page("erasures.html", user, events=body["events"], may_admin=user.may("admin"))
 
 
 @get("/export", name="console:export")
@@ -299,57 +325,6 @@ async def export_file(request: AnyRequest, user: User) -> Stream:
             "Cache-Control": "no-store",
         },
     )
-
-
-RECEIPT_FILTERS = ("engine", "status", "task_id", "trace_id", "run_id", "document_id", "actor")
-
-
-@get("/receipts", name="console:receipts")
-async def receipts(
-    request: AnyRequest,
-    user: User,
-    engine: Annotated[str | None, _field("engine", 80)] = None,
-    status: Annotated[str | None, _field("status", 20)] = None,
-    task_id: Annotated[str | None, _field("task_id")] = None,
-    trace_id: Annotated[str | None, _field("trace_id")] = None,
-    run_id: Annotated[str | None, _field("run_id")] = None,
-    document_id: Annotated[str | None, _field("document_id")] = None,
-    actor: Annotated[str | None, _field("actor")] = None,
-    since: Annotated[str | None, _field("since", 40)] = None,
-    until: Annotated[str | None, _field("until", 40)] = None,
-    q: Annotated[str | None, _field("q", MAX_SEARCH_CHARS)] = None,
-    cursor: Annotated[str | None, _field("cursor", 64)] = None,
-) -> Template:
-    """Receipts newest first, filtered as `GET /v1/receipts` (the filters in the URL); with
-    `audit.content` each question in plain (one recorded read for the page), and the search
-    of the questions' words (`q`, a recorded read too)."""
-    user.require("audit.read")
-    if _blank(q) is not None:
-        user.require("audit.content")
-    services = services_of(request)
-    given = _id_filters(
-        {
-            "engine": engine,
-            "status": status,
-            "task_id": task_id,
-            "trace_id": trace_id,
-            "run_id": run_id,
-            "document_id": document_id,
-            "actor": actor,
-        }
-    )
-    flt = ReceiptFilter(
-        **given,
-        recorded_from=_moment(_blank(since), "since"),
-        recorded_to=_moment(_blank(until), "until"),
-        q=_blank(q),
-    )
-    content = "plain" if user.may("audit.content") else "sealed"
-    body = await services.blocking(
-        receipt_page, services, user.caller, flt, _blank(cursor), HISTORY_PAGE, "desc", content
-    )
-    filters = {**given, "since": _blank(since), "until": _blank(until), "q": _blank(q)}
-    return _listing("receipts.html", user, body, "receipts", filters, plain=content == "plain")
 
 
 @get("/receipts/{receipt_id:str}/bundle.json", name="console:bundle")
@@ -384,7 +359,6 @@ READ_PAGES = [
     overview,
     history,
     event,
-    receipts,
     receipt,
     bundle_file,
     citation,

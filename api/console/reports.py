@@ -34,7 +34,7 @@ async def _page(request: AnyRequest, user: ConsoleUser, **context: Any) -> Templ
     folder = reports_dir(services) / user.caller.tenant_id
     issued = [
         {**event, "kept": (folder / f"{event['payload']['report_id']}.zip").is_file()}
-        for event in reversed(body["events"])
+        for event in body["events"]
     ]
     return page("reports.html", user, issued=issued, **{"outcome": None, **context})
 

@@ -5,19 +5,18 @@ routes' own patterns and bounds."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 
-from api.routes.listing import TIME_PATTERN
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
+from ledger.domain.timestamps import BOUND_HELP
 from ledger.retrieval.question_words import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
 from ledger.schemas.requests import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
 
 Position = Annotated[int, Field(ge=1, le=2**53 - 1)]
 ReceiptId = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=128)]
 Filter = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=MAX_IDENTIFIER_CHARS)]
-Moment = Annotated[str, StringConstraints(pattern=TIME_PATTERN, max_length=40)]
 KEY_DESCRIPTION = (
     "The HTTP route's Idempotency-Key: a repeat with the same arguments gets the first answer "
     "(`dedup: true`), other arguments are refused (idempotency_key_reused). The same key over HTTP "
@@ -47,36 +46,79 @@ class CitationRef(RequestModel):
     """`GET /v1/citations/{citation_id}`: any id that is not the tenant's live citation gets the
     one not-found answer."""
 
-    citation_id: Annotated[str, Field(min_length=1, max_length=1024)]
+    citation_id: Annotated[
+        str, Field(min_length=1, max_length=1024, description="A citation_id from a search or receipt")
+    ]
+
+
+RECEIPT_ID = "The receipt_id a search, record_retrieval or list_receipts answered"
+CONTENT = (
+    "`plain` (token scope audit.content): also the question and snippets in plain text; the read "
+    "is recorded as a signed ContentRead"
+)
+ContentChoice = Annotated[Literal["sealed", "plain"], Field(description=CONTENT)]
 
 
 class ReceiptRef(RequestModel):
-    receipt_id: ReceiptId
+    receipt_id: Annotated[ReceiptId, Field(description=RECEIPT_ID)]
+
+
+class ReceiptRead(ReceiptRef):
+    """`GET /v1/receipts/{receipt_id}[?content=plain]`."""
+
+    content: ContentChoice = "sealed"
 
 
 class ReplayArgs(RequestModel):
     """`POST /v1/receipts/{receipt_id}/replay[?at_position=N]` and its Idempotency-Key."""
 
-    receipt_id: ReceiptId
-    at_position: Position | None = None
+    receipt_id: Annotated[ReceiptId, Field(description=RECEIPT_ID)]
+    at_position: Annotated[
+        Position | None, Field(description="Replay against the corpus as of this log position")
+    ] = None
     idempotency_key: Annotated[IdempotencyKeyText | None, Field(description=KEY_DESCRIPTION)] = None
 
 
-class ReceiptQuery(RequestModel):
-    """`GET /v1/receipts`: its filters (`since` inclusive, `until` exclusive, RFC 3339;
-    positions inclusive) and cursor pagination."""
+def _id(description: str) -> Any:
+    return Field(default=None, description=description)
 
-    mode: Annotated[str, StringConstraints(pattern="^(live|as_of_replay)$")] | None = None
-    status: Annotated[str, StringConstraints(pattern="^(ok|no_hit|denied|timeout|error)$")] | None = None
-    engine: Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=80)] | None = None
-    actor: Filter | None = None
-    trace_id: Filter | None = None
-    run_id: Filter | None = None
-    parent_receipt_id: Filter | None = None
-    since: Moment | None = None
-    until: Moment | None = None
-    from_position: Position | None = None
-    to_position: Position | None = None
+
+class ReceiptQuery(RequestModel):
+    """`GET /v1/receipts`: every filter of the route, its order, cursor pagination and content."""
+
+    since: Annotated[str | None, Field(max_length=40, description=f"Recorded at or after: {BOUND_HELP}")] = (
+        None
+    )
+    until: Annotated[
+        str | None, Field(max_length=40, description=f"Recorded before (a day: up to its end): {BOUND_HELP}")
+    ] = None
+    order: Annotated[
+        Literal["desc", "asc"], Field(description="`desc`: newest first; `asc`: oldest first")
+    ] = "desc"
+    status: Annotated[Literal["ok", "no_hit", "denied", "timeout", "error"] | None, _id("The outcome")] = None
+    kind: Annotated[
+        Literal["search", "external", "replay"] | None,
+        _id("`search`: the ledger ran it; `external`: another engine's; `replay`"),
+    ] = None
+    mode: Annotated[Literal["live", "as_of_replay"] | None, _id("`as_of_replay`: replays")] = None
+    engine: Annotated[
+        str | None,
+        StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=80),
+        _id("e.g. citeledger-bm25@1, external:my-rag"),
+    ] = None
+    actor: Annotated[Filter | None, _id("Who recorded it, e.g. token:<id>")] = None
+    task_id: Annotated[Filter | None, _id("The task envelope's task_id")] = None
+    document_id: Annotated[Filter | None, _id("Receipts citing this document")] = None
+    trace_id: Annotated[Filter | None, _id("The W3C trace id it was recorded under")] = None
+    run_id: Annotated[Filter | None, _id("The run id it was recorded under")] = None
+    parent_receipt_id: Annotated[Filter | None, _id("Replays of this receipt")] = None
+    from_position: Annotated[Position | None, _id("Log position at least (inclusive)")] = None
+    to_position: Annotated[Position | None, _id("Log position at most (inclusive)")] = None
+    cursor: Annotated[
+        str | None,
+        StringConstraints(pattern=r"^[A-Za-z0-9_-]+$", max_length=64),
+        _id("next_cursor of the previous page, same filters"),
+    ] = None
     q: (
         Annotated[
             str,
@@ -88,5 +130,5 @@ class ReceiptQuery(RequestModel):
         ]
         | None
     ) = None
-    cursor: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]+$", max_length=64)] | None = None
-    limit: Annotated[int, Field(ge=1, le=500)] = 100
+    limit: Annotated[int, Field(ge=1, le=500, description="Receipts per page")] = 100
+    content: ContentChoice = "sealed"

@@ -12,6 +12,7 @@ from api.mcp.arguments import (
     CitationRef,
     IngestDocumentArgs,
     ReceiptQuery,
+    ReceiptRead,
     ReceiptRef,
     RecordRetrievalArgs,
     ReplayArgs,
@@ -41,8 +42,9 @@ def ingest_document(args: IngestDocumentArgs) -> Forward:
     return Forward("POST", "/v1/documents", json=body, idempotency_key=args.idempotency_key)
 
 
-def get_receipt(ref: ReceiptRef) -> Forward:
-    return Forward("GET", f"/v1/receipts/{ref.receipt_id}")
+def get_receipt(ref: ReceiptRead) -> Forward:
+    params = {"content": "plain"} if ref.content == "plain" else None
+    return Forward("GET", f"/v1/receipts/{ref.receipt_id}", params=params)
 
 
 def list_receipts(query: ReceiptQuery) -> Forward:
@@ -76,7 +78,7 @@ def keys(_: Any) -> Forward:
 
 
 def receipt(ref: ReceiptRef) -> Forward:
-    return get_receipt(ref)
+    return Forward("GET", f"/v1/receipts/{ref.receipt_id}")
 
 
 def history_today(_: Any) -> Forward:

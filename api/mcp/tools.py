@@ -22,6 +22,7 @@ from api.mcp.arguments import (
     CitationRef,
     IngestDocumentArgs,
     ReceiptQuery,
+    ReceiptRead,
     ReceiptRef,
     RecordRetrievalArgs,
     ReplayArgs,
@@ -36,6 +37,7 @@ from ledger.schemas.answers import CitationOut, DocumentOut, ReceiptRecordedOut,
 from ledger.schemas.reads import ReceiptOut, ReceiptPage, ReceiptVerificationOut, ReplayOut
 from ledger.schemas.requests import SearchIn
 from ledger.usecases.citations import read_citation
+from ledger.usecases.content import require_content_scope
 from ledger.usecases.context import Caller
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.ports import ReceiptFilter
@@ -56,6 +58,8 @@ class ToolSpec:
     work: Work
     forward: Callable[[Any], Forward]
     read_only: bool = False
+    # Only where a repeat with the same arguments changes nothing: a search, a recorded
+    # retrieval or a replay records a new receipt on each call (unless idempotency_key repeats).
     idempotent: bool = False
 
     @property
@@ -98,15 +102,17 @@ async def _ingest_document(services: Services, caller: Caller, args: IngestDocum
     return (await run_write(services, caller, args.idempotency_key, "POST /v1/documents", body, run)).body
 
 
-async def _get_receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[str, Any]:
-    return await receipt_answer(services, caller, ref.receipt_id)
+async def _get_receipt(services: Services, caller: Caller, ref: ReceiptRead) -> dict[str, Any]:
+    plain = ref.content == "plain"
+    if plain:
+        require_content_scope(caller)  # before anything is looked up, as the route does
+    return await receipt_answer(services, caller, ref.receipt_id, content=plain)
 
 
 async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery) -> dict[str, Any]:
     flt = listing_filter(ReceiptFilter, query.model_dump())
-    return await services.blocking(
-        receipt_page, services, caller, flt, query.cursor, query.limit, "asc", "sealed"
-    )
+    page = (flt, query.cursor, query.limit, query.order, query.content)
+    return await services.blocking(receipt_page, services, caller, *page)
 
 
 async def _replay_receipt(services: Services, caller: Caller, args: ReplayArgs) -> dict[str, Any]:
@@ -126,15 +132,14 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "search",
         "Search the tenant's documents",
-        "Rank the tenant's documents for `input.query` (the task envelope of POST /v1/search) and "
-        "record the search as a signed receipt; answers status, citations (path, snippet, locator, "
-        "score, reason), gaps and the receipt id. Needs retrieval.write.",
+        "Rank the tenant's documents for `input.query` and record the search as a signed receipt "
+        "(POST /v1/search): status, citations (path, snippet, locator, score), gaps, receipt id. "
+        "Each call records a new receipt unless idempotency_key repeats. Needs retrieval.write.",
         SearchIn,
         SearchOut,
         ("retrieval.write",),
         _search,
         forwards.search,
-        idempotent=True,
     ),
     ToolSpec(
         "get_document_chunk",
@@ -163,7 +168,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ("retrieval.write",),
         _record_retrieval,
         forwards.record_retrieval,
-        idempotent=True,
     ),
     ToolSpec(
         "ingest_document",
@@ -180,9 +184,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "get_receipt",
         "Read one receipt",
-        "One receipt (GET /v1/receipts/{id}): what was selected, its position, signature, the "
-        "signed entry and its replay chain. Needs audit.read.",
-        ReceiptRef,
+        "One receipt (GET /v1/receipts/{id}): what was selected, position, signature, signed entry, "
+        "replay chain; content=plain adds the question (audit.content, recorded). Needs audit.read.",
+        ReceiptRead,
         ReceiptOut,
         ("audit.read",),
         _get_receipt,
@@ -193,8 +197,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "list_receipts",
         "List receipts",
-        "The tenant's receipts, filtered as GET /v1/receipts, one page at a time (next_cursor). "
-        "Needs audit.read.",
+        "The tenant's receipts, newest first, with GET /v1/receipts' filters, one page at a time "
+        "(next_cursor) and how many match (total, total_exact); content=plain adds each question "
+        "(audit.content, recorded). Needs audit.read.",
         ReceiptQuery,
         ReceiptPage,
         ("audit.read",),
@@ -214,7 +219,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         ("replay.run",),
         _replay_receipt,
         forwards.replay_receipt,
-        idempotent=True,
     ),
     ToolSpec(
         "verify_receipt",
@@ -233,14 +237,24 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
+def untitled(schema: Any) -> Any:
+    """`schema` without pydantic's generated titles (a property's title repeats its name, a
+    definition's its key): every agent reads `tools/list`, so it carries only what informs."""
+    if isinstance(schema, dict):
+        return {k: untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [untitled(value) for value in schema]
+    return schema
+
+
 @cache
 def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(mode="validation")
+    return dict(untitled(model.model_json_schema(mode="validation")))
 
 
 @cache
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema(mode="serialization")
+    return dict(untitled(model.model_json_schema(mode="serialization")))
 
 
 class LedgerTool(Tool):

@@ -13,7 +13,7 @@ from litestar.params import Parameter, QueryParameter
 from api.api_error import ApiError, not_found
 from api.routes import listing
 from api.routes.common import CallDep, operation
-from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
+from api.routes.listing import ID_PATTERN, listing_filter, order_of, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import SYSTEM_TENANT, RecordedEvent
 from ledger.domain.payloads import EventType
@@ -21,6 +21,7 @@ from ledger.evidence.bundle import proof_json
 from ledger.schemas.reads import EventOut, EventPage, InclusionProofOut
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller
+from ledger.usecases.ports import Order
 from projections.queries import HistoryFilter
 
 Position = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
@@ -49,18 +50,32 @@ ContentMode = Annotated[
 
 
 def history_page(
-    services: Services, caller: Caller, flt: HistoryFilter, cursor: str | None, limit: int, content: str
+    services: Services,
+    caller: Caller,
+    flt: HistoryFilter,
+    cursor: str | None,
+    limit: int,
+    content: str,
+    order: Order = "desc",
 ) -> dict[str, Any]:
+    """A page of the tenant's events (newest first unless `order` is `asc`) and how many match."""
     tenant = caller.tenant_id
     if content == "plain":
         require_content_scope(caller)
-    page = refusing_bad_pages(lambda: services.read_models.events(tenant, flt, cursor=cursor, limit=limit))
+    page = refusing_bad_pages(
+        lambda: services.read_models.events(tenant, flt, cursor=cursor, limit=limit, order=order)
+    )
     events = []
     for entry in page.items:
         event = services.ledger.get(entry.position)
         if event is not None and event.tenant_id == tenant:
             events.append(event)
-    body: dict[str, Any] = {"events": [e.envelope for e in events], "next_cursor": page.next_cursor}
+    body: dict[str, Any] = {
+        "events": [e.envelope for e in events],
+        "next_cursor": page.next_cursor,
+        "total": page.total,
+        "total_exact": page.total_exact,
+    }
     if content == "plain":
         plain = read_content(services.context, caller, events)
         body["content"] = {str(position): value for position, value in plain.items()}
@@ -84,6 +99,7 @@ class HistoryListing:
     to_position: listing.ToPosition = None
     cursor: listing.Cursor = None
     limit: listing.Limit = 100
+    order: listing.OrderQuery = "desc"
     content: ContentMode = "sealed"
 
     def filter(self) -> HistoryFilter:
@@ -97,8 +113,9 @@ class HistoryListing:
     **operation("audit.read", "List events (filters, cursor pagination)", 422),
 )
 async def list_events(call: CallDep, history: HistoryListing) -> Response[EventPage]:
-    """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    page = (history.filter(), history.cursor, history.limit, history.content)
+    """Newest first unless `order=asc`; `since` is inclusive, `until` exclusive (an RFC 3339
+    time, or a day: the whole day); positions are inclusive."""
+    page = (history.filter(), history.cursor, history.limit, history.content, order_of(history.order))
     return await call.answer(history_page, call.services, call.caller, *page)
 
 

@@ -6,17 +6,16 @@ console's lists and MCP page through the same functions."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, TypeVar
 
-from litestar.openapi.spec.enums import OpenAPIFormat
 from litestar.params import QueryParameter
 
 from api.api_error import ApiError
 from ledger.domain.fields import IDENTIFIER_PATTERN
-from ledger.domain.timestamps import format_timestamp, parse_timestamp
+from ledger.domain.timestamps import BOUND_HELP, BOUND_PATTERN, format_timestamp, parse_bound
+from ledger.usecases.ports import Order
 from projections.queries import InvalidCursor
 
 T = TypeVar("T")
@@ -24,28 +23,32 @@ F = TypeVar("F")
 ID_PATTERN = IDENTIFIER_PATTERN
 MAX_POSITION = 2**53 - 1
 
-# RFC 3339 date-time (ISO 8601 profile), as the schema documents it: the rule the server checks.
-TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
-_TIME = re.compile(TIME_PATTERN)
+_BOUND = re.compile(BOUND_PATTERN)
+ORDERS = ("desc", "asc")
+RECEIPT_STATUSES = ("ok", "no_hit", "denied", "timeout", "error")
+RECEIPT_KINDS = ("search", "external", "replay")
+RECEIPT_MODES = ("live", "as_of_replay")
+TIME_PATTERN = BOUND_PATTERN
 
 
-def parse_time(value: str | None, name: str) -> dt.datetime | None:
+def time_bound(value: str | None, name: str, *, end: bool = False) -> str | None:
+    """A `since`/`until` bound in the ledger's written form (text order is time order): an
+    RFC 3339 time, or a bare day as the whole UTC day (`end`: the midnight after it)."""
     if value is None:
         return None
     try:
-        if not _TIME.match(value):
-            raise ValueError(value)
-        return parse_timestamp(value[:10] + "T" + value[11:].upper())
-    except ValueError:
-        raise ApiError(
-            400, "bad_request", f"{name} must be an RFC 3339 timestamp, e.g. 2026-05-23T09:30:00Z"
-        ) from None
+        return format_timestamp(parse_bound(value, end=end))
+    except ValueError as exc:
+        # The documented shape but no such moment (2026-02-30, year 0): a rule, not a form.
+        status, code = (422, "invalid_time") if _BOUND.match(value) else (400, "bad_request")
+        raise ApiError(status, code, f"{name} {exc}") from None
 
 
-def time_bound(value: str | None, name: str) -> str | None:
-    """A `since`/`until` bound in the ledger's written form (text order is time order)."""
-    moment = parse_time(value, name)
-    return None if moment is None else format_timestamp(moment)
+def choice(value: str | None, name: str, allowed: tuple[str, ...]) -> str | None:
+    """`value` if it is one of `allowed`: else a 400 listing them (never a silently empty list)."""
+    if value is not None and value not in allowed:
+        raise ApiError(400, "bad_request", f"{name} must be one of: {', '.join(allowed)}")
+    return value
 
 
 def listing_filter(cls: Callable[..., F], query: Mapping[str, Any]) -> F:
@@ -54,8 +57,17 @@ def listing_filter(cls: Callable[..., F], query: Mapping[str, Any]) -> F:
     recorded_at in the ledger's written form; what is not a filter (cursor, limit) is left out."""
     names = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
     given = {name: value for name, value in query.items() if name in names}
-    since, until = time_bound(query.get("since"), "since"), time_bound(query.get("until"), "until")
+    for name, allowed in (("status", RECEIPT_STATUSES), ("kind", RECEIPT_KINDS), ("mode", RECEIPT_MODES)):
+        if name in given:
+            choice(given[name], name, allowed)
+    since = time_bound(query.get("since"), "since")
+    until = time_bound(query.get("until"), "until", end=True)
     return cls(**given, recorded_from=since, recorded_to=until)
+
+
+def order_of(value: str | None) -> Order:
+    """A list's order: `desc` (newest first, the default) or `asc`."""
+    return "asc" if choice(value, "order", ORDERS) == "asc" else "desc"
 
 
 def invalid_cursor() -> ApiError:
@@ -75,14 +87,25 @@ def refusing_bad_pages(read: Callable[[], T]) -> T:
 
 
 def _moment(name: str, description: str) -> Any:
-    """An optional RFC 3339 query parameter bounding recorded_at."""
+    """An optional bound on recorded_at, checked by `time_bound` (a 400 naming it)."""
     return QueryParameter(
         name=name,
         max_length=40,
-        pattern=TIME_PATTERN,
-        format=OpenAPIFormat.DATE_TIME,
+        required=False,
+        description=f"{description}: {BOUND_HELP}",
+        # Documented, not enforced by the framework: its refusal would quote the pattern.
+        schema_extra={"pattern": BOUND_PATTERN},
+    )
+
+
+def enum_query(name: str, allowed: tuple[str, ...], description: str) -> Any:
+    """An optional choice, checked by `choice` (a 400 listing the values), shown as an enum."""
+    return QueryParameter(
+        name=name,
+        max_length=20,
         required=False,
         description=description,
+        schema_extra={"enum": list(allowed)},
     )
 
 
@@ -98,8 +121,11 @@ def position_query(name: str) -> Any:
 Cursor = Annotated[
     str | None, QueryParameter(name="cursor", max_length=64, pattern=r"^[A-Za-z0-9_-]+$", required=False)
 ]
-Since = Annotated[str | None, _moment("since", "Inclusive lower bound on recorded_at (RFC 3339)")]
-Until = Annotated[str | None, _moment("until", "Exclusive upper bound on recorded_at (RFC 3339)")]
+Since = Annotated[str | None, _moment("since", "Recorded at or after")]
+Until = Annotated[str | None, _moment("until", "Recorded before (a day: up to its end)")]
+OrderQuery = Annotated[
+    str, enum_query("order", ORDERS, "`desc`: newest first (the default); `asc`: oldest first")
+]
 FromPosition = Annotated[int | None, position_query("from_position")]
 ToPosition = Annotated[int | None, position_query("to_position")]
 TreeSize = Annotated[int | None, position_query("tree_size")]

@@ -1,7 +1,8 @@
 """Receipts: one receipt, its portable bundle (with the proofs of the cited
 documents), and filtered listings."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: `ReceiptFilters` is subclassed in another module
+# (`api.routes.receipt_export`), where Litestar reads its fields' annotations as objects.
 
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -13,7 +14,7 @@ from litestar.params import Parameter, QueryParameter
 from api.routes import listing
 from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from api.routes.events import ContentMode
-from api.routes.listing import ID_PATTERN, listing_filter, refusing_bad_pages
+from api.routes.listing import ID_PATTERN, listing_filter, order_of, refusing_bad_pages
 from api.services import Services
 from ledger.domain.entries import RecordedEvent
 from ledger.retrieval.question_words import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
@@ -154,15 +155,23 @@ def receipt_page(
 
 
 @dataclass(frozen=True)
-class ReceiptListing:
-    """`GET /v1/receipts`' query (a dependency: Litestar reads its fields as query parameters)."""
+class ReceiptFilters:
+    """`GET /v1/receipts`' filters, shared by its export (a dependency: Litestar reads its fields
+    as query parameters)."""
 
+    kind: Annotated[
+        str | None,
+        listing.enum_query(
+            "kind",
+            listing.RECEIPT_KINDS,
+            "`search`: the ledger ran it; `external`: another engine's, recorded; `replay`",
+        ),
+    ] = None
     mode: Annotated[
-        str | None, QueryParameter(name="mode", pattern="^(live|as_of_replay)$", required=False)
+        str | None, listing.enum_query("mode", listing.RECEIPT_MODES, "`as_of_replay`: replays")
     ] = None
     status: Annotated[
-        str | None,
-        QueryParameter(name="status", pattern="^(ok|no_hit|denied|timeout|error)$", required=False),
+        str | None, listing.enum_query("status", listing.RECEIPT_STATUSES, "The receipt's outcome")
     ] = None
     engine: Annotated[
         str | None, QueryParameter(name="engine", max_length=80, pattern=ID_PATTERN, required=False)
@@ -187,6 +196,16 @@ class ReceiptListing:
             description="Receipts citing this document",
         ),
     ] = None
+    order: listing.OrderQuery = "desc"
+
+    def filter(self) -> ReceiptFilter:
+        return listing_filter(ReceiptFilter, vars(self))
+
+
+@dataclass(frozen=True)
+class ReceiptListing(ReceiptFilters):
+    """`GET /v1/receipts`' query: the filters, the question words (not on the export) and the page."""
+
     q: Annotated[
         str | None,
         QueryParameter(
@@ -201,25 +220,19 @@ class ReceiptListing:
     ] = None
     cursor: listing.Cursor = None
     limit: listing.Limit = 100
-    order: Annotated[
-        str,
-        QueryParameter(
-            name="order", pattern="^(asc|desc)$", required=False, description="`desc`: newest first"
-        ),
-    ] = "asc"
     content: ContentMode = "sealed"
 
 
 @get(
     "/",
     dependencies={"receipts": Provide(ReceiptListing, sync_to_thread=False)},
-    **operation("audit.read", "List receipts (filters, cursor pagination)", 422),
+    **operation("audit.read", "List receipts (filters, cursor pagination, total)", 422),
 )
 async def list_receipts(call: CallDep, receipts: ReceiptListing) -> Response[ReceiptPage]:
-    """`since` is inclusive, `until` exclusive (RFC 3339); positions are inclusive."""
-    flt = listing_filter(ReceiptFilter, vars(receipts))
-    direction: Order = "desc" if receipts.order == "desc" else "asc"
-    page = (flt, receipts.cursor, receipts.limit, direction, receipts.content)
+    """Newest first unless `order=asc`; `since` is inclusive, `until` exclusive (an RFC 3339
+    time, or a day: the whole day); positions are inclusive. `total` counts every match
+    (`total_exact: false`: more than that many)."""
+    page = (receipts.filter(), receipts.cursor, receipts.limit, order_of(receipts.order), receipts.content)
     return await call.answer(receipt_page, call.services, call.caller, *page)
 
 

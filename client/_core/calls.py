@@ -167,8 +167,11 @@ class ClientCore:
 
     @staticmethod
     def events_call(params: dict[str, Any]) -> Call:
+        # The client's events feed follows the log oldest first (the route's default is newest
+        # first); `order="desc"` asks for the other way.
+        given = {"order": "asc", **params}
         return make_call(
-            "GET", "/v1/events", "read", params={k: v for k, v in params.items() if v is not None}
+            "GET", "/v1/events", "read", params={k: v for k, v in given.items() if v is not None}
         )
 
     @staticmethod

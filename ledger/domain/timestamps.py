@@ -13,7 +13,8 @@ is the midnight that closes it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import re
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
 Timespec = Literal["microseconds", "seconds"]
@@ -61,11 +62,38 @@ def end_of_utc_day(moment: datetime) -> datetime:
     return datetime(m.year, m.month, m.day, tzinfo=UTC) + ONE_DAY
 
 
+# What a list's `since`/`until` takes: an RFC 3339 time (seconds at least, a zone) or a bare day.
+BOUND_PATTERN = (
+    r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
+    r"([Tt ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))?$"
+)
+BOUND_HELP = "an RFC 3339 time (2026-05-23T09:30:00Z) or a day (2026-05-23: the whole UTC day)"
+_BOUND = re.compile(BOUND_PATTERN)
+
+
+def parse_bound(value: str, *, end: bool = False) -> datetime:
+    """A list's time bound: an RFC 3339 time as given, or a bare day as the whole UTC day
+    (its midnight for a lower bound; with `end`, the next midnight, for an exclusive upper
+    bound). ValueError, naming the accepted forms, for anything else."""
+    if _BOUND.match(value) is None:
+        raise ValueError(f"must be {BOUND_HELP}")
+    try:
+        if len(value) == 10:
+            start = datetime.combine(date.fromisoformat(value), datetime.min.time(), UTC)
+            return start + ONE_DAY if end else start
+        return parse_timestamp(value[:10] + "T" + value[11:].upper())
+    except (ValueError, OverflowError):
+        raise ValueError(f"must be {BOUND_HELP} (this date or time does not exist)") from None
+
+
 __all__ = [
+    "BOUND_HELP",
+    "BOUND_PATTERN",
     "ONE_DAY",
     "Timespec",
     "end_of_utc_day",
     "format_timestamp",
+    "parse_bound",
     "parse_timestamp",
     "utc_day",
     "utc_now",

@@ -4,7 +4,7 @@ Open (`extra` allowed) for the same reason: an added field never breaks a client
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -124,9 +124,13 @@ class ReceiptSummary(BaseModel):
     receipt_id: Id
     position: int = Field(ge=1)
     recorded_at: str
+    actor: str = Field(description="Who recorded it (`token:<id>`, or `cli` at the machine)")
+    kind: Literal["search", "external", "replay"] = Field(
+        description="`search`: the ledger ran it; `external`: another engine's, recorded; `replay`"
+    )
     engine: str
     mode: str
-    status: str
+    status: Literal["ok", "no_hit", "denied", "timeout", "error"]
     task_id: Id | None = None
     citation_count: int = Field(ge=0)
     citation_ids: list[Id]
@@ -135,14 +139,24 @@ class ReceiptSummary(BaseModel):
     )
 
 
+Total = Annotated[int, Field(ge=0, description="How many match the filter on all pages (see `total_exact`)")]
+TotalExact = Annotated[
+    bool, Field(description="`false`: more than `total` match (counting stops there so a list stays fast)")
+]
+
+
 class ReceiptPage(Answer):
     receipts: list[ReceiptSummary]
     next_cursor: str | None
+    total: Total
+    total_exact: TotalExact
 
 
 class EventPage(Answer):
     events: list[dict[str, Any]]
     next_cursor: str | None
+    total: Total
+    total_exact: TotalExact
     content: dict[str, Any] | None = Field(
         default=None, description="With `content=plain` (audit.content): sealed fields in plain, by position"
     )

@@ -190,14 +190,16 @@ class RequestModel(BaseModel):
 class DocumentIn(RequestModel):
     """A markdown document to record (`DocumentIngested`)."""
 
-    path: DocumentPath
-    text: DocumentText
-    title: Label | None = None
-    source: Id = "api"
-    sensitivity: Sensitivity = "internal"
-    retention_days: Days | None = None
-    document_id: Id | None = None
-    subject_id: Id | None = None
+    path: Annotated[DocumentPath, Field(description="Where the document lives, e.g. handbook/retention.md")]
+    text: Annotated[DocumentText, Field(description="The markdown text")]
+    title: Annotated[Label | None, Field(description="A title to show")] = None
+    source: Annotated[Id, Field(description="The source it belongs to")] = "api"
+    sensitivity: Annotated[Sensitivity, Field(description="public, internal, confidential or restricted")] = (
+        "internal"
+    )
+    retention_days: Annotated[Days | None, Field(description="Days its text is kept")] = None
+    document_id: Annotated[Id | None, Field(description="Your id for it (else minted)")] = None
+    subject_id: Annotated[Id | None, Field(description="The data subject it is about")] = None
 
 
 MAX_SOURCE_FILE_CHARS = 64 * 1024 * 1024  # a source's per-file limit may be set up to 64 MiB
@@ -214,46 +216,58 @@ class SourceFileIn(DocumentIn):
 
 
 class TaskIn(RequestModel):
-    task_id: Id | None = None
-    deadline_ms: Milliseconds | None = None
-    auth_scope: Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] | None = None
+    task_id: Annotated[Id | None, Field(description="Your task's id")] = None
+    deadline_ms: Annotated[Milliseconds | None, Field(description="The task's deadline")] = None
+    auth_scope: Annotated[
+        Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] | None,
+        Field(description="Scopes the task may see"),
+    ] = None
 
 
 class ScoreComponentIn(RequestModel):
-    component: ScoreComponentName
-    value: Decimal
+    component: Annotated[ScoreComponentName, Field(description="A part of the score, e.g. bm25")]
+    value: Annotated[Decimal, Field(description="Its value")]
 
 
 class SelectedEntryIn(RequestModel):
     """One chunk the caller's engine selected; the ledger mints its citation id."""
 
-    document_id: Id
-    chunk_id: Id
+    document_id: Annotated[Id, Field(description="The cited document")]
+    chunk_id: Annotated[Id, Field(description="The cited chunk")]
     # Left out when the engine gave none: recorded as absent, never invented.
-    score: ScoreDecimal | None = None
-    score_breakdown: Annotated[list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS)] = []
-    snippet: SnippetText
-    explanation: ExplanationText | None = None
-    expires_at: Timestamp | None = None
+    score: Annotated[ScoreDecimal | None, Field(description="Your engine's score, a decimal string")] = None
+    score_breakdown: Annotated[
+        list[ScoreComponentIn], Field(max_length=MAX_SCORE_COMPONENTS, description="The score's parts")
+    ] = []
+    snippet: Annotated[SnippetText, Field(description="Text quoted from the chunk")]
+    explanation: Annotated[ExplanationText | None, Field(description="Why it was selected")] = None
+    expires_at: Annotated[Timestamp | None, Field(description="When the citation expires (RFC 3339)")] = None
 
 
 class FilterAppliedIn(RequestModel):
-    rule_id: Id
-    chunk_id: Id
-    action: FilterAction
+    rule_id: Annotated[Id, Field(description="The rule")]
+    chunk_id: Annotated[Id, Field(description="The chunk")]
+    action: Annotated[FilterAction, Field(description="What the rule did")]
 
 
 class RetrievalIn(RequestModel):
     """A retrieval the caller performed itself (`engine: external:<name>`)."""
 
-    query: QueryText
-    engine: Engine
-    subject_id: Id | None = None
-    task: TaskIn = TaskIn()
-    status: RetrievalStatus = "ok"
-    selected_entries: Annotated[list[SelectedEntryIn], Field(max_length=MAX_SELECTED_ENTRIES)] = []
-    filters_applied: Annotated[list[FilterAppliedIn], Field(max_length=MAX_FILTERS_APPLIED)] = []
-    context_hash: Hex64 | None = None
+    query: Annotated[QueryText, Field(description="The question asked")]
+    engine: Annotated[Engine, Field(description="external:<your engine>")]
+    subject_id: Annotated[Id | None, Field(description="The data subject asked about")] = None
+    task: Annotated[TaskIn, Field(description="The task envelope")] = TaskIn()
+    status: Annotated[RetrievalStatus, Field(description="ok, no_hit, denied, timeout or error")] = "ok"
+    selected_entries: Annotated[
+        list[SelectedEntryIn],
+        Field(max_length=MAX_SELECTED_ENTRIES, description="The chunks selected, best first"),
+    ] = []
+    filters_applied: Annotated[
+        list[FilterAppliedIn], Field(max_length=MAX_FILTERS_APPLIED, description="Rules your engine applied")
+    ] = []
+    context_hash: Annotated[Hex64 | None, Field(description="Your hash of the context (else computed)")] = (
+        None
+    )
 
 
 MAX_BATCH_ITEMS = 1_000
@@ -402,29 +416,41 @@ class LegalHoldIn(RequestModel):
 
 
 class SearchFiltersIn(RequestModel):
-    sensitivity: Annotated[list[Sensitivity], Field(max_length=3)] = []
-    path_prefixes: Annotated[list[FolderPath], Field(max_length=MAX_TARGET_ROOTS)] = []
+    sensitivity: Annotated[
+        list[Sensitivity], Field(max_length=3, description="Only these sensitivities")
+    ] = []
+    path_prefixes: Annotated[
+        list[FolderPath], Field(max_length=MAX_TARGET_ROOTS, description="Only paths under these")
+    ] = []
 
 
 class SearchInput(RequestModel):
-    query: SearchQueryText
-    target_roots: Annotated[list[FolderPath], Field(max_length=MAX_TARGET_ROOTS)] = []
-    top_k: TopK = 5
-    filters: SearchFiltersIn = SearchFiltersIn()
+    query: Annotated[SearchQueryText, Field(description="The question")]
+    target_roots: Annotated[
+        list[FolderPath], Field(max_length=MAX_TARGET_ROOTS, description="Search only these folders")
+    ] = []
+    top_k: Annotated[TopK, Field(description="How many citations")] = 5
+    filters: Annotated[SearchFiltersIn, Field(description="Narrow what is searched")] = SearchFiltersIn()
 
 
 class SearchIn(RequestModel):
     """The task envelope of a search (seed 004 §9.2). `sender`, `recipient`, `intent`,
     `parent_task_id` and `context_refs` are accepted for the protocol's sake and not used."""
 
-    trace_id: Id | None = None
-    task_id: Id | None = None
-    parent_task_id: Id | None = None
-    sender: Id | None = None
-    recipient: Id | None = None
-    intent: Id | None = None
-    context_refs: Annotated[list[Id], Field(max_length=MAX_TARGET_ROOTS)] = []
-    deadline_ms: Milliseconds | None = None
-    auth_scope: Annotated[list[Id], Field(max_length=MAX_AUTH_SCOPES)] = []
-    idempotency_key: IdempotencyKeyText | None = None
-    input: SearchInput
+    trace_id: Annotated[Id | None, Field(description="The W3C trace id")] = None
+    task_id: Annotated[Id | None, Field(description="Your task's id")] = None
+    parent_task_id: Annotated[Id | None, Field(description="Accepted, not used")] = None
+    sender: Annotated[Id | None, Field(description="Accepted, not used")] = None
+    recipient: Annotated[Id | None, Field(description="Accepted, not used")] = None
+    intent: Annotated[Id | None, Field(description="Accepted, not used")] = None
+    context_refs: Annotated[
+        list[Id], Field(max_length=MAX_TARGET_ROOTS, description="Accepted, not used")
+    ] = []
+    deadline_ms: Annotated[Milliseconds | None, Field(description="The task's deadline")] = None
+    auth_scope: Annotated[
+        list[Id], Field(max_length=MAX_AUTH_SCOPES, description="Scopes the task may see")
+    ] = []
+    idempotency_key: Annotated[
+        IdempotencyKeyText | None, Field(description="A repeat with this key gets the first answer")
+    ] = None
+    input: Annotated[SearchInput, Field(description="What to search")]

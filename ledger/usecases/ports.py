@@ -298,6 +298,16 @@ class SearchIndexReader(Protocol):
 
 
 Order = Literal["asc", "desc"]
+ReceiptKind = Literal["search", "external", "replay"]
+SEARCH_ENGINE_PREFIX = "citeledger-bm25@"  # the ledger's own searches; `external:<name>` the others
+
+
+def receipt_kind(engine: str, mode: str) -> ReceiptKind:
+    """What made a receipt: a replay, a search the ledger ran, or a retrieval another engine
+    made and recorded (the receipt's `mode` and `engine`, said in one word)."""
+    if mode == "as_of_replay":
+        return "replay"
+    return "search" if engine.startswith(SEARCH_ENGINE_PREFIX) else "external"
 
 
 @dataclass(frozen=True)
@@ -306,6 +316,7 @@ class ReceiptFilter:
 
     mode: str | None = None
     status: str | None = None
+    kind: str | None = None  # search | external | replay (`receipt_kind`)
     engine: str | None = None
     actor: str | None = None
     trace_id: str | None = None
@@ -332,4 +343,5 @@ class ReceiptLister(Protocol):
         cursor: str | None = None,
         limit: int = 50,
         order: Order = "asc",
+        count: bool = True,
     ) -> Any: ...

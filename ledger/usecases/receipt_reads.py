@@ -11,7 +11,8 @@ from ledger.retrieval.question_words import search_words
 from ledger.usecases.citations import document_rules
 from ledger.usecases.content import read_content, record_question_search, require_content_scope
 from ledger.usecases.context import Caller, UseCaseContext
-from ledger.usecases.ports import Order, ReceiptFilter, ReceiptLister
+from ledger.usecases.errors import Invalid
+from ledger.usecases.ports import Order, ReceiptFilter, ReceiptLister, receipt_kind
 
 
 def receipt_body(event: RecordedEvent) -> dict[str, Any]:
@@ -64,6 +65,7 @@ def receipt_summary(view: Any) -> dict[str, Any]:
         "run_id": view.run_id,
         "trace_id": view.trace_id,
         "task_id": view.body.get("task", {}).get("task_id"),
+        "kind": receipt_kind(view.engine, view.mode),
         "engine": view.engine,
         "mode": view.mode,
         "status": view.status,
@@ -84,12 +86,13 @@ def receipts_page(
     *,
     cursor: str | None,
     limit: int,
-    order: Order = "asc",
+    order: Order = "desc",
     content: bool = False,
 ) -> dict[str, Any]:
-    """A page of the caller's tenant's receipts; with `content`, their sealed fields in plain
-    (one recorded read for the page); with `flt.q`, those whose question holds its words (a
-    recorded read as well). Raises InvalidCursor / ValueError on a bad page request."""
+    """A page of the caller's tenant's receipts and how many match in all (`total`, exact or
+    `total_exact: false` for "more than"); with `content`, their sealed fields in plain (one
+    recorded read for the page); with `flt.q`, those whose question holds its words (a recorded
+    read as well). Raises InvalidCursor / ValueError on a bad page request."""
     if content or flt.q is not None:
         require_content_scope(caller)  # before anything is read: no count, no timing of matches
     page = read_models.receipts(caller.tenant_id, flt, cursor=cursor, limit=limit, order=order)
@@ -102,7 +105,38 @@ def receipts_page(
         plain = read_content(ctx, caller, events)
         for summary in summaries:
             summary["content"] = plain.get(summary["position"])
-    return {"receipts": summaries, "next_cursor": page.next_cursor}
+    return {
+        "receipts": summaries,
+        "next_cursor": page.next_cursor,
+        "total": page.total,
+        "total_exact": page.total_exact,
+    }
+
+
+EXPORT_PAGE = 500
+
+
+def receipts_export(
+    read_models: ReceiptLister, caller: Caller, flt: ReceiptFilter, *, order: Order, max_rows: int
+) -> list[dict[str, Any]]:
+    """Every receipt the filter matches, as listed (`receipt_summary`), in `order`; refused
+    (nothing returned) when more than `max_rows` match, so an export is never silently cut."""
+    rows: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = read_models.receipts(
+            caller.tenant_id, flt, cursor=cursor, limit=EXPORT_PAGE, order=order, count=False
+        )
+        rows.extend(receipt_summary(view) for view in page.items)
+        if len(rows) > max_rows:
+            raise Invalid(
+                f"more than {max_rows:,} receipts match; narrow the filter (since/until, status, "
+                "kind, ...) and export each part",
+                code="export_too_large",
+            )
+        cursor = page.next_cursor
+        if cursor is None:
+            return rows
 
 
 def receipt_detail(
