@@ -170,6 +170,26 @@ REPRODUCED_APART_FROM_ERASED: dict[tuple[str, str], frozenset[str]] = {
             "c4d328d163c34f7f80038a9f72c249af",
         }
     ),
+    ("v3-efa4542", "postgres"): frozenset(
+        {
+            "4bd50a61e7cf468083cc78d02925bc19",
+            "5a23ee96cc4f4de1986d9cf888d80559",
+            "792fe09468444c00b2fe10d0bc8d9b5c",
+            "94e101a39ce447bb979f47d08753669b",
+            "9a6801dba7834632bbae672a2dcc7269",
+            "c7071af93f504b888b8da3e120de60b7",
+        }
+    ),
+    ("v3-efa4542", "sqlite"): frozenset(
+        {
+            "1ddd95e406f04da6934dbb628240ff38",
+            "61f46641fa014d5c9a1b50a454d3aca0",
+            "9cb90d2afeb4456e88e65d5135b50282",
+            "9e5ea718ec2a4d56b9290f33facfea72",
+            "bc54f728cba046c0965fd285381ff31b",
+            "d58f314543374f2baddbf9a7db8a39d8",
+        }
+    ),
 }
 
 

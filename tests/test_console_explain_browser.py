@@ -88,9 +88,9 @@ def test_the_console_explains_the_record(tmp_path: Path, width: int) -> None:
         fold = page.locator("details.fold")
         assert fold.evaluate("d => d.open") is (width > 700)
         if width <= 700:
-            assert not page.get_by_label("Task id").is_visible()
+            assert not page.get_by_label("Status").is_visible()
             page.locator("details.fold > summary").click()
-            assert page.get_by_label("Task id").is_visible()
+            assert page.get_by_label("Status").is_visible()
         _accessible(page)
 
         # A receipt that cites nothing says where it looked, the rule and the gaps.

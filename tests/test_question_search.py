@@ -102,7 +102,9 @@ def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -
 
     # with the other filters of the list
     narrowed = ReceiptFilter(q="parental", to_position=doc.position + 2)
-    body = receipts_page(cases.ctx, ReadModels(ledger.store), AUDITOR, narrowed, cursor=None, limit=50)
+    body = receipts_page(
+        cases.ctx, ReadModels(ledger.store), AUDITOR, narrowed, cursor=None, limit=50, order="asc"
+    )
     assert [_question(cases, r["position"]) for r in body["receipts"]] == [QUESTIONS[0], QUESTIONS[1]]
 
     # the index holds keyed hashes only: no word of a question in any of its rows

@@ -119,16 +119,13 @@ class ReceiptQuery(RequestModel):
         StringConstraints(pattern=r"^[A-Za-z0-9_-]+$", max_length=64),
         _id("next_cursor of the previous page, same filters"),
     ] = None
-    q: (
-        Annotated[
-            str,
-            StringConstraints(min_length=1, max_length=MAX_SEARCH_CHARS),
-            Field(
-                description=f"Only receipts whose question holds every one of these words (at most "
-                f"{MAX_SEARCH_WORDS}). Needs audit.content; each search is recorded as a ContentRead."
-            ),
-        ]
-        | None
-    ) = None
+    q: Annotated[
+        str | None,
+        StringConstraints(min_length=1, max_length=MAX_SEARCH_CHARS),
+        _id(
+            f"Only receipts whose question holds every one of these words (at most {MAX_SEARCH_WORDS}). "
+            "Needs audit.content; each search is recorded as a ContentRead."
+        ),
+    ] = None
     limit: Annotated[int, Field(ge=1, le=500, description="Receipts per page")] = 100
     content: ContentChoice = "sealed"

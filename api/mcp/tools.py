@@ -198,8 +198,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "list_receipts",
         "List receipts",
         "The tenant's receipts, newest first, with GET /v1/receipts' filters, one page at a time "
-        "(next_cursor) and how many match (total, total_exact); content=plain adds each question "
-        "(audit.content, recorded). Needs audit.read.",
+        "(next_cursor) and how many match (total, total_exact); q keeps those whose question holds "
+        "every word and content=plain adds each question (both audit.content, recorded). Needs audit.read.",
         ReceiptQuery,
         ReceiptPage,
         ("audit.read",),
