@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import Page
 
 from ledger.config import LedgerConfig
 from ledger.domain.timestamps import parse_timestamp
@@ -53,10 +54,12 @@ def test_the_receipts_list_counts_orders_narrows_and_exports(
             assert not page.get_by_label("Task id").is_visible()
 
         # Oldest first, on asking; the choice stays in the URL and in the form.
+        _open_filters(page)
         page.get_by_label("Order").select_option("asc")
         page.get_by_role("button", name="Filter").click()
         assert "order=asc" in page.url
         assert oldest[:12] in page.locator("table.receipts tbody tr").first.inner_text()
+        _open_filters(page)
         assert page.get_by_label("Order").input_value() == "asc"
 
         # Since, to the second: a second after the last receipt, nothing; at the first, all three.
@@ -65,10 +68,12 @@ def test_the_receipts_list_counts_orders_narrows_and_exports(
         page.get_by_role("button", name="Filter").click()
         assert page.locator("table.receipts caption").inner_text().startswith("0 receipts")
         assert "Nothing matches" in page.locator("table.receipts tbody").inner_text()
+        _open_filters(page)
         page.get_by_label("Since (UTC)").fill(_form_time(recorded[oldest]))
         page.get_by_label("Status").select_option("ok")
         page.get_by_role("button", name="Filter").click()
         assert page.locator("table.receipts caption").inner_text().startswith("3 receipts")
+        _open_filters(page)
         assert page.get_by_label("Since (UTC)").input_value() == _form_time(recorded[oldest])
 
         # The export of this very filter: every row with its receipt id and log position.
@@ -90,11 +95,19 @@ def test_the_receipts_list_counts_orders_narrows_and_exports(
         assert page.locator("table.history caption").inner_text().startswith("3 events")
         positions = [int(p) for p in page.locator("table.history tbody tr td:nth-child(1)").all_inner_texts()]
         assert positions == sorted(positions, reverse=True)
+        _open_filters(page)
         page.get_by_label("Order").select_option("asc")
         page.get_by_role("button", name="Filter").click()
         ascending = [int(p) for p in page.locator("table.history tbody tr td:nth-child(1)").all_inner_texts()]
         assert ascending == sorted(positions)
         context.close()
+
+
+def _open_filters(page: Page) -> None:
+    """On a phone the filters fold behind one control (console.js): open it as a user would."""
+    fold = page.locator("details.fold")
+    if fold.count() and not fold.first.evaluate("d => d.open"):
+        page.locator("details.fold > summary").first.click()
 
 
 def _receipts(server: LoopbackServer, token: str) -> list[dict[str, str]]:
