@@ -15,6 +15,7 @@ from litestar.params import QueryParameter
 from api.api_error import ApiError
 from ledger.domain.fields import IDENTIFIER_PATTERN
 from ledger.domain.timestamps import BOUND_HELP, BOUND_PATTERN, format_timestamp, parse_bound
+from ledger.retrieval.question_words import BadQuestionSearch
 from ledger.usecases.ports import Order
 from projections.queries import InvalidCursor
 
@@ -82,6 +83,8 @@ def refusing_bad_pages(read: Callable[[], T]) -> T:
         return read()
     except InvalidCursor:
         raise invalid_cursor() from None
+    except BadQuestionSearch as exc:  # a well-formed q the question index cannot search
+        raise ApiError(422, "unprocessable", str(exc)[:200]) from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", str(exc)[:200]) from None
 
