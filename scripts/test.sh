@@ -92,7 +92,9 @@ ensure_uv() {
 }
 ensure_uv
 [ -x .venv/bin/python ] || "$UV" venv -q --python python3 .venv
-"$UV" pip install -q --python .venv/bin/python -e '.[dev]'
+# --compile-bytecode: pip wrote the packages' .pyc files at install and uv does not by default;
+# with PYTHONDONTWRITEBYTECODE=1 every worker, server and CLI subprocess would compile them again.
+"$UV" pip install -q --compile-bytecode --python .venv/bin/python -e '.[dev]'
 # PYTHONDONTWRITEBYTECODE=1 (set on this machine kind) would make every server and CLI subprocess
 # of the suite compile the project's modules again (~20% of a server's start-up CPU): compile
 # them once, into the gitignored __pycache__/ folders.
