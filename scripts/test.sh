@@ -74,6 +74,10 @@ ensure_inspector() {
 TOOL_CACHE=${CITELEDGER_TOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/citeledger}
 export CITELEDGER_TOOL_CACHE=$TOOL_CACHE
 mkdir -p "$TOOL_CACHE"
+# One set-up at a time per machine: two runs starting together (a second checkout, a CI job
+# beside a developer) would otherwise remove and rebuild the same tool folders under each other.
+exec 9>"$TOOL_CACHE/.setup-lock"
+flock 9
 
 ensure_postgres
 ensure_redis
@@ -99,6 +103,8 @@ ensure_uv
 # of the suite compile the project's modules again (~20% of a server's start-up CPU): compile
 # them once, into the gitignored __pycache__/ folders.
 .venv/bin/python -m compileall -q -j 0 ledger projections bootstrap api cli client witness tests
+flock -u 9
+exec 9>&-
 # Three workers (pytest-xdist) on this 2-core machine kind: much of the suite waits on real
 # servers, subprocesses and PostgreSQL, so a third worker fills the cores; every test has its
 # own directories, schemas and ports. CITELEDGER_TEST_WORKERS=0 runs in one process.
