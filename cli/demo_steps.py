@@ -33,7 +33,8 @@ from ledger.usecases.retention import erase
 from ledger.usecases.search import search
 from ledger.usecases.sources import add_source, remove_source, sync_source
 from ledger.writing.application import Ledger
-from projections.queries import HistoryFilter, ReadModels
+from projections.queries import ReadModels
+from projections.views import HistoryFilter
 
 SOURCE_NAME = "demo-corpus"
 EXCERPT_CHARS = 160

@@ -48,7 +48,7 @@ class LocalSource:
         from ledger.retrieval.question_words import BadQuestionSearch
         from ledger.usecases.ports import ReceiptFilter
         from ledger.usecases.receipt_reads import receipts_page
-        from projections.queries import InvalidCursor
+        from projections.views import InvalidCursor
 
         order = filters.pop("order", "desc")
         content = filters.pop("content", None) == "plain"

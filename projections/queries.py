@@ -9,14 +9,9 @@ demand through the ledger's sealer, so plain text never lands in a table.
 
 from __future__ import annotations
 
-import base64
-import binascii
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar
-
-import orjson
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.retrieval.question_words import search_words
@@ -28,11 +23,24 @@ from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE
 from projections.question_query import question_rows
 from projections.receipt_index import RECEIPTS_TABLE
-from projections.rows import from_row, json_column
+from projections.rows import from_row
 from projections.tracking import ProjectionLag, read_lag
+from projections.views import (
+    ChunkView,
+    CitationView,
+    HistoryEntry,
+    HistoryFilter,
+    Page,
+    ReceiptView,
+    T,
+    TextUnavailable,
+    chunk_view,
+    citation_view,
+    decode_cursor,
+    encode_cursor,
+    receipt_view,
+)
 
-T = TypeVar("T")
-CitationState = Literal["live", "expired", "scrubbed"]
 MAX_PAGE = 500
 MAX_AS_OF_ROWS = 100_000
 # A list counts its matches up to this many and then says "more than": a count that stays
@@ -40,133 +48,7 @@ MAX_AS_OF_ROWS = 100_000
 # docs/benchmarks/lists.md).
 COUNT_LIMIT = 1_000
 ALL_RECEIPTS = ReceiptFilter()  # no narrowing
-
-
-class InvalidCursor(ValueError):
-    pass
-
-
-class TextUnavailable(LookupError):
-    """The text cannot be read back; `reason` is `chunk_retention_expired` or `chunk_not_found`."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_cursor: str | None
-    total: int = 0  # how many match the filter (all pages), up to COUNT_LIMIT
-    total_exact: bool = True  # False: more than `total` match
-
-
-@dataclass(frozen=True)
-class ReceiptView:
-    tenant_id: str
-    receipt_id: str
-    position: int
-    event_id: str
-    recorded_at: str
-    actor: str
-    run_id: str | None
-    trace_id: str | None
-    engine: str
-    mode: str
-    status: str
-    parent_receipt_id: str | None
-    subject_id: str | None
-    context_hash: str
-    has_policy_snapshot: bool  # False only for legacy posts (field absent)
-    policy_snapshot: dict[str, Any] | None
-    citation_count: int
-    body: dict[str, Any]
-    kid: str
-    signature: str
-
-
-@dataclass(frozen=True)
-class CitationView:
-    tenant_id: str
-    citation_id: str
-    receipt_id: str
-    position: int
-    document_id: str
-    version_id: str | None
-    chunk_id: str
-    path: str
-    locator: dict[str, Any]
-    score: str | None
-    sensitivity: str
-    expires_at: str | None
-    state: CitationState
-    snapshot: dict[str, Any] | None  # sealed; None once scrubbed
-    scrubbed_position: int | None
-    scrub_reason: str | None
-
-
-@dataclass(frozen=True)
-class ChunkView:
-    tenant_id: str
-    document_id: str
-    version_id: str
-    version: int
-    chunk_id: str
-    ordinal: int
-    source: str
-    path: str
-    sensitivity: str
-    content_sha256: str
-    start_line: int
-    end_line: int
-    heading_path: dict[str, Any] | None  # sealed
-    text: dict[str, Any] | None  # sealed; None once scrubbed
-    text_commitment: str
-    live_from_position: int
-    live_to_position: int | None
-    removed_reason: str | None
-    scrubbed: bool
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    position: int
-    tenant_id: str
-    type: str
-    actor: str
-    run_id: str | None
-    trace_id: str | None
-    receipt_id: str | None
-    event_id: str
-    recorded_at: str
-
-
-@dataclass(frozen=True)
-class HistoryFilter:
-    types: Sequence[str] | None = None
-    actor: str | None = None
-    trace_id: str | None = None
-    run_id: str | None = None
-    receipt_id: str | None = None
-    from_position: int | None = None
-    to_position: int | None = None
-    recorded_from: str | None = None
-    recorded_to: str | None = None
-
-
-def encode_cursor(position: int) -> str:
-    return base64.urlsafe_b64encode(f"p{position}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        if not text.startswith("p"):
-            raise ValueError
-        return int(text[1:])
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidCursor("cursor is not one this API returned") from None
+ALL_HISTORY = HistoryFilter()
 
 
 class ReadModels:
@@ -181,7 +63,7 @@ class ReadModels:
             f"SELECT * FROM {self.store.table(RECEIPTS_TABLE)} WHERE tenant_id=? AND receipt_id=?",
             (tenant_id, receipt_id),
         )
-        return _receipt(rows[0]) if rows else None
+        return receipt_view(rows[0]) if rows else None
 
     def receipts(
         self,
@@ -223,13 +105,13 @@ class ReadModels:
                 limit=limit + 1,
                 descending=order == "desc",
             )
-            page = _paged([_receipt(r) for r in rows], limit, len(rows))
+            page = _paged([receipt_view(r) for r in rows], limit, len(rows))
             if cursor is None and page.next_cursor is None:
                 return page  # one page holds every match: its count is exact
             # Counting every match would cost the whole intersection: "more than" this page's rows.
             return replace(page, total=len(page.items), total_exact=False)
         rows, total = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order, count)
-        return _paged([_receipt(r) for r in rows], limit, total)
+        return _paged([receipt_view(r) for r in rows], limit, total)
 
     def receipts_as_of(
         self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS
@@ -239,7 +121,7 @@ class ReadModels:
             "WHERE tenant_id=? AND position<=? ORDER BY position LIMIT ?",
             (tenant_id, position, limit),
         )
-        return [_receipt(r) for r in rows]
+        return [receipt_view(r) for r in rows]
 
     # -- citations ---------------------------------------------------------------
     def citation(
@@ -249,7 +131,7 @@ class ReadModels:
             f"SELECT * FROM {self.store.table(CITATIONS_TABLE)} WHERE tenant_id=? AND citation_id=?",
             (tenant_id, citation_id),
         )
-        return _citation(rows[0], None, now) if rows else None
+        return citation_view(rows[0], None, now) if rows else None
 
     def citations_as_of(
         self, tenant_id: str, position: int, *, now: datetime | None = None, limit: int = MAX_AS_OF_ROWS
@@ -259,7 +141,7 @@ class ReadModels:
             "WHERE tenant_id=? AND position<=? ORDER BY position, citation_id LIMIT ?",
             (tenant_id, position, limit),
         )
-        return [_citation(r, position, now) for r in rows]
+        return [citation_view(r, position, now) for r in rows]
 
     def citation_text(self, citation: CitationView, sealer: Sealer) -> str:
         """Decrypt a citation's snapshot now; TextUnavailable when expired or scrubbed."""
@@ -286,7 +168,7 @@ class ReadModels:
             "ORDER BY path, start_line, chunk_id LIMIT ?",
             (tenant_id, position, tenant_id, position, position, limit),
         )
-        return [_chunk(r, position) for r in rows]
+        return [chunk_view(r, position) for r in rows]
 
     def corpus_now(self, tenant_id: str, *, limit: int = MAX_AS_OF_ROWS) -> list[ChunkView]:
         rows = self.store.rows(
@@ -294,7 +176,7 @@ class ReadModels:
             "WHERE tenant_id=? AND live_to_position IS NULL ORDER BY path, start_line, chunk_id LIMIT ?",
             (tenant_id, limit),
         )
-        return [_chunk(r, None) for r in rows]
+        return [chunk_view(r, None) for r in rows]
 
     def chunk_text(self, chunk: ChunkView, sealer: Sealer) -> str:
         if chunk.text is None:
@@ -308,7 +190,7 @@ class ReadModels:
     def events(
         self,
         tenant_id: str,
-        filters: HistoryFilter = HistoryFilter(),
+        filters: HistoryFilter = ALL_HISTORY,
         *,
         cursor: str | None = None,
         limit: int = 50,
@@ -434,50 +316,3 @@ def _paged(items: list[T], limit: int, total: int) -> Page[T]:
         items = items[:limit]
         cursor = encode_cursor(getattr(items[-1], "position"))  # noqa: B009
     return Page(items, cursor, min(total, COUNT_LIMIT), total <= COUNT_LIMIT)
-
-
-def _receipt(row: Any) -> ReceiptView:
-    return from_row(
-        ReceiptView,
-        row,
-        has_policy_snapshot=row["policy_snapshot"] is not None,
-        policy_snapshot=json_column(row["policy_snapshot"]),
-        body=orjson.loads(row["body"]),
-    )
-
-
-def _citation(row: Any, as_of: int | None, now: datetime | None) -> CitationView:
-    scrubbed_at = row["scrubbed_position"]
-    if scrubbed_at is not None and as_of is not None and scrubbed_at > as_of:
-        scrubbed_at = None  # scrubbed later than the view's position
-    state: CitationState = "live"
-    if scrubbed_at is not None:
-        state = "expired" if row["scrub_reason"] == "retention_expired" else "scrubbed"
-    elif row["expires_at"] is not None and (now or datetime.now(UTC)) >= parse_timestamp(row["expires_at"]):
-        state = "expired"
-    return from_row(
-        CitationView,
-        row,
-        locator=orjson.loads(row["locator"]),
-        score=row["score"] or None,  # "" stands for a score the engine did not give
-        state=state,
-        snapshot=json_column(row["snapshot"]),
-        scrubbed_position=scrubbed_at,
-        scrub_reason=row["scrub_reason"] if scrubbed_at is not None else None,
-    )
-
-
-def _chunk(row: Any, as_of: int | None) -> ChunkView:
-    scrubbed_at = row["scrubbed_position"]
-    live_to = row["live_to_position"]
-    if as_of is not None and live_to is not None and live_to > as_of:
-        live_to = None
-    return from_row(
-        ChunkView,
-        row,
-        heading_path=json_column(row["heading_path"]),
-        text=json_column(row["text"]),
-        live_to_position=live_to,
-        removed_reason=row["removed_reason"] if live_to is not None else None,
-        scrubbed=scrubbed_at is not None and (as_of is None or scrubbed_at <= as_of),
-    )

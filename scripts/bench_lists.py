@@ -29,7 +29,8 @@ from pathlib import Path
 from ledger.config import LedgerConfig
 from ledger.usecases.ports import ReceiptFilter
 from ledger.writing.application import Ledger
-from projections.queries import HistoryFilter, ReadModels
+from projections.queries import ReadModels
+from projections.views import HistoryFilter
 
 directory, rounds = Path(sys.argv[1]), int(sys.argv[2])
 with Ledger(LedgerConfig(data_dir=directory, run_checkpointer=False)) as ledger:

@@ -76,9 +76,9 @@ class OtlpServer:
             params = {"limit": 500, "cursor": page["next_cursor"]}
 
     def events(self, event_type: str) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = self.get(
-            "/v1/events", type=event_type, limit=500, order="asc"
-        )["events"]
+        events: list[dict[str, Any]] = self.get("/v1/events", type=event_type, limit=500, order="asc")[
+            "events"
+        ]
         return events
 
     def send_retrieval(

@@ -233,9 +233,9 @@ def test_an_erased_document_is_named_and_the_rest_reproduced(server: SearchServe
         envelope = body["diff"][run]
         assert envelope["context_hash"]["changed"] is True
         assert [e["path"] for e in envelope["selected_entries"]["removed"]] == ["hr/salaries.md"]
-    events = server.client.get(
-        "/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()
-    ).json()["events"]
+    events = server.client.get("/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()).json()[
+        "events"
+    ]
     # Not a finding against the ledger, but recorded as what it is.
     assert events[-1]["payload"]["integrity_finding"] == "reproduced_apart_from_erased"
 
@@ -253,9 +253,9 @@ def test_a_receipt_that_cited_only_erased_text_is_unverifiable(server: SearchSer
     assert body["integrity"] == "unverifiable"
     assert body["integrity_reason"]["cause"] == "erased_after_receipt"
     assert [e["path"] for e in body["integrity_reason"]["erased"]] == ["hr/salaries.md"]
-    events = server.client.get(
-        "/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()
-    ).json()["events"]
+    events = server.client.get("/v1/events?type=ReplayRecorded&order=asc", headers=server.headers()).json()[
+        "events"
+    ]
     assert events[-1]["payload"]["integrity_finding"] == "unverifiable.erased_after_receipt"
 
 

@@ -14,10 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_core.vectorstores import InMemoryVectorStore
-from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry import trace
 
 from tests.otlp_support import OtlpServer, replay_and_verify, serve, tracer_provider
@@ -34,7 +30,13 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture
 def pipeline(server: OtlpServer) -> Iterator[Any]:
     """The service's own pipeline: a vector store over the ledger's chunks (ids in metadata),
-    instrumented with nothing but an OTLP exporter pointed at the ledger."""
+    instrumented with nothing but an OTLP exporter pointed at the ledger. langchain-core is
+    imported here, not at the top: ~6 s of CPU that every xdist worker would pay at collection."""
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
     provider = tracer_provider(server.exporter("protobuf"), service="langchain-rag")
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=provider)

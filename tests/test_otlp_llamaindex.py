@@ -24,11 +24,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
-from llama_index.core.embeddings import BaseEmbedding
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 from opentelemetry import trace
 
 from tests.mcp_support import answer
@@ -38,23 +33,28 @@ from tests.server_process import ROOT, run_cli
 CLI_ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-class HashingEmbedding(BaseEmbedding):
-    """Words hashed into 64 buckets: deterministic, offline."""
+def hashing_embedding() -> Any:
+    """Words hashed into 64 buckets: deterministic, offline. llama-index is imported here, not at
+    the top: it costs ~8 s of CPU to import, and every xdist worker collects this module."""
+    from llama_index.core.embeddings import BaseEmbedding
 
-    def _vector(self, text: str) -> list[float]:
-        vector = [0.0] * 64
-        for word in text.lower().split():
-            vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
-        return vector
+    class HashingEmbedding(BaseEmbedding):
+        def _vector(self, text: str) -> list[float]:
+            vector = [0.0] * 64
+            for word in text.lower().split():
+                vector[int(hashlib.sha256(word.encode()).hexdigest(), 16) % 64] += 1.0
+            return vector
 
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return self._vector(query)
 
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._vector(query)
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._vector(query)
 
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._vector(text)
+        def _get_text_embedding(self, text: str) -> list[float]:
+            return self._vector(text)
+
+    return HashingEmbedding()
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -69,11 +69,14 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 def retriever(server: OtlpServer, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     """The service's own pipeline, over the files the ledger synced, instrumented with nothing
     but an OTLP exporter pointed at the ledger."""
+    from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
     provider = tracer_provider(server.exporter("protobuf"), service="llamaindex-rag")
     instrumentor = LlamaIndexInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     documents = SimpleDirectoryReader(input_dir=str(server.synced), recursive=True).load_data()
-    index = VectorStoreIndex.from_documents(documents, embed_model=HashingEmbedding())
+    index = VectorStoreIndex.from_documents(documents, embed_model=hashing_embedding())
     try:
         yield index.as_retriever(similarity_top_k=2), provider
     finally:
@@ -129,6 +132,9 @@ def _read_on_every_surface(server: OtlpServer, receipt_id: str) -> None:
     assert shown.returncode == 0 and "proof: intact" in shown.stdout, shown.stdout + shown.stderr
 
     async def through_mcp() -> tuple[dict[str, Any], dict[str, Any]]:
+        from mcp.client.client import Client
+        from mcp.client.streamable_http import streamable_http_client
+
         async with httpx2.AsyncClient(headers=server.headers(), timeout=60) as http:
             async with Client(streamable_http_client(server.base_url + "/mcp", http_client=http)) as client:
                 receipt = answer(await client.call_tool("get_receipt", {"receipt_id": receipt_id}))

@@ -26,8 +26,9 @@ from ledger.writing.application import Ledger
 from projections.base import Projection
 from projections.catalog import default_projections
 from projections.digest import digests
-from projections.queries import HistoryFilter, InvalidCursor, ReadModels, TextUnavailable
+from projections.queries import ReadModels
 from projections.runner import ProjectionRunner, embedded
+from projections.views import HistoryFilter, InvalidCursor, TextUnavailable
 from tests.conftest import fresh_config
 from tests.factories import TENANT, UseCases, document_draft, retrieval_draft
 from tests.projection_fixtures import Op, Scenario, ops

@@ -28,7 +28,7 @@ from ledger.usecases.citations import read_citation
 from ledger.usecases.export import tenant_export
 from ledger.usecases.ports import Order
 from ledger.usecases.receipts import receipt_bundle, verify_receipt
-from projections.queries import HistoryFilter
+from projections.views import HistoryFilter
 
 User = NamedDependency[ConsoleUser]
 

@@ -24,7 +24,7 @@ from api.console.web import (
 from api.routes.events import history_page
 from api.routes.reports import issue, read_archive, reports_dir
 from ledger.schemas.requests import ReportIn
-from projections.queries import HistoryFilter
+from projections.views import HistoryFilter
 
 
 async def _page(request: AnyRequest, user: ConsoleUser, **context: Any) -> Template:

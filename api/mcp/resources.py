@@ -21,7 +21,7 @@ from api.routes.receipts import receipt_answer
 from api.services import Services
 from ledger.domain.timestamps import format_timestamp
 from ledger.usecases.context import Caller
-from projections.queries import HistoryFilter
+from projections.views import HistoryFilter
 
 AUDIT = ("audit.read",)
 JSON = "application/json"

@@ -22,7 +22,7 @@ from ledger.schemas.reads import EventOut, EventPage, InclusionProofOut
 from ledger.usecases.content import read_content, require_content_scope
 from ledger.usecases.context import Caller
 from ledger.usecases.ports import Order
-from projections.queries import HistoryFilter
+from projections.views import HistoryFilter
 
 Position = Annotated[int, Parameter(ge=1, le=2**53 - 1)]
 

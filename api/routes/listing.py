@@ -17,7 +17,7 @@ from ledger.domain.fields import IDENTIFIER_PATTERN
 from ledger.domain.timestamps import BOUND_HELP, BOUND_PATTERN, format_timestamp, parse_bound
 from ledger.retrieval.question_words import BadQuestionSearch
 from ledger.usecases.ports import Order
-from projections.queries import InvalidCursor
+from projections.views import InvalidCursor
 
 T = TypeVar("T")
 F = TypeVar("F")

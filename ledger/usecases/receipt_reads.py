@@ -56,7 +56,7 @@ def receipt_body(event: RecordedEvent) -> dict[str, Any]:
 
 
 def receipt_summary(view: Any) -> dict[str, Any]:
-    """One line of a listing (a row of the receipt index: `projections.queries.ReceiptView`)."""
+    """One line of a listing (a row of the receipt index: `projections.views.ReceiptView`)."""
     return {
         "receipt_id": view.receipt_id,
         "position": view.position,
