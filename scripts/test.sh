@@ -108,4 +108,6 @@ exec 9>&-
 # Three workers (pytest-xdist) on this 2-core machine kind: much of the suite waits on real
 # servers, subprocesses and PostgreSQL, so a third worker fills the cores; every test has its
 # own directories, schemas and ports. CITELEDGER_TEST_WORKERS=0 runs in one process.
-exec .venv/bin/python -m pytest -q -n "${CITELEDGER_TEST_WORKERS:-3}" "$@"
+# A module at a time per worker, in collection order (tests/conftest.py puts the longest first), so
+# a module's shared servers are made once.
+exec .venv/bin/python -m pytest -q -n "${CITELEDGER_TEST_WORKERS:-3}" --dist loadscope --no-loadscope-reorder "$@"

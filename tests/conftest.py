@@ -118,3 +118,57 @@ class RawStore:
 @pytest.fixture
 def raw_store(ledger_config: LedgerConfig) -> RawStore:
     return RawStore(ledger_config)
+
+
+# The longest test modules start first (`--durations`, loaded machine, 2026-11-28). The suite runs
+# with `--dist loadscope`: a module is one unit on one worker, so its module-scoped servers are made
+# once, and units go out in collection order; a long module drawn last would keep the run going on
+# one core while the others idle. (xdist's loadgroup cannot be used: with pytest 9.2 its group
+# suffix no longer reaches the node ids, and grouped tests spread over the workers.)
+LONGEST_FIRST = (
+    "tests/test_api_schemathesis.py",
+    "tests/test_witness.py",
+    "tests/test_mcp.py",
+    "tests/test_operations_guide.py",
+    "tests/test_static.py",
+    "tests/test_integrity_durable.py",
+    "tests/test_fixture_ledgers.py",
+    "tests/test_cli_failures.py",
+    "tests/test_question_search.py",
+    "tests/test_cli_receipts.py",
+    "tests/test_policy_limits.py",
+    "tests/test_migrations.py",
+    "tests/test_cli.py",
+    "tests/test_mcp_inspector.py",
+    "tests/test_client_delivery.py",
+    "tests/test_check_checkpoint.py",
+    "tests/test_store_faults.py",
+    "tests/test_entry_size.py",
+    "tests/test_cli_imports.py",
+    "tests/test_report.py",
+    "tests/test_golden.py",
+    "tests/test_projections.py",
+    "tests/test_console_browser.py",
+    "tests/test_auditor_guide.py",
+    "tests/test_mcp_lists.py",
+    "tests/test_tree_store.py",
+    "tests/test_crash_retry.py",
+    "tests/test_search.py",
+    "tests/test_documents_by_path.py",
+    "tests/test_tokens_processes.py",
+    "tests/test_cli_replay.py",
+    "tests/test_canonical.py",
+    "tests/test_console_lists.py",
+    "tests/test_replay_property.py",
+    "tests/test_tlog_tiles_interop.py",
+    "tests/test_readme_examples.py",
+    "tests/test_path_names.py",
+    "tests/test_api_tenant_export.py",
+    "tests/test_otlp_crash.py",
+    "tests/test_api_integrity_hold.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable
