@@ -27,6 +27,7 @@ from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.client_support import post_document
 from tests.conftest import fresh_config
 from tests.server_process import ROOT, run_cli
 
@@ -76,9 +77,9 @@ class OtlpServer:
             params = {"limit": 500, "cursor": page["next_cursor"]}
 
     def events(self, event_type: str) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = self.get(
-            "/v1/events", type=event_type, limit=500, order="asc"
-        )["events"]
+        events: list[dict[str, Any]] = self.get("/v1/events", type=event_type, limit=500, order="asc")[
+            "events"
+        ]
         return events
 
     def send_retrieval(
@@ -116,14 +117,7 @@ class OtlpServer:
 def ingest_corpus(base_url: str, token: str) -> list[dict[str, Any]]:
     chunks = []
     for path, text in CORPUS.items():
-        response = httpx.post(
-            f"{base_url}/v1/documents",
-            json={"path": path, "text": text},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30,
-        )
-        assert response.status_code in (200, 201), response.text
-        body = response.json()
+        body = post_document(base_url, token, path, text)
         lines = text.split("\n")
         for number, line in enumerate(lines, start=1):
             if not line or line.startswith("#"):
