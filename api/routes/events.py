@@ -83,20 +83,13 @@ def history_page(
 
 
 @dataclass(frozen=True)
-class HistoryListing:
+class HistoryListing(listing.LogFilters):
     """`GET /v1/events`' query (a dependency: Litestar reads its fields as query parameters)."""
 
     event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None
-    actor: listing.Actor = None
-    trace_id: listing.TraceId = None
-    run_id: listing.RunId = None
     receipt_id: Annotated[
         str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
     ] = None
-    since: listing.Since = None
-    until: listing.Until = None
-    from_position: listing.FromPosition = None
-    to_position: listing.ToPosition = None
     cursor: listing.Cursor = None
     limit: listing.Limit = 100
     order: listing.OrderQuery = "desc"
