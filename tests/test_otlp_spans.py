@@ -29,15 +29,14 @@ def _span(span_id: str, parent: str | None = None, service: str = "svc", **attri
     return TraceSpan(TRACE, span_id, parent, "span", service, attributes)
 
 
-def _only_retrieval(span_id: str, attributes: dict[str, Any]) -> RetrievalSpan:
+def _only_retrieval(attributes: dict[str, Any]) -> RetrievalSpan:
     """The one retrieval a lone span with these attributes maps to."""
-    [retrieval] = sort_spans([_span(span_id, **attributes)]).retrievals
+    [retrieval] = sort_spans([_span("b7ad6b7169203331", **attributes)]).retrievals
     return retrieval
 
 
 def test_openinference_documents_in_order_with_scores_as_carried() -> None:
     retrieval = _only_retrieval(
-        "b7ad6b7169203331",
         {
             "openinference.span.kind": "RETRIEVER",
             "input.value": "q",
@@ -54,7 +53,6 @@ def test_openinference_documents_in_order_with_scores_as_carried() -> None:
 
 def test_genai_documents_keep_the_json_number_text() -> None:
     retrieval = _only_retrieval(
-        "b7ad6b7169203332",
         {
             "gen_ai.operation.name": "retrieval",
             "gen_ai.retrieval.query.text": "q",

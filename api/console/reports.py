@@ -30,7 +30,7 @@ from projections.queries import HistoryFilter
 async def _page(request: AnyRequest, user: ConsoleUser, **context: Any) -> Template:
     services = services_of(request)
     flt = HistoryFilter(types=["ReportIssued"])
-    body = await services.blocking(history_page, services, user.caller, flt, None, 100, "sealed")
+    body = await services.blocking(history_page, services, user.caller, flt)  # the first 100, sealed
     folder = reports_dir(services) / user.caller.tenant_id
     issued = [
         {**event, "kept": (folder / f"{event['payload']['report_id']}.zip").is_file()}

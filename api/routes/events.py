@@ -4,6 +4,7 @@ cursor pagination, and inclusion proofs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Annotated, Any
 
 from litestar import Response, Router, get
@@ -53,9 +54,10 @@ def history_page(
     services: Services,
     caller: Caller,
     flt: HistoryFilter,
-    cursor: str | None,
-    limit: int,
-    content: str,
+    *,
+    cursor: str | None = None,
+    limit: int = 100,
+    content: str = "sealed",
     order: Order = "desc",
 ) -> dict[str, Any]:
     """A page of the tenant's events (newest first unless `order` is `asc`) and how many match."""
@@ -108,8 +110,14 @@ class HistoryListing(listing.LogFilters):
 async def list_events(call: CallDep, history: HistoryListing) -> Response[EventPage]:
     """Newest first unless `order=asc`; `since` is inclusive, `until` exclusive (an RFC 3339
     time, or a day: the whole day); positions are inclusive."""
-    page = (history.filter(), history.cursor, history.limit, history.content, order_of(history.order))
-    return await call.answer(history_page, call.services, call.caller, *page)
+    page = partial(
+        history_page,
+        cursor=history.cursor,
+        limit=history.limit,
+        content=history.content,
+        order=order_of(history.order),
+    )
+    return await call.answer(page, call.services, call.caller, history.filter())
 
 
 def _event(services: Services, tenant: str, position: int) -> RecordedEvent:
