@@ -251,23 +251,6 @@ def exception_handler(request: Request[Any, Any, Any], exc: Exception) -> Respon
     return Response(content=body, status_code=status, headers=headers, media_type="application/json")
 
 
-async def send_error(
-    send: Send,
-    status: int,
-    code: str,
-    message: str,
-    retryable: bool,
-    ids: Correlation,
-    headers: Mapping[str, str] | None = None,
-) -> None:
-    body = orjson.dumps(error_body(code, message, retryable, ids))
-    headers = with_retry_after(status, retryable, headers)
-    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
 Observer = Callable[[Scope, int, float], None]
 
 
@@ -299,14 +282,18 @@ class ContractApp(Litestar):
         retryable: bool,
         ids: Correlation,
     ) -> None:
+        """Answer an error the ASGI wrapper itself refuses: the surface's own page, else the JSON envelope."""
+        scope["state"][_STATE_ERROR] = code
         page = self.error_page(self, scope, status, message) if self.error_page is not None else None
         if page is None:
-            await send_error(send, status, code, message, retryable, ids)
-            return
-        raw = [(b"content-length", str(len(page.body)).encode())]
-        raw += [(k.lower().encode(), v.encode()) for k, v in page.headers.items()]
-        await send({"type": "http.response.start", "status": page.status or status, "headers": raw})
-        await send({"type": "http.response.body", "body": page.body, "more_body": False})
+            body = orjson.dumps(error_body(code, message, retryable, ids))
+            headers = {"content-type": "application/json", **with_retry_after(status, retryable, None)}
+        else:
+            body, headers, status = page.body, page.headers, page.status or status
+        raw = [(b"content-length", str(len(body)).encode())]
+        raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:  # type: ignore[override]
         if scope["type"] != "http":
@@ -345,10 +332,8 @@ class ContractApp(Litestar):
             await send(message)
 
         if ids.problem is not None:
-            scope["state"][_STATE_ERROR] = "bad_request"
             await self._send_error(scope, wrapped_send, 400, "bad_request", ids.problem, False, ids)
         elif len(scope.get("query_string", b"")) > self.max_query_string_bytes:
-            scope["state"][_STATE_ERROR] = "query_too_long"
             await self._send_error(
                 scope,
                 wrapped_send,
@@ -366,7 +351,6 @@ class ContractApp(Litestar):
             finally:
                 timer.cancel()
             if cancel_scope.cancelled_caught and not response_started[0]:
-                scope["state"][_STATE_ERROR] = "request_timeout"
                 await self._send_error(
                     scope,
                     wrapped_send,

@@ -6,7 +6,6 @@ first, with the same use cases)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -14,7 +13,7 @@ import typer
 from pydantic import ValidationError
 
 from cli.common import ledger_config
-from cli.options import DataDir
+from cli.options import DataDir, tenant_or_default
 
 documents_app = typer.Typer(no_args_is_help=True, help="Documents by path: show, erase, hold (local ledger).")
 
@@ -42,7 +41,7 @@ def _run(data_dir: Any, tenant: str, path: str, source: str, act: Callable[..., 
         typer.echo(f"refused (invalid): {'.'.join(map(str, first['loc']))}: {first['msg']}", err=True)
         raise typer.Exit(2) from None
     caller = Caller(
-        tenant_id=tenant or os.environ.get("CITELEDGER_TENANT", "default"),
+        tenant_id=tenant_or_default(tenant),
         actor="cli",
         scopes=frozenset(SCOPES),
     )

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from cli.documents import register as register_documents
 from cli.mcp import register as register_mcp
 from cli.migrate import register as register_migrate
 from cli.operations import register as register_operations
-from cli.options import DataDir
+from cli.options import DataDir, ReceiptTenant, tenant_or_default
 from cli.options import existing_config as _config
 from cli.projections import register as register_projections
 from cli.receipts import register as register_receipts
@@ -59,10 +58,7 @@ def bundle(
     entry: Annotated[str, typer.Argument(help="A receipt id, or the log position of any entry")],
     out: Annotated[Path | None, typer.Option("--out")] = None,
     data_dir: DataDir = None,
-    tenant: Annotated[
-        str | None,
-        typer.Option("--tenant", help="Tenant of the receipt (default $CITELEDGER_TENANT or 'default')"),
-    ] = None,
+    tenant: ReceiptTenant = None,
 ) -> None:
     """Write the portable bundle (entry, checkpoint, inclusion proof, key chain) of a receipt, with
     the proofs of the documents it cites (as GET /v1/receipts/{id}/bundle), or of the entry at a
@@ -77,7 +73,7 @@ def bundle(
 
     if not entry.isdigit() and not re.fullmatch(IDENTIFIER_PATTERN, entry):
         fail(f"{entry[:64]!r}: give a receipt id or a log position", 2)
-    owner = tenant or os.environ.get("CITELEDGER_TENANT", "default")
+    owner = tenant_or_default(tenant)
     with Ledger(_config(data_dir)) as ledger:
         try:
             if entry.isdigit():

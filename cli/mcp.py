@@ -14,11 +14,12 @@ from typing import Annotated
 
 import typer
 
-from cli.server import DataDirOption, _prepare
+from cli.options import DataDir
+from cli.server import _prepare
 
 
 def mcp(
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
     url: Annotated[
         str | None,
         typer.Option(
@@ -47,7 +48,7 @@ def mcp(
     _serve_local(data_dir, token)
 
 
-def _serve_local(data_dir: DataDirOption, token: str) -> None:
+def _serve_local(data_dir: DataDir, token: str) -> None:
     import anyio
 
     from api.auth import principal_for

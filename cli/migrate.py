@@ -9,20 +9,15 @@ the file, and the embedded default promises nothing else to run. See docs/upgrad
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
 from cli.common import ledger_config
+from cli.options import DataDir
 
 if TYPE_CHECKING:
     from ledger.config import LedgerConfig
-
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-]
 
 
 def where(config: LedgerConfig) -> str:
@@ -32,7 +27,7 @@ def where(config: LedgerConfig) -> str:
     return str(config.sqlite_path)
 
 
-def migrate(data_dir: DataDirOption = None) -> None:
+def migrate(data_dir: DataDir = None) -> None:
     """Apply this version's schema migrations to the ledger's store, in order (idempotent;
     back the store up first). A store newer than this version is refused (exit 3)."""
     from ledger.storage.adapters.migrations import migrate_store

@@ -9,16 +9,12 @@ from typing import Annotated
 import typer
 
 from cli.common import EXIT_USAGE, fail, ledger_config
-
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-]
+from cli.options import DataDir
 
 
 def backup_command(
     out: Annotated[Path, typer.Option("--out", help="A new (or empty) directory for the copy")],
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Copy the ledger while it serves: the SQLite store through SQLite's online backup (one
     consistent snapshot), then the keys, tokens and sources. The copy is a data directory:
@@ -43,7 +39,7 @@ def backup_command(
     typer.echo(f"backup written to {out} (0700; files 0600): it holds master.key, keep it like the key")
 
 
-def retire_keys_command(data_dir: DataDirOption = None) -> None:
+def retire_keys_command(data_dir: DataDir = None) -> None:
     """Delete the private key files of signing keys the log has replaced (`rotate-key`).
     Never the key in force; the public keys stay (in the log and in `<kid>.pub`), so every
     signature they made still verifies."""

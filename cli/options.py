@@ -1,8 +1,9 @@
-"""What the ledger commands share: the `--data-dir`, `--public-key` and witness options, and an
-existing ledger's configuration."""
+"""What the ledger commands share: the `--data-dir`, `--public-key`, witness and receipt-tenant
+options, the tenant a command acts for, and an existing ledger's configuration."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,6 +33,10 @@ MinWitnesses = Annotated[
         help="How many of the --witness-key witnesses must have cosigned (default 1 with keys, else 0)",
     ),
 ]
+ReceiptTenant = Annotated[
+    str | None,
+    typer.Option("--tenant", help="Tenant of the receipt (default $CITELEDGER_TENANT or 'default')"),
+]
 PublicKey = Annotated[
     Path | None,
     typer.Option("--public-key", help="Trusted root public key (default <data-dir>/keys/root.pub)"),
@@ -41,3 +46,8 @@ PublicKey = Annotated[
 def existing_config(data_dir: Path | None, *, checkpointer: bool = False) -> LedgerConfig:
     """An existing ledger's configuration (a directory or schema without one is refused)."""
     return ledger_config(data_dir, run_checkpointer=checkpointer)
+
+
+def tenant_or_default(tenant: str | None) -> str:
+    """The tenant given, else $CITELEDGER_TENANT, else `default`."""
+    return tenant or os.environ.get("CITELEDGER_TENANT", "default")

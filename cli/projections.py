@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from cli.common import fail, ledger_config, progress_bar
+from cli.options import DataDir
 
 if TYPE_CHECKING:
     from ledger.storage.store import Store
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True)
 
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-]
 ProjectionNames = Annotated[
     list[str] | None,
     typer.Option("--projection", help="Only this read model (repeatable); default all"),

@@ -4,7 +4,6 @@ models as the server) or a server through the Python client; both answer as the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any, Protocol
 
 import typer
 from rich.console import Console
+
+from cli.options import tenant_or_default
 
 err = Console(stderr=True)
 
@@ -137,7 +138,7 @@ def open_source(
             raise typer.Exit(2)
         source = RemoteSource(url, token, public_key)
     else:
-        source = LocalSource(data_dir, tenant or os.environ.get("CITELEDGER_TENANT", "default"))
+        source = LocalSource(data_dir, tenant_or_default(tenant))
     try:
         yield source
     except (LedgerError, UseCaseError, Refused) as exc:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cli.options import DataDir
 from cli.receipt_sources import ReceiptSource
 from cli.receipt_sources import open_source as _source
 
@@ -33,10 +34,6 @@ Token = Annotated[
 ]
 Tenant = Annotated[
     str, typer.Option("--tenant", help="Local mode: the tenant (default $CITELEDGER_TENANT or 'default')")
-]
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="JSON instead of tables")]
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cli.common import ledger_config
+from cli.options import DataDir, ReceiptTenant, tenant_or_default
 
 # Piped or redirected, rich would cut tables to 80 columns: chunk ids and paths are the
 # point of the table, so off a terminal it lays them out at their full width.
@@ -24,14 +23,9 @@ def replay_command(
     at_position: Annotated[
         int | None, typer.Option("--at-position", help="Compare with the ledger at this position, not now")
     ] = None,
-    tenant: Annotated[
-        str, typer.Option("--tenant", help="Tenant of the receipt (default $CITELEDGER_TENANT or 'default')")
-    ] = "",
+    tenant: ReceiptTenant = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object")] = False,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-    ] = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Re-run a receipt under its frozen policy: integrity, data drift, policy drift.
     Appends a signed replay receipt; exit 1 on an integrity mismatch, 2 on a refusal."""
@@ -42,7 +36,7 @@ def replay_command(
     from ledger.writing.application import Ledger
 
     caller = Caller(
-        tenant_id=tenant or os.environ.get("CITELEDGER_TENANT", "default"),
+        tenant_id=tenant_or_default(tenant),
         actor="cli",
         scopes=frozenset({"replay.run"}),
     )

@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cli.common import fail
-from cli.options import DataDir, MinWitnesses, WitnessKeys
+from cli.options import DataDir, MinWitnesses, WitnessKeys, tenant_or_default
 from cli.options import existing_config as _config
 from cli.trust import read_trusted_key, read_witnesses
 
@@ -46,7 +45,7 @@ def report(
     from ledger.usecases.scopes import CONTENT_SCOPE
     from ledger.writing.application import Ledger
 
-    owner = tenant or os.environ.get("CITELEDGER_TENANT", "default")
+    owner = tenant_or_default(tenant)
     scopes = frozenset({"audit.read", *([CONTENT_SCOPE] if questions else [])})
     with Ledger(_config(data_dir)) as ledger:
         ctx = ledger_context(ledger)

@@ -15,14 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.common import EXIT_USAGE, fail, ledger_config
+from cli.options import DataDir
 
 if TYPE_CHECKING:
     from api.config import ApiConfig
 
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-]
 
 # What `serve` always passes uvicorn: each worker builds the app from the environment (the
 # settings checked above), no access log, up to 10 s for requests in flight when stopped.
@@ -45,7 +42,7 @@ def _prepare(data_dir: Path | None, *, create: bool = False) -> ApiConfig:
 
 
 def serve(
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port")] = 8000,
     workers: Annotated[int, typer.Option("--workers", min=1, max=64)] = 1,
@@ -94,7 +91,7 @@ def register(app: typer.Typer) -> None:
 
 
 def retention_run(
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
     now: Annotated[
         str | None, typer.Option("--now", help="Sweep as of this UTC time (RFC 3339); default: now")
     ] = None,

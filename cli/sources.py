@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from cli.common import fail, ledger_config, progress_bar
+from cli.options import DataDir
 
 if TYPE_CHECKING:
     from ledger.retrieval.sources import SourceLimits
@@ -17,10 +18,6 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 sources_app = typer.Typer(no_args_is_help=True, help="Allowlisted markdown folders, and syncing them.")
 
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-]
 CLI_ACTOR = "cli"
 
 

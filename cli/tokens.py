@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.common import EXIT_FAILED, EXIT_USAGE, fail
+from cli.options import DataDir
 from ledger.usecases.scopes import SCOPES
 
 if TYPE_CHECKING:
@@ -21,10 +22,6 @@ if TYPE_CHECKING:
 
 tokens_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Manage API bearer tokens")
 
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data directory (default $CITELEDGER_DATA_DIR or ./citeledger-data)"),
-]
 ActorOption = Annotated[
     str | None,
     typer.Option("--actor", help="Who does it, as recorded in the signed entry (default cli:<login name>)"),
@@ -74,7 +71,7 @@ def tokens_create(
         str | None, typer.Option("--expires-at", help="Expire at this UTC time (RFC 3339)")
     ] = None,
     actor: ActorOption = None,
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Create a token; prints the bearer value once (only its hash is stored) and records a
     signed TokenIssued entry."""
@@ -117,7 +114,7 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object")] = False,
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Every token of the tokens file: id, kind, tenant, scopes, created, expires, revoked,
     last used (to the minute), status. Never a secret nor its hash."""
@@ -146,7 +143,7 @@ def _cell(value: object) -> str:
 def tokens_revoke(
     token_id: Annotated[str, typer.Argument(help="The token's id (`tokens list`)")],
     actor: ActorOption = None,
-    data_dir: DataDirOption = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Revoke a token: every API worker refuses it (401) within about a second, its console
     sessions end; records a signed TokenRevoked entry."""

@@ -12,7 +12,6 @@ Markdown table to docs/benchmarks/projections.md (and prints it).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import random
@@ -31,20 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 import psycopg
+from _bench_events import DOCS_PER_TENANT, TENANTS, cited, document_version, live_receipt
 
 from ledger.config import LedgerConfig
 from ledger.domain.entries import EventDraft
-from ledger.domain.events import (
-    Chunk,
-    DocumentIngested,
-    DocumentRemoved,
-    Locator,
-    PolicySnapshot,
-    RetentionScrubbed,
-    RetrievalRecorded,
-    SelectedEntry,
-    TaskEnvelope,
-)
+from ledger.domain.events import DocumentRemoved, PolicySnapshot, RetentionScrubbed, TaskEnvelope
 from ledger.usecases.context import Caller, draft
 from ledger.writing.application import Ledger
 from ledger.writing.sealing import document_key_ref
@@ -53,8 +43,6 @@ from projections.runner import ProjectionRunner
 from projections.tracking import read_lag
 
 ROOT = Path(__file__).resolve().parents[1]
-TENANTS = [f"t{i}" for i in range(10)]
-DOCS_PER_TENANT = 200
 
 
 class Workload:
@@ -75,54 +63,26 @@ class Workload:
         for _ in range(2):
             doc = self.rng.randrange(DOCS_PER_TENANT)
             entries.append(
-                SelectedEntry(
-                    citation_id=uuid.uuid4().hex,
-                    document_id=f"doc-{doc}",
-                    chunk_id=f"doc-{doc}-c0",
-                    path=f"docs/{doc}.md",
-                    locator=Locator(start_line=1, end_line=9),
-                    score="2.5",
-                    snapshot=self.sealed[tenant],
-                    sensitivity="internal",
-                    expires_at="2030-01-01T00:00:00Z",
+                cited(
+                    uuid.uuid4().hex,
+                    doc,
+                    f"doc-{doc}-c0",
+                    f"docs/{doc}.md",
+                    self.sealed[tenant],
+                    "2030-01-01T00:00:00Z",
                 )
             )
-        payload = RetrievalRecorded(
-            receipt_id=uuid.uuid4().hex,
-            query=self.query[tenant],
-            task=TaskEnvelope(trace_id=f"trace-{self.rng.randrange(1000)}"),
-            engine="citeledger-bm25@1",
-            mode="live",
-            policy_snapshot=self.snapshot,
-            selected_entries=entries,
-            context_hash="c" * 64,
-            status="ok",
+        task = TaskEnvelope(trace_id=f"trace-{self.rng.randrange(1000)}")
+        return live_receipt(
+            tenant, uuid.uuid4().hex, self.query[tenant], task, "citeledger-bm25@1", self.snapshot, entries
         )
-        return draft(Caller(tenant, "svc-rag"), payload)
 
     def ingest(self, tenant: str) -> EventDraft:
         doc = self.rng.randrange(DOCS_PER_TENANT)
         version = self.versions.get((tenant, doc), 0) + 1
         self.versions[(tenant, doc)] = version
-        payload = DocumentIngested(
-            document_id=f"doc-{doc}",
-            version_id=f"doc-{doc}-v{version}",
-            version=version,
-            source="bench",
-            path=f"docs/{doc}.md",
-            content_sha256=hashlib.sha256(f"{tenant}{doc}{version}".encode()).hexdigest(),
-            sensitivity="internal",
-            chunks=[
-                Chunk(
-                    chunk_id=f"doc-{doc}-c{i}",
-                    ordinal=i,
-                    locator=Locator(start_line=1 + 10 * i, end_line=9 + 10 * i),
-                    text=self.sealed[tenant],
-                )
-                for i in range(3)
-            ],
-        )
-        return draft(Caller(tenant, "svc-ingest"), payload)
+        chunk_ids = [f"doc-{doc}-c{i}" for i in range(3)]
+        return document_version(tenant, doc, version, f"docs/{doc}.md", chunk_ids, [self.sealed[tenant]] * 3)
 
     def batch(self, size: int) -> list[EventDraft]:
         drafts = []

@@ -40,20 +40,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _bench_events import DOCS_PER_TENANT, TENANTS, cited, document_version, live_receipt
+
 from bootstrap import ledger_context
 from ledger.config import LedgerConfig
 from ledger.domain.entries import EventDraft
-from ledger.domain.events import (
-    Chunk,
-    DocumentIngested,
-    DocumentRemoved,
-    Locator,
-    PolicyBundlePublished,
-    PolicySnapshot,
-    RetrievalRecorded,
-    SelectedEntry,
-    TaskEnvelope,
-)
+from ledger.domain.events import DocumentRemoved, PolicyBundlePublished, PolicySnapshot, TaskEnvelope
 from ledger.policy.policy_rules import ChunkFacts
 from ledger.retrieval.search_text import query_terms, term_counts
 from ledger.schemas.requests import SearchIn
@@ -66,8 +58,6 @@ from ledger.writing.application import Ledger
 from projections.receipt_index import RECEIPTS_TABLE
 
 ROOT = Path(__file__).resolve().parents[1]
-TENANTS = [f"t{i}" for i in range(10)]
-DOCS_PER_TENANT = 200
 CHUNKS_PER_VERSION = 3
 BUNDLE = (
     "version: bench\nrules:\n  - id: no-drafts\n    action: deny\n    match: {paths: ['drafts/**']}\n"
@@ -124,25 +114,9 @@ class Workload:
         self.versions[(tenant, doc)] = version
         version_id = f"doc-{doc}-v{version}"
         self.live[tenant][doc] = version_id
-        payload = DocumentIngested(
-            document_id=f"doc-{doc}",
-            version_id=version_id,
-            version=version,
-            source="bench",
-            path=self.path(doc),
-            content_sha256=hashlib.sha256(f"{tenant}{doc}{version}".encode()).hexdigest(),
-            sensitivity="internal",
-            chunks=[
-                Chunk(
-                    chunk_id=f"{version_id}-c{i}",
-                    ordinal=i,
-                    locator=Locator(start_line=1 + 10 * i, end_line=9 + 10 * i),
-                    text=self.rng.choice(self.texts[tenant]),
-                )
-                for i in range(CHUNKS_PER_VERSION)
-            ],
-        )
-        return draft(Caller(tenant, "svc-ingest"), payload)
+        chunk_ids = [f"{version_id}-c{i}" for i in range(CHUNKS_PER_VERSION)]
+        texts = [self.rng.choice(self.texts[tenant]) for _ in chunk_ids]
+        return document_version(tenant, doc, version, self.path(doc), chunk_ids, texts)
 
     def remove(self, tenant: str) -> EventDraft | None:
         live = list(self.live[tenant])
@@ -160,32 +134,14 @@ class Workload:
             return None
         entries = []
         for doc, version_id in self.rng.sample(live, min(2, len(live))):
-            entries.append(
-                SelectedEntry(
-                    citation_id=self.hex_id(),
-                    document_id=f"doc-{doc}",
-                    version_id=version_id,
-                    chunk_id=f"{version_id}-c{self.rng.randrange(CHUNKS_PER_VERSION)}",
-                    path=self.path(doc),
-                    locator=Locator(start_line=1, end_line=9),
-                    score="2.5",
-                    snapshot=self.sealed[tenant],
-                    sensitivity="internal",
-                    expires_at="2099-01-01T00:00:00Z",
-                )
-            )
-        payload = RetrievalRecorded(
-            receipt_id=self.hex_id(),
-            query=self.query[tenant],
-            task=TaskEnvelope(auth_scope=["retrieval.write"]),
-            engine="external:bench-rag",
-            mode="live",
-            policy_snapshot=self.snapshot,
-            selected_entries=entries,
-            context_hash="c" * 64,
-            status="ok",
+            citation_id = self.hex_id()  # drawn before the chunk: the same ids as before the shared builders
+            chunk_id = f"{version_id}-c{self.rng.randrange(CHUNKS_PER_VERSION)}"
+            snippet, expires_at = self.sealed[tenant], "2099-01-01T00:00:00Z"
+            entries.append(cited(citation_id, doc, chunk_id, self.path(doc), snippet, expires_at, version_id))
+        task = TaskEnvelope(auth_scope=["retrieval.write"])
+        return live_receipt(
+            tenant, self.hex_id(), self.query[tenant], task, "external:bench-rag", self.snapshot, entries
         )
-        return draft(Caller(tenant, "svc-rag"), payload)
 
     def batch(self, size: int, offset: int) -> list[EventDraft]:
         drafts: list[EventDraft] = []

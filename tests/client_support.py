@@ -1,7 +1,8 @@
 """For the client tests: a real misbehaving HTTP peer on loopback (stdlib http.server in a
 thread) that answers each request from a script — 429 with Retry-After, 408, 5xx, an empty
 answer, a closed connection, an oversized body, a slow answer — and records what it got;
-and the body of a valid retrieval receipt, as the real server answers it."""
+and the body of a valid retrieval receipt, as the real server answers it; recording a document
+on a running server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import httpx
 
 from tests.api_support import Api
 
@@ -135,8 +138,13 @@ def receipt_body(api: Api) -> dict[str, Any]:
 
 
 def retrieval(
-    doc: dict[str, Any], task_id: str = "task-1", query: str = "how long are audit logs kept?"
+    doc: dict[str, Any],
+    task_id: str = "task-1",
+    query: str = "how long are audit logs kept?",
+    snippet: str = "Audit logs are kept for 180 days.",
+    **fields: Any,
 ) -> dict[str, Any]:
+    """A valid external retrieval citing the document's first chunk (`fields` adds or overrides)."""
     chunk = doc["chunks"][0]
     return {
         "query": query,
@@ -147,7 +155,21 @@ def retrieval(
                 "document_id": doc["document_id"],
                 "chunk_id": chunk["chunk_id"],
                 "score": "3.25",
-                "snippet": "Audit logs are kept for 180 days.",
+                "snippet": snippet,
             }
         ],
+        **fields,
     }
+
+
+def post_document(base_url: str, token: str, path: str, text: str, timeout: float = 30) -> dict[str, Any]:
+    """Record a document on the server at `base_url` (a new version or `dedup`) and return its answer."""
+    response = httpx.post(
+        f"{base_url}/v1/documents",
+        json={"path": path, "text": text},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=timeout,
+    )
+    assert response.status_code in (200, 201), response.text
+    body: dict[str, Any] = response.json()
+    return body

@@ -27,6 +27,7 @@ from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
 from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.client_support import post_document
 from tests.conftest import fresh_config
 from tests.server_process import ROOT, run_cli
 
@@ -116,14 +117,7 @@ class OtlpServer:
 def ingest_corpus(base_url: str, token: str) -> list[dict[str, Any]]:
     chunks = []
     for path, text in CORPUS.items():
-        response = httpx.post(
-            f"{base_url}/v1/documents",
-            json={"path": path, "text": text},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30,
-        )
-        assert response.status_code in (200, 201), response.text
-        body = response.json()
+        body = post_document(base_url, token, path, text)
         lines = text.split("\n")
         for number, line in enumerate(lines, start=1):
             if not line or line.startswith("#"):

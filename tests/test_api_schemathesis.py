@@ -25,6 +25,8 @@ from ledger.config import LedgerConfig
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 SEED = 8675309
+MAX_EXAMPLES = 12  # per operation and phase
+MAX_STEPS = 80  # per stateful walk
 POSITIVE_STATUSES = ["2xx", "401", "403", "404", "409", "422", "429"]
 # Schemathesis's own list of rejections, plus 413: a request refused for its size (a multipart
 # body with too many parts) is rejected too.
@@ -55,14 +57,7 @@ def _ndjson(ctx: Any, response: Any) -> Any:
     return response.content.decode()
 
 
-def _config(
-    base_url: str,
-    token: str,
-    max_examples: int,
-    max_steps: int,
-    seed: int = SEED,
-    stateful_only: bool = False,
-) -> SchemathesisConfig:
+def _config(base_url: str, token: str, seed: int = SEED, stateful_only: bool = False) -> SchemathesisConfig:
     return SchemathesisConfig.from_dict(
         {
             "seed": seed,
@@ -70,7 +65,7 @@ def _config(
             "base-url": base_url,
             "headers": {"Authorization": f"Bearer {token}"},
             "request-timeout": 10,
-            "generation": {"mode": "all", "max-examples": max_examples, "database": "none"},
+            "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "database": "none"},
             "checks": {
                 "positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES},
                 "negative_data_rejection": {"expected-statuses": NEGATIVE_STATUSES},
@@ -79,7 +74,7 @@ def _config(
                 "examples": {"enabled": not stateful_only},
                 "coverage": {"enabled": not stateful_only},
                 "fuzzing": {"enabled": not stateful_only},
-                "stateful": {"enabled": True, "max-steps": max_steps},
+                "stateful": {"enabled": True, "max-steps": MAX_STEPS},
             },
         }
     )
@@ -128,7 +123,7 @@ def run(server: tuple[LoopbackServer, str]) -> dict[str, Any]:
     phases: dict[str, str] = {}
     started = time.monotonic()
     url = f"{live.base_url}/schema/openapi.json"
-    first = _config(live.base_url, token, max_examples=12, max_steps=80)
+    first = _config(live.base_url, token)
     _execute(schemathesis.openapi.from_url(url, config=first), failures, phases)
     # A walk follows links at random: which linked route it reaches with a 2xx depends on the
     # bodies it drew (a citation needs a snippet found in its chunk). Walks from further fixed
@@ -136,7 +131,7 @@ def run(server: tuple[LoopbackServer, str]) -> dict[str, Any]:
     for extra in range(1, 4):
         if not _unreached():
             break
-        config = _config(live.base_url, token, 12, 80, seed=SEED + extra, stateful_only=True)
+        config = _config(live.base_url, token, seed=SEED + extra, stateful_only=True)
         _execute(schemathesis.openapi.from_url(url, config=config), failures, {})
     return {"failures": failures, "phases": phases, "seen": _seen, "seconds": time.monotonic() - started}
 

@@ -36,6 +36,7 @@ import pytest
 from ledger.config import LedgerConfig
 from ledger.storage.store import LEDGER_STREAM_ID, Store
 from tests.api_support import DOC
+from tests.client_support import post_document
 from tests.conftest import fresh_config
 from tests.server_process import ServerProcess, run_cli, server_env
 
@@ -229,12 +230,7 @@ def test_retry_after_sigkill_answers_at_once_and_records_once(backend: str, tmp_
         started = time.monotonic()
         try:
             server.start()
-            doc = httpx.post(
-                f"{server.base_url}/v1/documents",
-                json={"path": "handbook/retention.md", "text": DOC},
-                headers=AUTH,
-                timeout=10,
-            ).json()
+            doc = post_document(server.base_url, TOKEN, "handbook/retention.md", DOC)
             assert len(doc.get("chunks", [])) >= 2, doc
             for kill_after in ACKS_BEFORE_KILL:
                 cycles += 1

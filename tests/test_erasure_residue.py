@@ -38,6 +38,7 @@ from ledger.usecases.search import search
 from ledger.writing.application import Ledger
 from projections.queries import ReadModels
 from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, tenant_word_key, word_hash
+from tests.client_support import retrieval
 from tests.conftest import pg_connect
 from tests.factories import UseCases
 from tests.server_process import ServerProcess, free_port, server_env
@@ -163,19 +164,7 @@ def _vault(marker: str) -> str:
 
 
 def _retrieval(doc: dict[str, Any], snippet: str, query: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "query": query,
-        "engine": "external:test",
-        "selected_entries": [
-            {
-                "document_id": doc["document_id"],
-                "chunk_id": doc["chunks"][0]["chunk_id"],
-                "score": "1.0",
-                "snippet": snippet,
-            }
-        ],
-        **fields,
-    }
+    return retrieval(doc, query=query, snippet=snippet, **fields)
 
 
 def _cited_snippets(answer: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from ledger.schemas.reads import ReceiptOut, ReceiptVerificationOut
 from ledger.schemas.requests import DocumentIn, RetrievalIn, SearchIn
 from ledger.storage.store import LEDGER_STREAM_ID
 from tests.api_support import serving
+from tests.client_support import retrieval
 from tests.conftest import RawStore
 from tests.mcp_support import TRANSPORTS, Ledger, answer, comparable, mcp_ledger, refusal  # noqa: F401 - fixture
 from tests.server_process import CLI_MODULE, ROOT
@@ -52,22 +53,6 @@ def _events(ledger: Ledger, event_type: str, **filters: str) -> list[dict[str, A
         if events or time.monotonic() > deadline:
             return events
         time.sleep(0.2)
-
-
-def _retrieval(doc: dict[str, Any], snippet: str = SNIPPET) -> dict[str, Any]:
-    return {
-        "query": "how long are audit logs kept?",
-        "engine": "external:agent",
-        "task": {"task_id": "task-7", "deadline_ms": 1500},
-        "selected_entries": [
-            {
-                "document_id": doc["document_id"],
-                "chunk_id": doc["chunks"][0]["chunk_id"],
-                "score": "2.5",
-                "snippet": snippet,
-            }
-        ],
-    }
 
 
 def _undescribed(schema: dict[str, Any]) -> list[str]:
@@ -159,7 +144,7 @@ def test_each_tool_answers_and_records_what_its_http_twin_records(mcp_ledger: Le
             again = answer(
                 await client.call_tool("ingest_document", {"path": "handbook/retention.md", "text": TEXT})
             )
-            recorded = answer(await client.call_tool("record_retrieval", _retrieval(doc), meta=meta))
+            recorded = answer(await client.call_tool("record_retrieval", retrieval(doc), meta=meta))
             envelope = {"task_id": "task-9", "input": {"query": "audit logs kept days", "top_k": 3}}
             found = answer(await client.call_tool("search", envelope, meta=meta))
             chunk = answer(
@@ -213,7 +198,7 @@ def test_each_tool_answers_and_records_what_its_http_twin_records(mcp_ledger: Le
     assert got["by_uri"]["receipt_id"] == recorded["receipt_id"]
 
     # The HTTP twins, same input, same correlation ids: the same events.
-    twin = ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc), headers=twin_headers)
+    twin = ledger.v1("POST", "/v1/retrievals", json=retrieval(doc), headers=twin_headers)
     assert twin.status_code == 201, twin.text
     twin_search = ledger.v1("POST", "/v1/search", json=got["envelope"], headers=twin_headers)
     assert twin_search.status_code == 200, twin_search.text
@@ -242,17 +227,17 @@ def test_each_tool_refuses_with_the_http_contracts_error(mcp_ledger: Ledger, tra
     restricted = ledger.v1(
         "POST", "/v1/documents", json={"path": "a/secret.md", "text": TEXT, "sensitivity": "restricted"}
     ).json()
-    mine = ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc)).json()
-    secret = ledger.v1("POST", "/v1/retrievals", json=_retrieval(restricted)).json()
+    mine = ledger.v1("POST", "/v1/retrievals", json=retrieval(doc)).json()
+    secret = ledger.v1("POST", "/v1/retrievals", json=retrieval(restricted)).json()
     erased_doc = ledger.v1("POST", "/v1/documents", json={"path": "a/gone.md", "text": TEXT + "\nx\n"}).json()
-    erased = ledger.v1("POST", "/v1/retrievals", json=_retrieval(erased_doc)).json()
+    erased = ledger.v1("POST", "/v1/retrievals", json=retrieval(erased_doc)).json()
     assert (
         ledger.v1("POST", "/v1/erasures", json={"document_id": erased_doc["document_id"]}).status_code == 200
     )
-    theirs = ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc), who="other")
+    theirs = ledger.v1("POST", "/v1/retrievals", json=retrieval(doc), who="other")
     assert theirs.status_code == 422  # another tenant cannot even cite our document
     their_doc = ledger.v1("POST", "/v1/documents", json={"path": "g.md", "text": TEXT}, who="other").json()
-    their_receipt = ledger.v1("POST", "/v1/retrievals", json=_retrieval(their_doc), who="other").json()
+    their_receipt = ledger.v1("POST", "/v1/retrievals", json=retrieval(their_doc), who="other").json()
 
     async def scenario() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -281,11 +266,9 @@ def test_each_tool_refuses_with_the_http_contracts_error(mcp_ledger: Ledger, tra
             out["bad_args"] = refusal(await writer.call_tool("search", {"input": {"query": 5}}))
             out["extra_arg"] = refusal(await writer.call_tool("search", {"input": {"query": "x"}, "evil": 1}))
             out["snippet"] = refusal(
-                await writer.call_tool(
-                    "record_retrieval", _retrieval(doc, snippet="Not in the chunk at all.")
-                )
+                await writer.call_tool("record_retrieval", retrieval(doc, snippet="Not in the chunk at all."))
             )
-            keyed = {**_retrieval(doc), "idempotency_key": "key-1"}
+            keyed = {**retrieval(doc), "idempotency_key": "key-1"}
             out["first"] = answer(await writer.call_tool("record_retrieval", keyed))
             out["repeat"] = answer(await writer.call_tool("record_retrieval", keyed))
             out["reused"] = refusal(
@@ -558,8 +541,8 @@ def test_verify_receipt_names_what_fails_on_a_rewritten_entry(
     mcp_ledger: Ledger, raw_store: RawStore
 ) -> None:
     doc = mcp_ledger.v1("POST", "/v1/documents", json={"path": "a.md", "text": TEXT}).json()
-    kept = mcp_ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc)).json()
-    rewritten = mcp_ledger.v1("POST", "/v1/retrievals", json=_retrieval(doc)).json()
+    kept = mcp_ledger.v1("POST", "/v1/retrievals", json=retrieval(doc)).json()
+    rewritten = mcp_ledger.v1("POST", "/v1/retrievals", json=retrieval(doc)).json()
     rows = raw_store.execute(
         "SELECT state FROM stored_events WHERE originator_id=? AND originator_version=?",
         (raw_store.stream_value(LEDGER_STREAM_ID), rewritten["position"]),

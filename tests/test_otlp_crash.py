@@ -19,6 +19,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ledger.usecases.span_ingest import ITEMS_PER_COMMIT
+from tests.client_support import post_document
 from tests.conftest import fresh_config
 from tests.otlp_support import CORPUS
 from tests.server_process import ServerProcess, server_env
@@ -75,13 +76,9 @@ def test_sigkill_mid_export_then_retry_records_each_span_once(backend: str, tmp_
         server = ServerProcess(config.data_dir, server_env(config, TOKEN), log_path=tmp_path / "serve.log")
         try:
             server.start()
-            text = CORPUS["handbook/retention.md"]
-            doc = httpx.post(
-                f"{server.base_url}/v1/documents",
-                json={"path": "handbook/retention.md", "text": text},
-                headers=AUTH,
-                timeout=30,
-            ).json()
+            doc = post_document(
+                server.base_url, TOKEN, "handbook/retention.md", CORPUS["handbook/retention.md"]
+            )
             body = _export(
                 {**doc["chunks"][0], "document_id": doc["document_id"]}, "Audit logs are kept for 180 days."
             )

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from api.otlp.decoding import OtlpLimits, OtlpRefusal, inflate
 from ledger.retrieval.otlp_spans import (
     MAX_DOCUMENTS_PER_SPAN,
+    RetrievalSpan,
     SpanRefused,
     TraceSpan,
     engine_name,
@@ -28,10 +29,15 @@ def _span(span_id: str, parent: str | None = None, service: str = "svc", **attri
     return TraceSpan(TRACE, span_id, parent, "span", service, attributes)
 
 
+def _only_retrieval(attributes: dict[str, Any]) -> RetrievalSpan:
+    """The one retrieval a lone span with these attributes maps to."""
+    [retrieval] = sort_spans([_span("b7ad6b7169203331", **attributes)]).retrievals
+    return retrieval
+
+
 def test_openinference_documents_in_order_with_scores_as_carried() -> None:
-    span = _span(
-        "b7ad6b7169203331",
-        **{
+    retrieval = _only_retrieval(
+        {
             "openinference.span.kind": "RETRIEVER",
             "input.value": "q",
             "retrieval.documents.1.document.content": "second",
@@ -40,22 +46,19 @@ def test_openinference_documents_in_order_with_scores_as_carried() -> None:
             "retrieval.documents.0.document.metadata": '{"document_id": "d", "chunk_id": "c", "n": 1.50}',
         },
     )
-    [retrieval] = sort_spans([span]).retrievals
     first, second = retrieval.documents
     assert (first.content, first.score, second.content, second.score) == ("first", "0.1", "second", None)
     assert first.metadata == {"document_id": "d", "chunk_id": "c", "n": "1.50"}
 
 
 def test_genai_documents_keep_the_json_number_text() -> None:
-    span = _span(
-        "b7ad6b7169203332",
-        **{
+    retrieval = _only_retrieval(
+        {
             "gen_ai.operation.name": "retrieval",
             "gen_ai.retrieval.query.text": "q",
             "gen_ai.retrieval.documents": '[{"id": "a/b", "score": 0.91234567890123456789}, {"id": "x"}]',
         },
     )
-    [retrieval] = sort_spans([span]).retrievals
     assert [(d.id, d.score) for d in retrieval.documents] == [("a/b", "0.91234567890123456789"), ("x", None)]
 
 

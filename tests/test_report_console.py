@@ -4,18 +4,15 @@ zip, and the zip verifies offline; another tenant's auditor finds neither the re
 
 from __future__ import annotations
 
-import io
-import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 
 from ledger.config import LedgerConfig
-from ledger.evidence.report_check import verify_report
-from ledger.tlog.signing import KeyDirectory
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.client_support import retrieval
+from tests.report_support import verify_report_zip
 from tests.test_console_browser import _browser, _sign_in
 
 
@@ -59,11 +56,4 @@ def test_console_issues_and_serves_a_report(ledger_config: LedgerConfig, tmp_pat
             assert other.get_by_text("None issued yet.").is_visible()
             refused = other.request.get(f"{server.base_url}/console/reports/{report_id}/download")
             assert refused.status == 404
-    with zipfile.ZipFile(io.BytesIO(archive.read_bytes())) as opened:
-        opened.extractall(tmp_path)
-    result = verify_report(
-        tmp_path / f"report-{report_id}",
-        KeyDirectory(ledger_config.keys_dir).root_public_key(),
-        tenant="acme",
-    )
-    assert result.ok, result.problem
+    verify_report_zip(archive.read_bytes(), report_id, ledger_config, tmp_path)

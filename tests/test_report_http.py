@@ -3,18 +3,15 @@ loopback, both stores: the zip verifies offline; scopes, tenants and bad periods
 
 from __future__ import annotations
 
-import io
-import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 
 from ledger.config import LedgerConfig
-from ledger.evidence.report_check import verify_report
-from ledger.tlog.signing import KeyDirectory
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.client_support import retrieval
+from tests.report_support import verify_report_zip
 
 
 def test_report_over_http(ledger_config: LedgerConfig, tmp_path: Path) -> None:
@@ -56,12 +53,5 @@ def test_report_over_http(ledger_config: LedgerConfig, tmp_path: Path) -> None:
             assert refused.status_code == 422, refused.text
             assert refused.json()["error"]["message"].startswith(f"{field}: ")
         assert http.post("/v1/reports", json={"from": "x"}, headers=auth("reader")).status_code == 400
-    with zipfile.ZipFile(io.BytesIO(download.content)) as archive:
-        archive.extractall(tmp_path)
-    result = verify_report(
-        tmp_path / f"report-{report_id}",
-        KeyDirectory(ledger_config.keys_dir).root_public_key(),
-        tenant="acme",
-    )
-    assert result.ok, result.problem
+    result = verify_report_zip(download.content, report_id, ledger_config, tmp_path)
     assert result.figures > 20 and result.entries == answer["entries"]

@@ -11,7 +11,6 @@ from litestar.di import NamedDependency
 from litestar.enums import RequestEncodingType
 from litestar.params import Body, FromPath, QueryParameter
 from litestar.response import Redirect, Template
-from pydantic import ValidationError
 
 from api.console.documents import resolve
 from api.console.session import COOKIE, SESSION_SECONDS
@@ -22,6 +21,7 @@ from api.console.web import (
     ConsoleUser,
     check_form,
     field,
+    form_command,
     page,
     safe_next,
     services_of,
@@ -117,15 +117,6 @@ async def check_held(request: AnyRequest, user: User, data: Form) -> Template:
     return page("proofs.html", user, note=note, verdict=verdict, held=held)
 
 
-def _command(model: type[Any], values: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "form"
-        raise ConsoleRefusal(422, "Not accepted", f"{where}: {first.get('msg', 'invalid')}") from None
-
-
 def _ids(text: str) -> list[str]:
     return [part for part in text.replace(",", " ").split() if part]
 
@@ -166,7 +157,7 @@ async def erase_target(request: AnyRequest, user: User, data: Form) -> Template:
     check_form(request, user, data, "admin")
     document = await resolve(request, user, data)  # by path (and source) or by id
     document_id = document["document_id"] if document else field(data, "document_id") or None
-    command = _command(
+    command = form_command(
         ErasureIn, {"document_id": document_id, "subject_id": field(data, "subject_id") or None}
     )
     return await _confirmed(
@@ -178,7 +169,7 @@ async def erase_target(request: AnyRequest, user: User, data: Form) -> Template:
 async def hold(request: AnyRequest, user: User, data: Form) -> Template:
     check_form(request, user, data, "admin")
     named = await resolve(request, user, {"path": field(data, "path"), "source": field(data, "source")})
-    command = _command(
+    command = form_command(
         LegalHoldIn,
         {
             "document_ids": _ids(field(data, "document_ids")) + ([named["document_id"]] if named else []),

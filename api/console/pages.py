@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from functools import partial
 from typing import Annotated, Any
 
 import orjson
@@ -117,8 +118,8 @@ async def history(
         recorded_from=_moment(filters["since"], "since"),
         recorded_to=_moment(filters["until"], "until", end=True),
     )
-    page_of = (flt, blank(cursor), HISTORY_PAGE, "sealed", filters["order"])
-    body = await services.blocking(history_page, services, user.caller, *page_of)
+    page_of = partial(history_page, cursor=blank(cursor), limit=HISTORY_PAGE, order=filters["order"])
+    body = await services.blocking(page_of, services, user.caller, flt)
     shown_bounds = {
         "since_shown": (flt.recorded_from or "")[:19],
         "until_shown": (flt.recorded_to or "")[:19],
@@ -302,7 +303,7 @@ async def erasures(request: AnyRequest, user: User) -> Template:
     user.require("audit.read")
     services = services_of(request)
     flt = HistoryFilter(types=["RetentionScrubbed", "LegalHoldPlaced", "LegalHoldReleased"])
-    body = await services.blocking(history_page, services, user.caller, flt, None, 200, "sealed")
+    body = await services.blocking(partial(history_page, limit=200), services, user.caller, flt)
     return page("erasures.html", user, events=body["events"], may_admin=user.may("admin"))
 
 

@@ -14,10 +14,10 @@ from api.console.actions import Form, User
 from api.console.web import (
     SECURITY_HEADERS,
     AnyRequest,
-    ConsoleRefusal,
     ConsoleUser,
     check_form,
     field,
+    form_command,
     page,
     services_of,
 )
@@ -30,7 +30,7 @@ from projections.views import HistoryFilter
 async def _page(request: AnyRequest, user: ConsoleUser, **context: Any) -> Template:
     services = services_of(request)
     flt = HistoryFilter(types=["ReportIssued"])
-    body = await services.blocking(history_page, services, user.caller, flt, None, 100, "sealed")
+    body = await services.blocking(history_page, services, user.caller, flt)  # the first 100, sealed
     folder = reports_dir(services) / user.caller.tenant_id
     issued = [
         {**event, "kept": (folder / f"{event['payload']['report_id']}.zip").is_file()}
@@ -47,14 +47,9 @@ async def reports(request: AnyRequest, user: User) -> Template:
 
 @post("/reports", name="console:report-issue", status_code=200)
 async def issue_report_form(request: AnyRequest, user: User, data: Form) -> Template:
-    check_form(request, user, data)
-    user.require("audit.read")
-    try:
-        command = ReportIn(
-            period_from=field(data, "from"), period_to=field(data, "to"), pdf=field(data, "pdf") == "yes"
-        )
-    except ValueError:
-        raise ConsoleRefusal(422, "Not accepted", "from, to: give two dates, YYYY-MM-DD") from None
+    check_form(request, user, data, "audit.read")
+    values = {"from": field(data, "from"), "to": field(data, "to"), "pdf": field(data, "pdf") == "yes"}
+    command = form_command(ReportIn, values)
     services = services_of(request)
     outcome = await services.blocking(issue, services, user.caller, command)
     return await _page(request, user, outcome=outcome)

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlsplit
 from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from litestar.response import Redirect, Template
+from pydantic import ValidationError
 
 from api.auth import Principal
 from api.console.session import COOKIE, CSRF_FIELD, ConsoleSession, ConsoleSessions, principal_of_session
@@ -215,3 +216,13 @@ def error_page(request: AnyRequest, exc: Exception) -> Response[Any]:
     kept = ("x-replay-reason", "retry-after", "allow")
     response.headers.update({k: v for k, v in headers.items() if k.lower() in kept})
     return response
+
+
+def form_command(model: type[Any], values: dict[str, Any]) -> Any:
+    """A form's values as the use case's command, or a 422 page naming the first bad field."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "form"
+        raise ConsoleRefusal(422, "Not accepted", f"{where}: {first.get('msg', 'invalid')}") from None

@@ -5,6 +5,7 @@ operator turns it on (`CITELEDGER_MCP_HISTORY_RESOURCE`) — the tenant's histor
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import orjson
@@ -66,7 +67,7 @@ async def _receipt(services: Services, caller: Caller, ref: ReceiptRef) -> dict[
 async def _history_today(services: Services, caller: Caller, _: Any) -> dict[str, Any]:
     midnight = forwards.today_utc(services.clock())
     flt = HistoryFilter(recorded_from=format_timestamp(midnight))
-    page = await services.blocking(history_page, services, caller, flt, None, HISTORY_LIMIT, "sealed")
+    page = await services.blocking(partial(history_page, limit=HISTORY_LIMIT), services, caller, flt)
     return {"since": format_timestamp(midnight), **page}
 
 

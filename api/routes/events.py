@@ -4,6 +4,7 @@ cursor pagination, and inclusion proofs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Annotated, Any
 
 from litestar import Response, Router, get
@@ -53,9 +54,10 @@ def history_page(
     services: Services,
     caller: Caller,
     flt: HistoryFilter,
-    cursor: str | None,
-    limit: int,
-    content: str,
+    *,
+    cursor: str | None = None,
+    limit: int = 100,
+    content: str = "sealed",
     order: Order = "desc",
 ) -> dict[str, Any]:
     """A page of the tenant's events (newest first unless `order` is `asc`) and how many match."""
@@ -83,20 +85,13 @@ def history_page(
 
 
 @dataclass(frozen=True)
-class HistoryListing:
+class HistoryListing(listing.LogFilters):
     """`GET /v1/events`' query (a dependency: Litestar reads its fields as query parameters)."""
 
     event_type: Annotated[list[EventType] | None, QueryParameter(name="type", required=False)] = None
-    actor: listing.Actor = None
-    trace_id: listing.TraceId = None
-    run_id: listing.RunId = None
     receipt_id: Annotated[
         str | None, QueryParameter(name="receipt_id", pattern=ID_PATTERN, required=False)
     ] = None
-    since: listing.Since = None
-    until: listing.Until = None
-    from_position: listing.FromPosition = None
-    to_position: listing.ToPosition = None
     cursor: listing.Cursor = None
     limit: listing.Limit = 100
     order: listing.OrderQuery = "desc"
@@ -115,8 +110,14 @@ class HistoryListing:
 async def list_events(call: CallDep, history: HistoryListing) -> Response[EventPage]:
     """Newest first unless `order=asc`; `since` is inclusive, `until` exclusive (an RFC 3339
     time, or a day: the whole day); positions are inclusive."""
-    page = (history.filter(), history.cursor, history.limit, history.content, order_of(history.order))
-    return await call.answer(history_page, call.services, call.caller, *page)
+    page = partial(
+        history_page,
+        cursor=history.cursor,
+        limit=history.limit,
+        content=history.content,
+        order=order_of(history.order),
+    )
+    return await call.answer(page, call.services, call.caller, history.filter())
 
 
 def _event(services: Services, tenant: str, position: int) -> RecordedEvent:

@@ -3,7 +3,8 @@
 `GET /v1/events` and `GET /v1/receipts` declare their parameters with these, and the
 console's lists and MCP page through the same functions."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: `LogFilters` is a Litestar dependency subclassed in
+# other modules, and Litestar resolves its field annotations at run time.
 
 import dataclasses
 import re
@@ -136,3 +137,18 @@ Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=500)]
 Actor = Annotated[str | None, _id("actor")]
 TraceId = Annotated[str | None, _id("trace_id")]
 RunId = Annotated[str | None, _id("run_id")]
+
+
+@dataclasses.dataclass(frozen=True)
+class LogFilters:
+    """The query filters the event and receipt listings share (as Litestar dependencies their
+    fields are read as query parameters): who wrote an entry, under which run and trace, when,
+    and where in the log."""
+
+    actor: Actor = None
+    trace_id: TraceId = None
+    run_id: RunId = None
+    since: Since = None
+    until: Until = None
+    from_position: FromPosition = None
+    to_position: ToPosition = None

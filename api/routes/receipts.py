@@ -155,7 +155,7 @@ def receipt_page(
 
 
 @dataclass(frozen=True)
-class ReceiptFilters:
+class ReceiptFilters(listing.LogFilters):
     """`GET /v1/receipts`' filters, shared by its export (a dependency: Litestar reads its fields
     as query parameters)."""
 
@@ -176,16 +176,9 @@ class ReceiptFilters:
     engine: Annotated[
         str | None, QueryParameter(name="engine", max_length=80, pattern=ID_PATTERN, required=False)
     ] = None
-    actor: listing.Actor = None
-    trace_id: listing.TraceId = None
-    run_id: listing.RunId = None
     parent_receipt_id: Annotated[
         str | None, QueryParameter(name="parent_receipt_id", pattern=ID_PATTERN, required=False)
     ] = None
-    since: listing.Since = None
-    until: listing.Until = None
-    from_position: listing.FromPosition = None
-    to_position: listing.ToPosition = None
     task_id: Annotated[str | None, QueryParameter(name="task_id", pattern=ID_PATTERN, required=False)] = None
     document_id: Annotated[
         str | None,

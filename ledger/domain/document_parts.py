@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledger.domain.entry_limit import LIMIT_TEXT, MAX_ENTRY_BYTES, envelope_bytes
-from ledger.domain.events import Chunk, DocumentContinued, DocumentIngested
+from ledger.domain.events import Chunk, DocumentContinued, DocumentIngested, DocumentVersionFields
 from ledger.domain.fields import MAX_CHUNKS_PER_DOCUMENT, MAX_IDENTIFIER_CHARS
 from ledger.domain.payloads import payload_to_json
 from ledger.tlog.canonical import canonical_json
@@ -94,7 +94,7 @@ def split_version(version: DocumentIngested) -> list[DocumentIngested | Document
 
 
 # What a continuation repeats of its head: every field but its own part and chunks.
-_REPEATED_FIELDS = tuple(name for name in DocumentContinued.model_fields if name not in ("part", "chunks"))
+_REPEATED_FIELDS = tuple(DocumentVersionFields.model_fields)
 
 
 def _continuation(

@@ -85,47 +85,42 @@ class Chunk(Schema):
     text: Sealed
 
 
-class DocumentIngested(Schema):
+class DocumentVersionFields(Schema):
+    """What every entry of a document version carries, its head and each continuation alike: what
+    the read models key a chunk by (the version, its source, path, rules and sealed title), so
+    every entry reads on its own."""
+
     document_id: Identifier
     version_id: Identifier
     version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
-    supersedes_version_id: Identifier | None = None
     source: Identifier
     path: SourcePath
     title: Sealed | None = None
     content_sha256: Hex64
     sensitivity: Sensitivity
     retention_days: RetentionDays | None = None
-    subject_id: Identifier | None = None
-    chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
     # Which rule set the sensitivity and the retention of a synced file (absent on documents
     # posted directly, and on those recorded before sources had rules).
     sensitivity_origin: RuleOrigin | None = None
     retention_origin: RuleOrigin | None = None
+
+
+class DocumentIngested(DocumentVersionFields):
+    supersedes_version_id: Identifier | None = None
+    subject_id: Identifier | None = None
+    chunks: Annotated[list[Chunk], Field(max_length=MAX_CHUNKS_PER_DOCUMENT)]
     # How many log entries the version takes: this one and `parts - 1` `DocumentContinued`
     # entries after it in the same commit (absent: the version is this entry alone).
     parts: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)] | None = None
 
 
-class DocumentContinued(Schema):
+class DocumentContinued(DocumentVersionFields):
     """Further chunks of a document version too large for one entry (a C2SP tlog-tiles
     entry is at most 65,535 bytes): `part` 2..`parts` of the version its `DocumentIngested`
-    head starts, in the same commit. It repeats what the read models key a chunk by (the
-    version's source, path, rules and sealed title), so every entry reads on its own."""
+    head starts, in the same commit."""
 
-    document_id: Identifier
-    version_id: Identifier
-    version: Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
     part: Annotated[int, Field(ge=2, le=MAX_CHUNKS_PER_DOCUMENT)]
-    source: Identifier
-    path: SourcePath
-    title: Sealed | None = None
-    content_sha256: Hex64
-    sensitivity: Sensitivity
-    retention_days: RetentionDays | None = None
     chunks: Annotated[list[Chunk], Field(min_length=1, max_length=MAX_CHUNKS_PER_DOCUMENT)]
-    sensitivity_origin: RuleOrigin | None = None
-    retention_origin: RuleOrigin | None = None
 
 
 # The entries that carry a document version's chunks.

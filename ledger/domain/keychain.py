@@ -9,7 +9,8 @@ bundles all apply this one rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ledger.domain.entries import entry_signature_ok
@@ -29,6 +30,14 @@ class KeyChainError(ValueError):
 def possession_message(new_kid: str, public_key_b64: str, previous_kid: str | None) -> bytes:
     """What a new key signs to prove it is held by whoever introduces it."""
     return canonical_json({"new_kid": new_kid, "public_key": public_key_b64, "previous_kid": previous_kid})
+
+
+def kid_in_force(key_positions: Sequence[tuple[int, str]], position: int) -> str | None:
+    """The key that signs the entry at `position`: the last one introduced before it.
+
+    `key_positions` is the chain as (position introduced, kid), ascending; None before position 1."""
+    introduced_before = bisect_left(key_positions, (position,))
+    return key_positions[introduced_before - 1][1] if introduced_before else None
 
 
 def _introduced_key(payload: Mapping[str, Any]) -> tuple[str, bytes] | None:

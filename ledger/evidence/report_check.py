@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from ledger.domain.entries import entry_signature_ok
-from ledger.domain.keychain import KeyChainError, check_key_event
+from ledger.domain.keychain import KeyChainError, check_key_event, kid_in_force
 from ledger.domain.timestamps import parse_timestamp
 from ledger.evidence import report_files as files
 from ledger.evidence.bundle import BundleError, check_inclusion, verify_bundle
@@ -229,11 +229,7 @@ class _Checker:
         return leaves
 
     def _key_in_force(self, position: int) -> bytes | None:
-        kid = None
-        for introduced, key_id in self.key_positions:
-            if introduced >= position:
-                break
-            kid = key_id
+        kid = kid_in_force(self.key_positions, position)
         return self.keys.get(kid) if kid else None
 
     def signed(self, entry: bytes, envelope: dict[str, Any], where: str) -> None:

@@ -120,6 +120,11 @@ def _row(entry: Envelope, **fields: Any) -> dict[str, Any]:
     }
 
 
+def _copied(source: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """The named fields of a payload as they stand, in that order (a table's columns)."""
+    return {name: source[name] for name in names}
+
+
 def _scrub_row(e: Envelope) -> dict[str, Any]:
     p = e["payload"]
     return _row(
@@ -210,13 +215,7 @@ class FigureBuilder:
 
     def _on_AccessDenied(self, e: Envelope, p: Mapping[str, Any]) -> None:
         self.tables["access.denials"].add(
-            _row(
-                e,
-                resource_type=p["resource_type"],
-                resource_id=p["resource_id"],
-                required_scope=p["required_scope"],
-                reason=p["reason"],
-            )
+            _row(e, **_copied(p, "resource_type", "resource_id", "required_scope", "reason"))
         )
 
     def _on_ContentRead(self, e: Envelope, p: Mapping[str, Any]) -> None:
@@ -258,9 +257,7 @@ class FigureBuilder:
             _row(
                 e,
                 original_receipt_id=p["original_receipt_id"],
-                context_hash_changed=summary["context_hash_changed"],
-                entries_added=summary["entries_added"],
-                entries_removed=summary["entries_removed"],
+                **_copied(summary, "context_hash_changed", "entries_added", "entries_removed"),
             )
         )
         if summary["context_hash_changed"]:
@@ -274,14 +271,10 @@ class FigureBuilder:
         )
 
     def _on_SigningKeyRotated(self, e: Envelope, p: Mapping[str, Any]) -> None:
-        self.tables["integrity.key_rotations"].add(
-            _row(e, new_kid=p["new_kid"], previous_kid=p["previous_kid"])
-        )
+        self.tables["integrity.key_rotations"].add(_row(e, **_copied(p, "new_kid", "previous_kid")))
 
     def _on_ReportIssued(self, e: Envelope, p: Mapping[str, Any]) -> None:
-        self.tables["integrity.reports"].add(
-            _row(e, report_id=p["report_id"], manifest_sha256=p["manifest_sha256"])
-        )
+        self.tables["integrity.reports"].add(_row(e, **_copied(p, "report_id", "manifest_sha256")))
 
     def figures(self) -> list[Figure]:
         out = [_figure("coverage.entries", "coverage", "entries in the period", len(self.every), self.every)]

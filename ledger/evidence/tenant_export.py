@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from ledger.domain.entries import SYSTEM_TENANT, entry_signature_ok
-from ledger.domain.keychain import KeyChainError, check_key_event
+from ledger.domain.keychain import KeyChainError, check_key_event, kid_in_force
 from ledger.domain.timestamps import utc_now
 from ledger.evidence.bundle import BundleError, check_inclusion, proof_json
 from ledger.evidence.verify import Finding, FindingsReport
@@ -200,14 +200,6 @@ class _Verifier:
                 )
         self.checkpoint_checked = True
 
-    def _key_in_force(self, position: int) -> str | None:
-        kid = None
-        for introduced, key_id in self.key_positions:
-            if introduced >= position:
-                break
-            kid = key_id
-        return kid
-
     def entry_line(self, entry: bytes, envelope: dict[str, Any], proof: dict[str, Any]) -> None:
         record = self.checkpoint
         assert record is not None
@@ -223,7 +215,7 @@ class _Verifier:
             raise _Bad(position, "entry listed twice or out of order")
         if position > record.tree_size:
             raise _Bad(position, f"entry beyond the checkpoint's {record.tree_size} entries")
-        kid = self._key_in_force(position)
+        kid = kid_in_force(self.key_positions, position)
         signed = kid is not None and envelope.get("kid") == kid and entry_signature_ok(entry, self.keys[kid])
         proven = self._proven(entry, position, proof, "entry")
         if not signed and not proven:

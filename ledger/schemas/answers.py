@@ -18,20 +18,25 @@ _NO_SOURCE = "null: recorded before sources were named"
 CitedSource = Annotated[Id | None, Field(description=f"The source of the cited document ({_NO_SOURCE})")]
 
 
-class Answer(BaseModel):
-    """What every success body carries beside its own fields."""
+class OpenModel(BaseModel):
+    """An answer model (or a part of one) open to fields added later: an added field never breaks
+    a client that parses answers into these."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class Answer(OpenModel):
+    """What every success body carries beside its own fields."""
+
     run_id: str
     trace_id: str
     server_version: str
     policy_version: str = Field(description="The tenant's live policy version, or a fixed marker when none")
 
 
-class Signed(BaseModel):
+class Signed(OpenModel):
     """The signed entry's facts: sent with every recorded write (not with a bare repeat)."""
 
-    model_config = ConfigDict(extra="allow")
     event_id: str | None = None
     kid: str | None = None
     signature: str | None = None
@@ -43,8 +48,7 @@ class Entry(Signed):
     position: int = Field(ge=1)
 
 
-class ChunkOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ChunkOut(OpenModel):
     chunk_id: Id = Field(pattern=IDENTIFIER_PATTERN)
     ordinal: int = Field(ge=0)
     start_line: int = Field(ge=1)
@@ -71,14 +75,12 @@ class DocumentRemovedOut(Answer):
     dedup: bool = False
 
 
-class Locator(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Locator(OpenModel):
     start_line: int = Field(ge=1)
     end_line: int = Field(ge=1)
 
 
-class RecordedCitation(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class RecordedCitation(OpenModel):
     citation_id: Id
     document_id: Id
     chunk_id: Id
@@ -108,7 +110,6 @@ class BatchItemError(BaseModel):
 class BatchItemOut(Signed):
     """One item's own answer: its receipt (201 recorded, 200 `dedup`) or its refusal."""
 
-    model_config = ConfigDict(extra="allow")
     index: int = Field(ge=0)
     http_status: int
     receipt_id: Id | None = None
@@ -143,8 +144,7 @@ class PolicyOut(Answer):
     dedup: bool = False
 
 
-class ErasureTarget(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ErasureTarget(OpenModel):
     kind: Literal["document", "subject"]
     id: Id
     document_ids: list[Id]
@@ -185,8 +185,7 @@ class HoldReleasedOut(Answer):
     position: int | None = None
 
 
-class CitationData(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class CitationData(OpenModel):
     citation_id: Id
     chunk_text: str = Field(description="The chunk's text as the ledger recorded it at ingest")
     receipt_id: Id
@@ -219,11 +218,10 @@ class TextSpan(BaseModel):
     end: int = Field(ge=0)
 
 
-class SearchCitation(BaseModel):
+class SearchCitation(OpenModel):
     """One cited file: its best chunk (where it is, the snippet cut from it, why it ranked)
     and all its snippets merged (`parts`)."""
 
-    model_config = ConfigDict(extra="allow")
     citation_id: Id
     document_id: Id
     chunk_id: Id
@@ -246,18 +244,16 @@ class SearchCitation(BaseModel):
     )
 
 
-class SearchOutput(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class SearchOutput(OpenModel):
     query: str
     target_roots: list[str]
     citations: list[SearchCitation]
     gaps: list[str]
 
 
-class WithheldOut(BaseModel):
+class WithheldOut(OpenModel):
     """A part of a repeated answer whose text was erased since it was first given."""
 
-    model_config = ConfigDict(extra="allow")
     field: str = Field(description="Where it was, e.g. `output.citations[0].snippet`")
     reason: Literal["text_erased", "text_unreadable"]
 
@@ -280,10 +276,9 @@ class SearchOut(Answer, Signed):
     withheld: list[WithheldOut] = []
 
 
-class SourceFileOut(BaseModel):
+class SourceFileOut(OpenModel):
     """One markdown file of a sync: what became of it (never its text)."""
 
-    model_config = ConfigDict(extra="allow")
     path: str
     status: Literal["ingested", "unchanged", "removed", "skipped"]
     reason: str | None = Field(default=None, description="Why a file was skipped (e.g. `not_utf8`)")
@@ -294,8 +289,7 @@ class SourceFileOut(BaseModel):
     position: int | None = Field(default=None, ge=1)
 
 
-class SourceTotalsOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class SourceTotalsOut(OpenModel):
     ingested: int = Field(ge=0)
     unchanged: int = Field(ge=0)
     removed: int = Field(ge=0)
@@ -313,8 +307,7 @@ class SourceSyncOut(Answer):
     truncated: str | None
 
 
-class SourceNameOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class SourceNameOut(OpenModel):
     name: str
 
 

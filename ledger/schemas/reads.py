@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from ledger.schemas.answers import Answer, CitedSource, Id, Locator
+from ledger.schemas.answers import Answer, CitedSource, Id, Locator, OpenModel
 
 
-class ReceiptCitation(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ReceiptCitation(OpenModel):
     citation_id: Id
     document_id: Id
     version_id: Id | None
@@ -119,8 +118,7 @@ class ReceiptVerificationOut(Answer):
     witnesses: WitnessesOut | None = None
 
 
-class ReceiptSummary(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class ReceiptSummary(OpenModel):
     receipt_id: Id
     position: int = Field(ge=1)
     recorded_at: str
@@ -171,8 +169,7 @@ class EventOut(Answer):
     )
 
 
-class Checkpoint(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Checkpoint(OpenModel):
     seq: int = Field(ge=1)
     tree_size: int = Field(ge=1)
     root: str
@@ -181,8 +178,7 @@ class Checkpoint(BaseModel):
     note: str
 
 
-class InclusionProof(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class InclusionProof(OpenModel):
     leaf_index: int = Field(ge=0)
     tree_size: int = Field(ge=1)
     hashes: list[str]
@@ -212,8 +208,7 @@ class ConsistencyOut(Answer):
     to_checkpoint: Checkpoint | None
 
 
-class PublicKey(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class PublicKey(OpenModel):
     kid: str
     public_key: str
     algorithm: Literal["Ed25519"]
