@@ -41,7 +41,7 @@ from ledger.deadline import Deadline
 from ledger.domain.fields import IDENTIFIER_CHARS, IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.domain.payloads import EventRejected
 from ledger.domain.timestamps import utc_now
-from ledger.schemas.requests import RULE_ERRORS
+from ledger.schemas.field_rules import RULE_ERRORS
 
 access_log = logging.getLogger("citeledger.api.access")
 error_log = logging.getLogger("citeledger.api.error")

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.api_error import CODES, RETRYABLE_STATUSES
 from ledger.schemas.examples import REQUEST_EXAMPLES
-from ledger.schemas.requests import MAX_DOCUMENT_CHARS
+from ledger.schemas.field_rules import MAX_DOCUMENT_CHARS
 
 BEARER: list[dict[str, list[str]]] = [{"BearerToken": []}]
 SCHEMA_PATH = "/schema"

@@ -17,8 +17,9 @@ from api.contract import rule_refusal
 from api.routes.common import CallDep, IdempotencyKeyHeader, operation
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.schemas.answers import DocumentOut, DocumentRemovedOut
+from ledger.schemas.field_rules import MAX_DOCUMENT_CHARS
 from ledger.schemas.reads import DocumentsAtPathOut
-from ledger.schemas.requests import MAX_DOCUMENT_CHARS, DocumentIn, DocumentPathIn
+from ledger.schemas.requests import DocumentIn, DocumentPathIn
 from ledger.usecases.context import Result
 from ledger.usecases.document_lookup import documents_by_path
 from ledger.usecases.documents import ingest_document, remove_document

@@ -37,7 +37,8 @@ from ledger.retrieval.sources import (
     read_markdown,
     scan,
 )
-from ledger.schemas.requests import UNSAFE_PATH, SourceFileIn
+from ledger.schemas.field_rules import UNSAFE_PATH
+from ledger.schemas.requests import SourceFileIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import BatchOutcome, default_document_id, ingest_batch

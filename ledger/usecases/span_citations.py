@@ -30,7 +30,8 @@ from ledger.domain.fields import IDENTIFIER_PATTERN
 from ledger.domain.path_names import normalise
 from ledger.retrieval.chunking import chunk_markdown, stable_chunk_ids
 from ledger.retrieval.otlp_spans import RetrievalSpan, SpanDocument
-from ledger.schemas.requests import MAX_SNIPPET_CHARS, DocumentIn
+from ledger.schemas.field_rules import MAX_SNIPPET_CHARS
+from ledger.schemas.requests import DocumentIn
 from ledger.storage.claims import DocumentClaims
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.documents import default_document_id, ingest_document
