@@ -24,6 +24,8 @@ misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hi
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -61,6 +63,17 @@ TOP_K = 10
 BATCH = 50
 
 
+def pip_command() -> list[str]:
+    """This interpreter's pip, else the first `python3` on the PATH with one (a uv-made
+    virtual environment has no pip; only `pip download` is asked of it)."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    python3 = shutil.which("python3")
+    if python3 is None:
+        raise SystemExit("no pip: install pip or put a python3 with pip on the PATH")
+    return [python3, "-m", "pip"]
+
+
 def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
     """Every markdown file of the package's sdist (path inside the sdist -> text)."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -68,9 +81,7 @@ def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
     if not archives:
         subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pip",
+                *pip_command(),
                 "download",
                 "-q",
                 "--no-binary",
