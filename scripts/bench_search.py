@@ -376,7 +376,7 @@ def report(
         "Hostile and largest policies (`policy_rows`): every kind of hostile bundle sent and "
         "refused (billion laughs, 100k-deep nesting, 200k-char scalar, 100k nodes, 5,000 rules, "
         "an 80-segment globstar pattern), then the same queries; then the largest policy the "
-        "limits allow published (500 rules, 2,000 path patterns with globstars and stars, compiled "
+        "limits allow published (500 rules, 2,000 path patterns, 4,000 wildcards, compiled "
         "once) and the same queries under it (each distinct path judged once per policy).",
         "",
         "| files | slowest refusal (ms) | search p95 after hostile (ms) | search p95 before (ms) "
