@@ -5,25 +5,31 @@ bm25s, in one run.
 Each set is `scripts/eval_sets/<package>.yaml` (questions written before any ranker ran on
 the corpus; `role: tuning` or `held_out`). The corpus is every `*.md` of the package's sdist,
 fetched with `pip download --no-binary :all: --no-deps <package>==<version>` (the package
-registry, nothing else) into `--cache`. The golden set (tests/golden over tests/corpus) is a
-tuning row too.
+registry, nothing else) into `--cache`: nothing of the corpora is committed, the sets pin the
+versions. Held out: starlette, attrs, black, structlog; tuning: click, click-word-forms. The
+golden set (tests/golden over tests/corpus) is a tuning row too.
 
 For every set and engine: recall@5 and MRR@10 over the answerable questions (distinct cited
 paths, `top_k` 10), no_hit precision (of the `no_hit` answers, the share that are questions the
 corpus does not answer) and no_hit recall (of those, the share answered `no_hit`), and the
 misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hit`.
 
-    python scripts/eval_search.py [--sets click,starlette,attrs] [--engines @2,@3] [--golden]
+    python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,black,structlog]
+        [--engines @2,@3] [--golden]
         [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|...]
 
 `--variant` measures one of `@3`'s choices against its alternative (run on tuning sets only):
 `no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
-`coverage-C` the share of the question one document must cover.
+`coverage-C` the share of the question one document must cover, `oov-max` weighs an unknown
+word as the question's most specific known word (`@2`'s weight) instead of the average one;
+several join with `+` (`oov-max+file-1.5`, the candidate docs/benchmarks/search.md reports).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -61,6 +67,17 @@ TOP_K = 10
 BATCH = 50
 
 
+def pip_command() -> list[str]:
+    """This interpreter's pip, else the first `python3` on the PATH with one (a uv-made
+    virtual environment has no pip; only `pip download` is asked of it)."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    python3 = shutil.which("python3")
+    if python3 is None:
+        raise SystemExit("no pip: install pip or put a python3 with pip on the PATH")
+    return [python3, "-m", "pip"]
+
+
 def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
     """Every markdown file of the package's sdist (path inside the sdist -> text)."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -68,9 +85,7 @@ def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
     if not archives:
         subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pip",
+                *pip_command(),
                 "download",
                 "-q",
                 "--no-binary",
@@ -139,22 +154,38 @@ def evaluate(
 
 
 def apply_variant(variant: str) -> None:
-    """Swap one of `@3`'s choices in this process (measurement only)."""
+    """Swap some of `@3`'s choices in this process (measurement only)."""
     from ledger.usecases import ranking, ranking_v3
 
-    if variant == "no-forms":
-        vars(ranking)["query_forms"] = lambda query, term: (term.text,)
-    elif variant.startswith("file-"):
-        vars(ranking)["FILE_WEIGHT_V3"] = float(variant.removeprefix("file-"))
-    elif variant.startswith("coverage-"):
-        ranking_v3.DOC_COVERAGE = float(variant.removeprefix("coverage-"))
-    elif variant:
-        raise SystemExit(f"unknown variant {variant}")
+    for part in [p for p in variant.split("+") if p]:
+        if part == "no-forms":
+            vars(ranking)["query_forms"] = lambda query, term: (term.text,)
+        elif part.startswith("file-"):
+            vars(ranking)["FILE_WEIGHT_V3"] = float(part.removeprefix("file-"))
+        elif part.startswith("coverage-"):
+            ranking_v3.DOC_COVERAGE = float(part.removeprefix("coverage-"))
+        elif part == "oov-max":
+            vars(ranking)["needed_document_coverage"] = _needed_oov_max
+        else:
+            raise SystemExit(f"unknown variant {part}")
+
+
+def _needed_oov_max(known: list[float], missing: list[str]) -> float:
+    """`ranking_v3.needed_document_coverage` with an unknown content word weighing as the
+    largest known idf, not the mean."""
+    from ledger.usecases import ranking_v3
+    from ledger.usecases.ranking_steps import QUESTION_FORM_STEMS
+
+    if not known:
+        return float("inf")
+    content = [term for term in missing if term not in QUESTION_FORM_STEMS]
+    total = sum(known) + len(content) * max(known)
+    return ranking_v3.DOC_COVERAGE * total + (1e-9 if content else 0.0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sets", default="click,starlette,attrs")
+    parser.add_argument("--sets", default="click,click-word-forms,starlette,attrs,black,structlog")
     parser.add_argument("--engines", default="@2,@3")
     parser.add_argument("--golden", action="store_true", help="add the golden set (tuning)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "citeledger-eval")

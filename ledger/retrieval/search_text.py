@@ -20,7 +20,7 @@ import hashlib
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
 import Stemmer
@@ -116,6 +116,33 @@ def terms(text: str) -> list[Term]:
             if stem != word:
                 term = Term(stem, term.start, term.end)
         out.append(term)
+    return out
+
+
+def matching_terms(text: str, wanted: Collection[str]) -> list[Term]:
+    """`[t for t in terms(text) if t.text in wanted]`, term for term, without building the
+    terms that cannot match: a cited chunk is scanned for the query's terms to cut its
+    snippet, and most of its words are not among them. (ASCII words skip NFKC, which
+    leaves ASCII as it is.)"""
+    out: list[Term] = []
+    for match in _TOKEN.finditer(text):
+        run, word = match.group(1), match.group(2)
+        if run is not None:
+            start = match.start(1)
+            for offset in range(len(run) - 1):
+                bigram = run[offset : offset + 2]
+                if bigram in wanted:
+                    out.append(Term(bigram, start + offset, start + offset + 2, cover=False))
+            for offset, char in enumerate(run):
+                if char in wanted:
+                    out.append(Term(char, start + offset, start + offset + 1, score=len(run) == 1))
+            continue
+        folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
+        if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS or folded in STOPWORDS:
+            continue
+        stem = stem_word(folded)
+        if stem in wanted:
+            out.append(Term(stem, match.start(2), match.end(2)))
     return out
 
 

@@ -299,7 +299,6 @@ def _rank(
         rows_array, base = rows_array[keep], base[keep]
         position_bonus, file_score = position_bonus[keep], file_score[keep]
         candidates = rows_array.tolist()
-    slot_of = {row: i for i, row in enumerate(candidates)}
     top_k = min(request.top_k, policy.max_top_k)
     ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
     if late():
@@ -370,7 +369,7 @@ def _rank(
             snippet_out, span_out = "", None
         else:
             snippet_out, span_out = snippet, span
-        idx = slot_of[row]
+        idx = int(np.searchsorted(rows_array, row))  # rows ascend (np.nonzero order), each once
         components = [
             ("bm25", _fixed(float(bm25[row]))),
             ("title_boost", _fixed(float(title[row]))),

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ledger.policy.policy_rules import ChunkFacts, PolicyRules, Verdict
-from ledger.retrieval.search_text import Term, stem_word, terms
+from ledger.retrieval.search_text import matching_terms, stem_word
 from ledger.usecases.ports import CorpusView, IndexedChunk
 
 K1, B = 1.2, 0.75
@@ -71,7 +71,7 @@ def _in_roots(
 def _snippet(text: str, wanted: set[str]) -> tuple[str, tuple[int, int]]:
     """The densest window (at most SNIPPET_CHARS) around the query's terms, cut from the
     chunk text itself so it occurs there verbatim."""
-    found: list[Term] = [t for t in terms(text) if t.text in wanted]
+    found = matching_terms(text, wanted)
     if not found:
         end = min(len(text), SNIPPET_CHARS)
         return text[:end], (0, end)

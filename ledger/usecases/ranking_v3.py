@@ -69,8 +69,10 @@ def add_document_coverage(
     coverage: Array, view: CorpusView, rows: Array, field_rows: Array, idf: float
 ) -> None:
     """Count `idf` once for every document with a chunk that holds the term (text or fields)."""
-    documents = np.unique(view.document_numbers[np.concatenate([rows, field_rows])])
-    coverage[documents] += idf
+    holds = np.zeros(len(coverage), dtype=bool)  # a mask, not `np.unique`: no sort per term
+    holds[view.document_numbers[rows]] = True
+    holds[view.document_numbers[field_rows]] = True
+    coverage[holds] += idf
 
 
 def needed_document_coverage(known: Sequence[float], missing: Sequence[str]) -> float:

@@ -191,21 +191,22 @@ def _record(
     )
     # The snippet's salted commitment, not a bare hash: once its key is shredded a log line
     # can no longer confirm a guess of the text.
-    log.info(
-        "search tenant=%s status=%s position=%d hits=%s",
-        tenant,
-        run.status,
-        run.position,
-        [
-            {
-                "path": h.path,
-                "lines": [h.start_line, h.end_line],
-                "snippet_commitment": entry.snapshot.commitment[:16],
-                "snippet_chars": len(h.snippet),
-            }
-            for h, entry in zip(run.hits, entries, strict=True)
-        ],
-    )
+    if log.isEnabledFor(logging.INFO):  # the hit list is built only when it is logged
+        log.info(
+            "search tenant=%s status=%s position=%d hits=%s",
+            tenant,
+            run.status,
+            run.position,
+            [
+                {
+                    "path": h.path,
+                    "lines": [h.start_line, h.end_line],
+                    "snippet_commitment": entry.snapshot.commitment[:16],
+                    "snippet_chars": len(h.snippet),
+                }
+                for h, entry in zip(run.hits, entries, strict=True)
+            ],
+        )
 
     # Sealed before the commit (a shredded key fails this search alone, not the group commit):
     # what the stored answer keeps of the query, snippets, headings and terms.
