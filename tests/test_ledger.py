@@ -20,6 +20,7 @@ from ledger.domain.payloads import EventRejected
 from ledger.evidence.bundle import BundleError, build_bundle, verify_bundle
 from ledger.evidence.export_file import verify_export
 from ledger.storage.audit import verify_store, write_export
+from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import verify_consistency, verify_inclusion
 from ledger.tlog.signing import verify_signature
 from ledger.usecases.context import Caller, draft
@@ -39,6 +40,20 @@ def test_appends_are_signed_chained_and_contiguous(ledger: Ledger) -> None:
         assert entry_signature_ok(event.envelope, ledger.public_keys[event.kid])
     assert read_back[3].entry == recorded[2].entry
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def test_written_entries_read_as_their_stored_bytes(ledger: Ledger) -> None:
+    """The envelope a fresh entry carries is the signer's (never parsed back): it must equal
+    the stored bytes read afresh, member for member, and encode to exactly those bytes."""
+    snapshot = PolicySnapshot(bundle_hash=None, bundle_yaml=None, captured_at="2026-01-01T00:00:00Z")
+    drafts = [document_draft(ledger), retrieval_draft(ledger), retrieval_draft(ledger, snapshot=snapshot)]
+    recorded = ledger.append_batch(drafts, tenant_id=TENANT)
+    for event, stored in zip(recorded, list(ledger.read())[-3:], strict=True):
+        assert "envelope" in event.__dict__  # from the signer
+        assert event.envelope == orjson.loads(event.entry) == stored.envelope
+        assert event.payload == stored.payload
+        assert canonical_json(event.envelope) == event.entry == stored.entry
+        assert (event.kid, event.signature, event.event_id) == (stored.kid, stored.signature, stored.event_id)
 
 
 def _reference_signature_ok(envelope: dict[str, Any], public_raw: bytes) -> bool:

@@ -26,7 +26,7 @@ from ledger.domain.entries import (
     EventDraft,
     PreparedDraft,
     RecordedEvent,
-    sign_entry,
+    sign_event,
     utc_now,
 )
 from ledger.domain.payloads import EventRejected
@@ -381,10 +381,9 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
             batch: list[RecordedEvent] = []
             for item in writes[index].prepared:
                 position += 1
-                entry = sign_entry(
+                event = sign_event(
                     item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
                 )
-                event = RecordedEvent(position=position, entry=entry)
                 prev_hash = event.leaf_hash.hex()
                 batch.append(event)
                 stored.append(
@@ -392,7 +391,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                         originator_id=LEDGER_STREAM_ID,
                         originator_version=position,
                         topic=EVENT_TOPIC_PREFIX + item.draft.type,
-                        state=entry,
+                        state=event.entry,
                     )
                 )
             events[index] = batch
