@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import hmac
 import itertools
+import os
 import stat
 import time
 from collections.abc import Callable
@@ -25,7 +27,8 @@ from ledger.tlog.merkle import verify_consistency, verify_inclusion
 from ledger.tlog.signing import verify_signature
 from ledger.usecases.context import Caller, draft
 from ledger.writing.application import Ledger
-from ledger.writing.sealing import KeyDestroyed, SealBroken
+from ledger.writing.idempotency import IdempotencyKey, Protected, StoredAnswer, records, reveal
+from ledger.writing.sealing import KeyDestroyed, SealBroken, _SaltMac
 from tests.factories import TENANT, document_draft, retrieval_draft
 
 
@@ -429,3 +432,48 @@ def test_line_deleted_from_an_export_is_named(ledger: Ledger, tmp_path: Any) -> 
     out.write_bytes(b"\n".join(lines) + b"\n")
     report = verify_export(out, ledger.root_public_key)
     assert report.first_bad is not None and report.first_bad.position == 4
+
+
+def test_commitments_and_macs_are_hmac_sha256_of_the_salt() -> None:
+    """The sealer's MAC with its key states hashed once is RFC 2104's HMAC-SHA256, for every
+    salt length (a data key's 32 bytes, and across the 64-byte block)."""
+    for length in (0, 1, 31, 32, 63, 64, 65, 200):
+        for _ in range(20):
+            salt, data = os.urandom(length), os.urandom(length * 3 + 1)
+            assert _SaltMac(salt).hexdigest(data) == hmac.digest(salt, data, "sha256").hex()
+
+
+def test_revealed_and_stored_answers_keep_every_value_and_seal_protected_parts(ledger: Ledger) -> None:
+    """An answer's plain and stored forms, walked past its scalar leaves: every value kept
+    (tuples as lists), each protected part in plain in one and sealed in the other."""
+    sealed = ledger.sealer.seal("the question", tenant_id=TENANT)
+    secret = Protected("the question", sealed, withheld=None)
+    answer = {
+        "n": 1,
+        "f": 2.5,
+        "ok": True,
+        "none": None,
+        "s": "x",
+        "ids": ("a", "b"),
+        "nested": [{"q": secret, "depth": [1, [secret]]}],
+        "q": secret,
+    }
+    plain = reveal(answer)
+    assert plain == {
+        "n": 1,
+        "f": 2.5,
+        "ok": True,
+        "none": None,
+        "s": "x",
+        "ids": ["a", "b"],
+        "nested": [{"q": "the question", "depth": [1, ["the question"]]}],
+        "q": "the question",
+    }
+    assert isinstance(plain["ids"], list)
+    [record] = records([(IdempotencyKey(TENANT, "k", "f"), (201, answer), 7)])
+    stored = orjson.loads(record.response)
+    assert b"the question" not in record.response
+    assert stored["nested"][0]["depth"][1][0]["$sealed"] == sealed.model_dump(mode="json")
+    assert stored["ids"] == ["a", "b"] and stored["f"] == 2.5
+    status, replayed = StoredAnswer("f", 201, stored).replay(IdempotencyKey(TENANT, "k", "f"), ledger.sealer)
+    assert (status, replayed) == (201, {**plain, "dedup": True})
