@@ -34,7 +34,7 @@ from ledger.retrieval.question_words import question_words
 from ledger.retrieval.search_text import forget_words
 from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
-from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
+from ledger.writing.sealing import KeyDestroyed, KeyedMac, SealBroken, Sealer, shared_data_keys
 from projections.base import Projection, TableSpec, declare_table, payload_field
 from projections.rows import insert_rows
 
@@ -63,11 +63,15 @@ def tenant_word_key(master_key: bytes, tenant_id: str) -> bytes:
     return hmac.digest(master_key, f"citeledger/question-words/v1|{tenant_id}".encode(), hashlib.sha256)
 
 
-def word_hash(tenant_key: bytes, word: str) -> int:
+def word_hash(tenant_key: bytes | KeyedMac, word: str) -> int:
     """HMAC-SHA256 of a word under the tenant's key, as a signed 64-bit integer."""
-    return int.from_bytes(
-        hmac.digest(tenant_key, word.encode("utf-8"), hashlib.sha256)[:8], "big", signed=True
+    data = word.encode("utf-8")
+    mac = (
+        tenant_key.digest(data)
+        if isinstance(tenant_key, KeyedMac)
+        else hmac.digest(tenant_key, data, "sha256")
     )
+    return int.from_bytes(mac[:8], "big", signed=True)
 
 
 class QuestionKeys:
@@ -80,7 +84,7 @@ class QuestionKeys:
         master = KeyDirectory(store.config.keys_dir).master_key()
         self.sealer = Sealer(shared_data_keys(store, master))
         self._master = master
-        self._tenant_keys: dict[str, bytes] = {}
+        self._tenant_keys: dict[str, KeyedMac] = {}
         # Per tenant, word -> hash: a lookup builds no (tenant, word) tuple.
         self._hashes: dict[str, dict[str, int]] = {}
         self._cached = 0
@@ -101,7 +105,7 @@ class QuestionKeys:
                 pass  # a word not hashed yet
         key = self._tenant_keys.get(tenant_id)
         if key is None:
-            key = self._tenant_keys[tenant_id] = tenant_word_key(self._master, tenant_id)
+            key = self._tenant_keys[tenant_id] = KeyedMac(tenant_word_key(self._master, tenant_id))
         hashes = []
         with self._lock:
             if self._cached >= self.CACHE_MAX:

@@ -28,7 +28,7 @@ from ledger.tlog.signing import verify_signature
 from ledger.usecases.context import Caller, draft
 from ledger.writing.application import Ledger
 from ledger.writing.idempotency import IdempotencyKey, Protected, StoredAnswer, records, reveal
-from ledger.writing.sealing import KeyDestroyed, SealBroken, _SaltMac
+from ledger.writing.sealing import KeyDestroyed, KeyedMac, SealBroken
 from tests.factories import TENANT, document_draft, retrieval_draft
 
 
@@ -440,7 +440,8 @@ def test_commitments_and_macs_are_hmac_sha256_of_the_salt() -> None:
     for length in (0, 1, 31, 32, 63, 64, 65, 200):
         for _ in range(20):
             salt, data = os.urandom(length), os.urandom(length * 3 + 1)
-            assert _SaltMac(salt).hexdigest(data) == hmac.digest(salt, data, "sha256").hex()
+            assert KeyedMac(salt).hexdigest(data) == hmac.digest(salt, data, "sha256").hex()
+            assert KeyedMac(salt).digest(data) == hmac.digest(salt, data, "sha256")
 
 
 def test_revealed_and_stored_answers_keep_every_value_and_seal_protected_parts(ledger: Ledger) -> None:

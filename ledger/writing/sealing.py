@@ -84,24 +84,27 @@ def _aad(tenant_id: str, refs: tuple[str, ...]) -> bytes:
     return f"citeledger/sealed/v1|{tenant_id}|{'|'.join(refs)}".encode()
 
 
-class _SaltMac:
-    """HMAC-SHA256 under one salt with its padded key states hashed once (RFC 2104): each
+class KeyedMac:
+    """HMAC-SHA256 under one key with its padded key states hashed once (RFC 2104): each
     MAC copies two SHA-256 states instead of setting up a fresh HMAC (half the time)."""
 
     __slots__ = ("_inner", "_outer")
 
-    def __init__(self, salt: bytes) -> None:
-        block = (hashlib.sha256(salt).digest() if len(salt) > 64 else salt).ljust(64, b"\0")
+    def __init__(self, key: bytes) -> None:
+        block = (hashlib.sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
         self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
         self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
 
-    def hexdigest(self, data: bytes) -> str:
-        """`hmac.digest(salt, data, "sha256").hex()`."""
+    def digest(self, data: bytes) -> bytes:
+        """`hmac.digest(key, data, "sha256")`."""
         inner = self._inner.copy()
         inner.update(data)
         outer = self._outer.copy()
         outer.update(inner.digest())
-        return outer.hexdigest()
+        return outer.digest()
+
+    def hexdigest(self, data: bytes) -> str:
+        return self.digest(data).hex()
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,8 @@ class _DataKey:
     secret: bytes = b""
 
     @cached_property
-    def mac(self) -> _SaltMac:
-        return _SaltMac(self.salt)
+    def mac(self) -> KeyedMac:
+        return KeyedMac(self.salt)
 
 
 def _combine(tenant_id: str, refs: tuple[str, ...], keys: list[_DataKey]) -> _DataKey:
