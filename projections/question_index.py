@@ -34,7 +34,7 @@ from ledger.retrieval.question_words import question_words
 from ledger.retrieval.search_text import forget_words
 from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
-from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
+from ledger.writing.sealing import KeyDestroyed, KeyedMac, SealBroken, Sealer, shared_data_keys
 from projections.base import Projection, TableSpec, declare_table, payload_field
 from projections.rows import insert_rows
 
@@ -63,11 +63,15 @@ def tenant_word_key(master_key: bytes, tenant_id: str) -> bytes:
     return hmac.digest(master_key, f"citeledger/question-words/v1|{tenant_id}".encode(), hashlib.sha256)
 
 
-def word_hash(tenant_key: bytes, word: str) -> int:
+def word_hash(tenant_key: bytes | KeyedMac, word: str) -> int:
     """HMAC-SHA256 of a word under the tenant's key, as a signed 64-bit integer."""
-    return int.from_bytes(
-        hmac.digest(tenant_key, word.encode("utf-8"), hashlib.sha256)[:8], "big", signed=True
+    data = word.encode("utf-8")
+    mac = (
+        tenant_key.digest(data)
+        if isinstance(tenant_key, KeyedMac)
+        else hmac.digest(tenant_key, data, "sha256")
     )
+    return int.from_bytes(mac[:8], "big", signed=True)
 
 
 class QuestionKeys:
@@ -80,29 +84,47 @@ class QuestionKeys:
         master = KeyDirectory(store.config.keys_dir).master_key()
         self.sealer = Sealer(shared_data_keys(store, master))
         self._master = master
-        self._tenant_keys: dict[str, bytes] = {}
-        self._hashes: dict[tuple[str, str], int] = {}
+        self._tenant_keys: dict[str, KeyedMac] = {}
+        # Per tenant, word -> hash: a lookup builds no (tenant, word) tuple.
+        self._hashes: dict[str, dict[str, int]] = {}
+        self._cached = 0
         self._lock = threading.Lock()
 
     def word_hash(self, tenant_id: str, word: str) -> int:
         """A signed 64-bit keyed hash of `word` (BIGINT on both stores)."""
-        cached = self._hashes.get((tenant_id, word))
-        if cached is not None:
-            return cached
+        return self.word_hashes(tenant_id, [word])[0]
+
+    def word_hashes(self, tenant_id: str, words: Sequence[str]) -> list[int]:
+        """`word_hash` of each of `words`, in order; each word is hashed once per process
+        (until the cache is full or an erasure drops it)."""
+        table = self._hashes.get(tenant_id)
+        if table is not None:
+            try:
+                return [table[word] for word in words]
+            except KeyError:
+                pass  # a word not hashed yet
         key = self._tenant_keys.get(tenant_id)
         if key is None:
-            key = self._tenant_keys[tenant_id] = tenant_word_key(self._master, tenant_id)
-        value = word_hash(key, word)
+            key = self._tenant_keys[tenant_id] = KeyedMac(tenant_word_key(self._master, tenant_id))
+        hashes = []
         with self._lock:
-            if len(self._hashes) >= self.CACHE_MAX:
+            if self._cached >= self.CACHE_MAX:
                 self._hashes.clear()
-            self._hashes[(tenant_id, word)] = value
-        return value
+                self._cached = 0
+            table = self._hashes.setdefault(tenant_id, {})
+            for word in words:
+                value = table.get(word)
+                if value is None:
+                    value = table[word] = word_hash(key, word)
+                    self._cached += 1
+                hashes.append(value)
+        return hashes
 
     def forget(self) -> None:
         """Drop the cached plaintext words (after an erasure)."""
         with self._lock:
             self._hashes.clear()
+            self._cached = 0
         forget_words()
 
 
@@ -167,7 +189,7 @@ class QuestionIndexProjection(Projection):
             question = question_keys_.sealer.unseal(sealed, tenant_id=tenant)
         except (KeyDestroyed, SealBroken):
             return  # erased (or unreadable): never indexed, as a rebuild would find it
-        hashes = sorted({question_keys_.word_hash(tenant, w) for w in question_words(question)})
+        hashes = sorted(set(question_keys_.word_hashes(tenant, question_words(question))))
         if not hashes:
             return
         words.extend((tenant, h, event.position) for h in hashes)

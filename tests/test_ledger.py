@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import hmac
 import itertools
+import os
 import stat
 import time
 from collections.abc import Callable
@@ -20,11 +22,13 @@ from ledger.domain.payloads import EventRejected
 from ledger.evidence.bundle import BundleError, build_bundle, verify_bundle
 from ledger.evidence.export_file import verify_export
 from ledger.storage.audit import verify_store, write_export
+from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import verify_consistency, verify_inclusion
 from ledger.tlog.signing import verify_signature
 from ledger.usecases.context import Caller, draft
 from ledger.writing.application import Ledger
-from ledger.writing.sealing import KeyDestroyed, SealBroken
+from ledger.writing.idempotency import IdempotencyKey, Protected, StoredAnswer, records, reveal
+from ledger.writing.sealing import KeyDestroyed, KeyedMac, SealBroken
 from tests.factories import TENANT, document_draft, retrieval_draft
 
 
@@ -39,6 +43,20 @@ def test_appends_are_signed_chained_and_contiguous(ledger: Ledger) -> None:
         assert entry_signature_ok(event.envelope, ledger.public_keys[event.kid])
     assert read_back[3].entry == recorded[2].entry
     assert verify_store(ledger.store, ledger.root_public_key, deep=True).ok
+
+
+def test_written_entries_read_as_their_stored_bytes(ledger: Ledger) -> None:
+    """The envelope a fresh entry carries is the signer's (never parsed back): it must equal
+    the stored bytes read afresh, member for member, and encode to exactly those bytes."""
+    snapshot = PolicySnapshot(bundle_hash=None, bundle_yaml=None, captured_at="2026-01-01T00:00:00Z")
+    drafts = [document_draft(ledger), retrieval_draft(ledger), retrieval_draft(ledger, snapshot=snapshot)]
+    recorded = ledger.append_batch(drafts, tenant_id=TENANT)
+    for event, stored in zip(recorded, list(ledger.read())[-3:], strict=True):
+        assert "envelope" in event.__dict__  # from the signer
+        assert event.envelope == orjson.loads(event.entry) == stored.envelope
+        assert event.payload == stored.payload
+        assert canonical_json(event.envelope) == event.entry == stored.entry
+        assert (event.kid, event.signature, event.event_id) == (stored.kid, stored.signature, stored.event_id)
 
 
 def _reference_signature_ok(envelope: dict[str, Any], public_raw: bytes) -> bool:
@@ -414,3 +432,49 @@ def test_line_deleted_from_an_export_is_named(ledger: Ledger, tmp_path: Any) -> 
     out.write_bytes(b"\n".join(lines) + b"\n")
     report = verify_export(out, ledger.root_public_key)
     assert report.first_bad is not None and report.first_bad.position == 4
+
+
+def test_commitments_and_macs_are_hmac_sha256_of_the_salt() -> None:
+    """The sealer's MAC with its key states hashed once is RFC 2104's HMAC-SHA256, for every
+    salt length (a data key's 32 bytes, and across the 64-byte block)."""
+    for length in (0, 1, 31, 32, 63, 64, 65, 200):
+        for _ in range(20):
+            salt, data = os.urandom(length), os.urandom(length * 3 + 1)
+            assert KeyedMac(salt).hexdigest(data) == hmac.digest(salt, data, "sha256").hex()
+            assert KeyedMac(salt).digest(data) == hmac.digest(salt, data, "sha256")
+
+
+def test_revealed_and_stored_answers_keep_every_value_and_seal_protected_parts(ledger: Ledger) -> None:
+    """An answer's plain and stored forms, walked past its scalar leaves: every value kept
+    (tuples as lists), each protected part in plain in one and sealed in the other."""
+    sealed = ledger.sealer.seal("the question", tenant_id=TENANT)
+    secret = Protected("the question", sealed, withheld=None)
+    answer = {
+        "n": 1,
+        "f": 2.5,
+        "ok": True,
+        "none": None,
+        "s": "x",
+        "ids": ("a", "b"),
+        "nested": [{"q": secret, "depth": [1, [secret]]}],
+        "q": secret,
+    }
+    plain = reveal(answer)
+    assert plain == {
+        "n": 1,
+        "f": 2.5,
+        "ok": True,
+        "none": None,
+        "s": "x",
+        "ids": ["a", "b"],
+        "nested": [{"q": "the question", "depth": [1, ["the question"]]}],
+        "q": "the question",
+    }
+    assert isinstance(plain["ids"], list)
+    [record] = records([(IdempotencyKey(TENANT, "k", "f"), (201, answer), 7)])
+    stored = orjson.loads(record.response)
+    assert b"the question" not in record.response
+    assert stored["nested"][0]["depth"][1][0]["$sealed"] == sealed.model_dump(mode="json")
+    assert stored["ids"] == ["a", "b"] and stored["f"] == 2.5
+    status, replayed = StoredAnswer("f", 201, stored).replay(IdempotencyKey(TENANT, "k", "f"), ledger.sealer)
+    assert (status, replayed) == (201, {**plain, "dedup": True})

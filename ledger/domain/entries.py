@@ -13,7 +13,7 @@ import base64
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import orjson
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ledger.domain.entry_limit import check_size, envelope_bytes
 from ledger.domain.events import CONTINUATION_OF, CONTINUED_LISTS, Schema
 from ledger.domain.fields import MAX_ENVELOPE_BYTES, SYSTEM_TENANT, EnvelopeTenantId, Identifier, TenantId
-from ledger.domain.payloads import PAYLOAD_MODELS, EventRejected, payload_to_json
+from ledger.domain.payloads import PAYLOAD_MODELS, EncodedPayload, EventRejected, encode_payload
 from ledger.domain.timestamps import utc_now
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import leaf_hash
@@ -102,46 +102,54 @@ class EventDraft:
 
 @dataclass(frozen=True)
 class PreparedDraft:
-    """A validated draft whose payload is already canonical JSON bytes."""
+    """A validated draft whose payload is already canonical JSON bytes (and, from `prepare`,
+    the JSON form they encode, which the signed entry's envelope reads without parsing)."""
 
     draft: EventDraft
     payload_json: bytes
+    payload: dict[str, Any] | None = None
 
 
 # Token entries too: only the token commands write them (`api.token_admin`), never a use case.
 _SYSTEM_ONLY = frozenset({"SigningKeyRotated", "IntegrityRepaired", "TokenIssued", "TokenRevoked"})
 
 
-def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
-    """Validate everything that does not depend on the log position.
-
-    Raises EventRejected naming the field; nothing has been written.
-    """
+@lru_cache(maxsize=4096)
+def _check_header(tenant_id: str, actor: str, run_id: str | None, trace_id: str | None, system: bool) -> None:
+    """Raise EventRejected naming the field; a header once found valid is not parsed again
+    (a batch's drafts share their caller's)."""
     try:
-        _DraftHeader(
-            tenant_id=draft.tenant_id, actor=draft.actor, run_id=draft.run_id, trace_id=draft.trace_id
-        )
+        _DraftHeader(tenant_id=tenant_id, actor=actor, run_id=run_id, trace_id=trace_id)
         if not system:
-            _UserTenant(tenant_id=draft.tenant_id)
+            _UserTenant(tenant_id=tenant_id)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise EventRejected(str(first["loc"][0]), first["msg"]) from None
+
+
+def prepare(
+    draft: EventDraft, *, system: bool = False, encoded: EncodedPayload | None = None
+) -> PreparedDraft:
+    """Validate everything that does not depend on the log position. `encoded`: the
+    payload's `encode_payload` when the caller made it already (measuring a receipt).
+
+    Raises EventRejected naming the field; nothing has been written.
+    """
+    _check_header(draft.tenant_id, draft.actor, draft.run_id, draft.trace_id, system)
     if draft.type in _SYSTEM_ONLY and not system:
         raise EventRejected("type", f"{draft.type} is written only by the ledger itself")
-    payload = payload_to_json(draft.type, draft.payload)
-    payload_json = canonical_json(payload, checked=False)
+    payload, payload_json = encoded or encode_payload(draft.type, draft.payload)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
     check_size(draft.size_bound(len(payload_json)))
-    return PreparedDraft(draft=draft, payload_json=payload_json)
+    return PreparedDraft(draft=draft, payload_json=payload_json, payload=payload)
 
 
-def sign_entry(
-    prepared: PreparedDraft, *, position: int, prev_hash: str, key: SigningKey, recorded_at: str
-) -> bytes:
-    """Sign a prepared draft at `position`; returns the entry bytes."""
+def _header(
+    prepared: PreparedDraft, position: int, prev_hash: str, kid: str, recorded_at: str
+) -> dict[str, Any]:
     draft = prepared.draft
-    header: dict[str, Any] = {
+    return {
         "v": 1,
         "event_id": draft.event_id,
         "type": draft.type,
@@ -153,13 +161,36 @@ def sign_entry(
         "run_id": draft.run_id,
         "trace_id": draft.trace_id,
         "payload": orjson.Fragment(prepared.payload_json),
-        "kid": key.kid,
+        "kid": kid,
     }
+
+
+def _signed(header: dict[str, Any], key: SigningKey) -> bytes:
     signing_input = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
     header["signature"] = key.sign(signing_input)
     entry = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
     check_size(len(entry))  # the last word before any write: no entry over the bound, ever
     return entry
+
+
+def sign_entry(
+    prepared: PreparedDraft, *, position: int, prev_hash: str, key: SigningKey, recorded_at: str
+) -> bytes:
+    """Sign a prepared draft at `position`; returns the entry bytes."""
+    return _signed(_header(prepared, position, prev_hash, key.kid, recorded_at), key)
+
+
+def sign_event(
+    prepared: PreparedDraft, *, position: int, prev_hash: str, key: SigningKey, recorded_at: str
+) -> RecordedEvent:
+    """`sign_entry` as the recorded event, its envelope the one the signer built (the
+    payload's JSON form in place of its bytes): equal to parsing the entry, without the parse."""
+    header = _header(prepared, position, prev_hash, key.kid, recorded_at)
+    event = RecordedEvent(position=position, entry=_signed(header, key))
+    if prepared.payload is not None:
+        header["payload"] = prepared.payload
+        event.__dict__["envelope"] = header  # the cached_property's slot
+    return event
 
 
 def signing_input_of(envelope: Mapping[str, Any]) -> bytes:
@@ -299,6 +330,7 @@ __all__ = [
     "entry_signature_ok",
     "prepare",
     "sign_entry",
+    "sign_event",
     "signing_input_of",
     "utc_now",
     "with_continuations",

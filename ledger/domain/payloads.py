@@ -30,6 +30,7 @@ from ledger.domain.events import (
     TokenIssued,
     TokenRevoked,
 )
+from ledger.tlog.canonical import canonical_json
 
 PAYLOAD_MODELS: dict[str, type[Schema]] = {
     "DocumentIngested": DocumentIngested,
@@ -121,3 +122,14 @@ def payload_to_json(event_type: str, payload: Schema | dict[str, Any]) -> dict[s
             if entry.get(key, 0) is None:
                 del entry[key]
     return dumped
+
+
+# A payload's JSON form and its canonical bytes: what the entry signs and stores.
+EncodedPayload = tuple[dict[str, Any], bytes]
+
+
+def encode_payload(event_type: str, payload: Schema | dict[str, Any]) -> EncodedPayload:
+    """`payload_to_json` and its canonical bytes, computed once for the size check, the
+    signature and the stored entry alike."""
+    dumped = payload_to_json(event_type, payload)
+    return dumped, canonical_json(dumped, checked=False)

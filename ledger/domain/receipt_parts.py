@@ -11,7 +11,7 @@ from ledger.domain.document_parts import PAYLOAD_BUDGET, ItemTooLarge, pack
 from ledger.domain.entry_limit import EntryTooLarge
 from ledger.domain.events import FilterApplied, RetrievalContinued, RetrievalRecorded, Schema, SelectedEntry
 from ledger.domain.fields import MAX_FILTERS_APPLIED, MAX_SELECTED_ENTRIES
-from ledger.domain.payloads import payload_to_json
+from ledger.domain.payloads import EncodedPayload, encode_payload, payload_to_json
 from ledger.tlog.canonical import canonical_json
 
 _MOST_PARTS = MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED
@@ -22,9 +22,18 @@ def _size(payload: Schema) -> int:
 
 
 def split_receipt(receipt: RetrievalRecorded) -> list[RetrievalRecorded | RetrievalContinued]:
-    whole = _size(receipt)
+    return [part for part, _ in _split(receipt)]
+
+
+def _split(
+    receipt: RetrievalRecorded,
+) -> list[tuple[RetrievalRecorded | RetrievalContinued, EncodedPayload | None]]:
+    """The receipt's entries, each with its encoding when measuring it already made it (a
+    receipt that fits one entry: the encoding that is signed and stored)."""
+    encoded = encode_payload(type(receipt).__name__, receipt)
+    whole = len(encoded[1])
     if whole <= PAYLOAD_BUDGET:
-        return [receipt]
+        return [(receipt, encoded)]
     entries, filters = receipt.selected_entries, receipt.filters_applied
     items: list[Schema] = [*entries, *filters]
     sizes = [len(canonical_json(item.model_dump(mode="json"), checked=False)) for item in items]
@@ -52,9 +61,9 @@ def split_receipt(receipt: RetrievalRecorded) -> list[RetrievalRecorded | Retrie
 
     head = receipt.model_copy(update={**lists(groups[0]), "parts": len(groups)})
     return [
-        head,
+        (head, None),
         *(
-            RetrievalContinued(receipt_id=receipt.receipt_id, part=part, **lists(group))  # type: ignore[arg-type]
+            (RetrievalContinued(receipt_id=receipt.receipt_id, part=part, **lists(group)), None)  # type: ignore[arg-type]
             for part, group in enumerate(groups[1:], start=2)
         ),
     ]
@@ -62,6 +71,11 @@ def split_receipt(receipt: RetrievalRecorded) -> list[RetrievalRecorded | Retrie
 
 def entry_parts(payload: Schema) -> list[Schema]:
     """The entries one payload is written as (a receipt may take several)."""
+    return [part for part, _ in encoded_parts(payload)]
+
+
+def encoded_parts(payload: Schema) -> list[tuple[Schema, EncodedPayload | None]]:
+    """`entry_parts`, each with its encoding where splitting already made it (None: not yet)."""
     if isinstance(payload, RetrievalRecorded):
-        return list(split_receipt(payload))
-    return [payload]
+        return list(_split(payload))
+    return [(payload, None)]

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from ledger.deadline import Deadline
 from ledger.domain.entries import EventDraft, RecordedEvent
 from ledger.domain.events import Schema
-from ledger.domain.receipt_parts import entry_parts
+from ledger.domain.receipt_parts import encoded_parts, entry_parts
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
 from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite, reveal
@@ -135,9 +135,17 @@ class Pending:
         return IdempotentWrite(self.idempotency, stored) if self.idempotency is not None else None
 
     def prepared(self) -> Write:
-        """Validated for the caller's tenant (raises `EventRejected`)."""
+        """Validated for the caller's tenant (raises `EventRejected`), each payload encoded
+        once: a receipt measured for its split keeps the bytes it was measured by."""
+        parts = [
+            (draft(self.caller, part), encoded) for p in self.payloads for part, encoded in encoded_parts(p)
+        ]
         return Write(
-            prepare_all(self.drafts(), tenant_id=self.caller.tenant_id),
+            prepare_all(
+                [each for each, _ in parts],
+                tenant_id=self.caller.tenant_id,
+                encoded=[encoded for _, encoded in parts],
+            ),
             self.idempotent(),
             deadline=self.caller.deadline,
         )

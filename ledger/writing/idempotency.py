@@ -26,7 +26,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -75,7 +75,8 @@ def bound(key: IdempotencyKey | None, sealer: Sealer, key_refs: Iterable[str]) -
     if key is None or not refs:
         return key
     mac = sealer.mac(key.fingerprint.encode(), tenant_id=key.tenant_id, key_refs=refs)
-    return replace(key, stored=_MAC_PREFIX + orjson.dumps({"refs": refs, "mac": mac}).decode())
+    stored = _MAC_PREFIX + orjson.dumps({"refs": refs, "mac": mac}).decode()
+    return IdempotencyKey(key.tenant_id, key.key, key.fingerprint, stored)  # `replace`, minus introspection
 
 
 def sealed_refs(*values: Sealed | None) -> list[str]:
@@ -110,14 +111,18 @@ KEY_DESTROYED = "text_erased"  # why a part is withheld: its key was shredded (e
 UNREADABLE = "text_unreadable"  # the stored seal does not authenticate
 
 
+# Values an answer holds that no walk needs to enter (most of an answer's leaves).
+_LEAVES = frozenset({str, int, bool, float, type(None)})
+
+
 def reveal(value: Any) -> Any:
     """The answer as the write returns it: protected parts in plain."""
     if isinstance(value, Protected):
         return value.plain
     if isinstance(value, dict):
-        return {key: reveal(item) for key, item in value.items()}
+        return {key: item if item.__class__ in _LEAVES else reveal(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [reveal(item) for item in value]
+        return [item if item.__class__ in _LEAVES else reveal(item) for item in value]
     return value
 
 
@@ -130,9 +135,9 @@ def _stored_form(value: Any) -> Any:
             _ENCODED: value.encoded,
         }
     if isinstance(value, dict):
-        return {key: _stored_form(item) for key, item in value.items()}
+        return {key: item if item.__class__ in _LEAVES else _stored_form(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_stored_form(item) for item in value]
+        return [item if item.__class__ in _LEAVES else _stored_form(item) for item in value]
     return value
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from ledger.domain import timestamps
 from ledger.domain.entries import EventDraft, RecordedEvent
@@ -49,11 +50,14 @@ class RetentionRules:
         return end_of_utc_day(recorded_at + timedelta(days=days))
 
 
+# Both are pure, and a batch asks them for the same few expiry days again and again.
+@lru_cache(maxsize=4096)
 def expiry_key_for(tenant_id: str, expires_at: datetime, scope: str) -> str:
     """The expiry bucket key of `scope`'s values that expire at `expires_at` (a UTC midnight)."""
     return expiry_key_ref(tenant_id, utc_day(expires_at - ONE_DAY), scope)
 
 
+@lru_cache(maxsize=1024)
 def format_timestamp(moment: datetime) -> str:
     """An expiry as the log writes it: to the second (expiries are UTC midnights)."""
     return timestamps.format_timestamp(moment, timespec="seconds")

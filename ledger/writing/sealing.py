@@ -14,6 +14,7 @@ it is gone as soon as any one is destroyed.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import threading
@@ -21,6 +22,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -82,6 +84,29 @@ def _aad(tenant_id: str, refs: tuple[str, ...]) -> bytes:
     return f"citeledger/sealed/v1|{tenant_id}|{'|'.join(refs)}".encode()
 
 
+class KeyedMac:
+    """HMAC-SHA256 under one key with its padded key states hashed once (RFC 2104): each
+    MAC copies two SHA-256 states instead of setting up a fresh HMAC (half the time)."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        block = (hashlib.sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
+
+    def digest(self, data: bytes) -> bytes:
+        """`hmac.digest(key, data, "sha256")`."""
+        inner = self._inner.copy()
+        inner.update(data)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+    def hexdigest(self, data: bytes) -> str:
+        return self.digest(data).hex()
+
+
 @dataclass(frozen=True)
 class _DataKey:
     aead: AESGCM
@@ -89,6 +114,10 @@ class _DataKey:
     tenant_id: str
     loaded_at: float
     secret: bytes = b""
+
+    @cached_property
+    def mac(self) -> KeyedMac:
+        return KeyedMac(self.salt)
 
 
 def _combine(tenant_id: str, refs: tuple[str, ...], keys: list[_DataKey]) -> _DataKey:
@@ -179,7 +208,7 @@ class DataKeyStore:
         """The key derived from `keys` (loaded for `refs`), reused while they are still the
         cached ones: HKDF and a new AES-GCM object once per refs, not once per value."""
         cached = self._combined.get((tenant_id, refs))
-        if cached is not None and all(a is b for a, b in zip(cached[0], keys, strict=True)):
+        if cached is not None and cached[0] == keys:  # the same objects (a reloaded key has a new AESGCM)
             return cached[1]
         key = _combine(tenant_id, refs, list(keys))
         with self._lock:
@@ -256,12 +285,14 @@ class Sealer:
         self.keys = keys
 
     def _key(self, refs: tuple[str, ...], tenant_id: str, *, create: bool) -> _DataKey:
-        keys = tuple(
-            self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref) for ref in refs
-        )
-        if any(key.tenant_id != tenant_id for key in keys):
-            raise SealBroken("key_ref belongs to another tenant")
-        return keys[0] if len(keys) == 1 else self.keys.combined(tenant_id, refs, keys)
+        # A plain loop: two values per receipt come through here (generators cost more).
+        keys = []
+        for ref in refs:
+            key = self.keys.get_or_create(ref, tenant_id) if create else self.keys.get(ref)
+            if key.tenant_id != tenant_id:
+                raise SealBroken("key_ref belongs to another tenant")
+            keys.append(key)
+        return keys[0] if len(keys) == 1 else self.keys.combined(tenant_id, refs, tuple(keys))
 
     def seal(
         self,
@@ -279,7 +310,7 @@ class Sealer:
         data = plaintext.encode("utf-8")
         nonce = os.urandom(12)
         ciphertext = key.aead.encrypt(nonce, data, _aad(tenant_id, refs))
-        commitment = hmac.digest(key.salt, data, "sha256").hex()  # the one-shot C path of hmac.new
+        commitment = key.mac.hexdigest(data)
         return Sealed(
             alg="A256GCM",
             key_ref=ref,
@@ -294,7 +325,7 @@ class Sealer:
         `KeyDestroyed` once one is shredded): recognises data again while the keys live, and
         confirms no guess of it after."""
         key = self._key(tuple(sorted(set(key_refs))), tenant_id, create=False)
-        return hmac.digest(key.salt, b"citeledger/mac/v1|" + data, "sha256").hex()
+        return key.mac.hexdigest(b"citeledger/mac/v1|" + data)
 
     def unseal(self, sealed: Sealed | dict[str, Any], *, tenant_id: str) -> str:
         value = sealed if isinstance(sealed, Sealed) else Sealed.model_validate(sealed)
@@ -304,6 +335,6 @@ class Sealer:
             data = key.aead.decrypt(unb64(value.nonce), unb64(value.ciphertext), _aad(tenant_id, refs))
         except InvalidTag:
             raise SealBroken("ciphertext does not authenticate") from None
-        if not hmac.compare_digest(hmac.digest(key.salt, data, "sha256").hex(), value.commitment):
+        if not hmac.compare_digest(key.mac.hexdigest(data), value.commitment):
             raise SealBroken("commitment does not match the plaintext")
         return data.decode("utf-8")
