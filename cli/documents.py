@@ -1,7 +1,9 @@
 """`citeledger documents show|erase|hold --path P [--source S]`: a document by the path people
 know it by, on the local ledger: its versions, the receipts that cite it, its erasure and
 holds; erase it or place a legal hold on it (the HTTP routes act by id; these resolve the path
-first, with the same use cases)."""
+first, with the same use cases). `show` also reads a server (`--url`/`--token`,
+`$CITELEDGER_URL`/`$CITELEDGER_TOKEN`): `GET /v1/documents?path=&source=`, which answers as the
+local use case does, so both modes print the same."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pydantic import ValidationError
 
 from cli.common import ledger_config
 from cli.options import DataDir, tenant_or_default
+from cli.receipts import Token, Url
 
 documents_app = typer.Typer(no_args_is_help=True, help="Documents by path: show, erase, hold (local ledger).")
 
@@ -54,6 +57,40 @@ def _run(data_dir: Any, tenant: str, path: str, source: str, act: Callable[..., 
             raise typer.Exit(2) from None
 
 
+def _refused(code: str, message: str) -> typer.Exit:
+    typer.echo(f"refused ({code}): {message}", err=True)
+    return typer.Exit(2)
+
+
+def _from_server(url: str, token: str | None, path: str, source: str) -> Any:
+    """`GET /v1/documents?path=&source=` on the server at `url`; its refusal said as the local
+    one is (exit 2), never its body beyond the error's code and message."""
+    import httpx
+
+    if not token:
+        raise _refused("unauthorized", "--token (or $CITELEDGER_TOKEN) is needed with --url")
+    params = {"path": path, **({"source": source} if source else {})}
+    try:
+        answer = httpx.get(
+            url.rstrip("/") + "/v1/documents",
+            params=params,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        body = answer.json()
+    except httpx.HTTPError:
+        raise _refused("unavailable", "the ledger at --url did not answer") from None
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise _refused("bad_gateway", "the ledger at --url answered outside its contract")
+    if answer.status_code >= 400:
+        found = body.get("error")
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
+        raise _refused(str(error.get("code") or answer.status_code)[:80], str(error.get("message"))[:400])
+    return body
+
+
 def _describe(doc: dict[str, Any]) -> str:
     versions = "; ".join(
         f"v{v['version']} from position {v['live_from_position']}"
@@ -79,12 +116,17 @@ def show_command(
     source: SourceOption = "",
     tenant: TenantOption = "",
     as_json: JsonOption = False,
+    url: Url = None,
+    token: Token = None,
     data_dir: DataDir = None,
 ) -> None:
     """Every document at the path: versions, citing receipts, erasure, holds (exit 2: none)."""
     from ledger.usecases.document_lookup import documents_by_path
 
-    body = _run(data_dir, tenant, path, source, documents_by_path)
+    if url:
+        body = _from_server(url, token, path, source)
+    else:
+        body = _run(data_dir, tenant, path, source, documents_by_path)
     if as_json:
         typer.echo(json.dumps(body, indent=2, sort_keys=True))
         return

@@ -157,3 +157,36 @@ def test_the_command_line_shows_erases_and_holds_by_path(tmp_path: Path) -> None
     assert "versions: 1" in said and "cited by: 0 receipt(s)" in said
     code, said = cli("erase", "--path", "policies/leave.md", "--yes")
     assert code == 0 and "already erased" in said, said
+
+
+def test_the_command_line_shows_a_document_from_a_server(ledger_config: LedgerConfig) -> None:
+    """`citeledger documents show --path --url` reads `GET /v1/documents` with the token: the
+    route's documents, its not-found and its 403 said as the local command says them."""
+    with serving(ledger_config) as (server, _, tokens), httpx.Client(base_url=server.base_url) as http:
+        body = {"path": "policies/leave.md", "text": "# Leave\n\nSixteen weeks.\n", "source": "hr"}
+        made = _post(http, tokens["admin"], "/v1/documents", body)
+
+        def cli(who: str, *args: str) -> tuple[int, str, str]:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CITELEDGER_")}
+            env.update({"CITELEDGER_URL": server.base_url, "CITELEDGER_TOKEN": tokens[who]})
+            done = run_cli(["documents", "show", *args], env)
+            return done.returncode, done.stdout, done.stderr
+
+        code, shown, _ = cli("reader", "--path", "policies/leave.md", "--source", "hr", "--json")
+        assert code == 0, shown
+        route = http.get(
+            "/v1/documents", params={"path": "policies/leave.md"}, headers=bearer(tokens["reader"])
+        ).json()
+        assert json.loads(shown)["documents"] == route["documents"]
+        assert route["documents"][0]["document_id"] == made["document_id"]
+
+        code, shown, _ = cli("reader", "--path", "policies/leave.md")
+        assert code == 0 and f"policies/leave.md (source hr): document {made['document_id']}" in shown
+        assert "cited by: 0 receipt(s)" in shown and "weeks" not in shown
+
+        code, _, said = cli("other-reader", "--path", "policies/leave.md")
+        assert code == 2 and "refused (not_found): document at path 'policies/leave.md' not found" in said
+        code, _, said = cli("writer", "--path", "policies/leave.md")
+        assert code == 2 and "refused (forbidden)" in said, said
+        code, _, said = cli("reader", "--path", "../etc/passwd")
+        assert code == 2 and "refused (" in said and "path" in said, said

@@ -90,6 +90,7 @@ def test_tools_and_resources_are_listed_with_the_http_contracts_schemas(
             "ingest_document",
             "get_receipt",
             "list_receipts",
+            "find_documents",
             "replay_receipt",
             "verify_receipt",
         }
@@ -116,7 +117,7 @@ def test_tools_and_resources_are_listed_with_the_http_contracts_schemas(
         ingest_fields = set(tools["ingest_document"].input_schema["properties"])
         assert ingest_fields == set(DocumentIn.model_fields) | {"idempotency_key"}
         assert tools["search"].input_schema["additionalProperties"] is False
-        reads = {"get_document_chunk", "get_receipt", "list_receipts", "verify_receipt"}
+        reads = {"get_document_chunk", "get_receipt", "list_receipts", "find_documents", "verify_receipt"}
         for name, tool in tools.items():
             assert tool.annotations is not None
             assert tool.annotations.read_only_hint is (name in reads), name

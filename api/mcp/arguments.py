@@ -12,7 +12,8 @@ from pydantic import Field, StringConstraints
 from ledger.domain.fields import IDENTIFIER_PATTERN, MAX_IDENTIFIER_CHARS
 from ledger.domain.timestamps import BOUND_HELP
 from ledger.retrieval.question_words import MAX_SEARCH_CHARS, MAX_SEARCH_WORDS
-from ledger.schemas.requests import DocumentIn, IdempotencyKeyText, RequestModel, RetrievalIn
+from ledger.schemas.field_rules import DocumentPath
+from ledger.schemas.requests import DocumentIn, DocumentPathIn, IdempotencyKeyText, RequestModel, RetrievalIn
 
 Position = Annotated[int, Field(ge=1, le=2**53 - 1)]
 ReceiptId = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=128)]
@@ -129,3 +130,13 @@ class ReceiptQuery(RequestModel):
     ] = None
     limit: Annotated[int, Field(ge=1, le=500, description="Receipts per page")] = 100
     content: ContentChoice = "sealed"
+
+
+class DocumentsAt(DocumentPathIn):
+    """`GET /v1/documents?path=&source=`: the route's rules for both (a bad path is the same 422)."""
+
+    path: Annotated[
+        DocumentPath,
+        Field(description="The document's path inside its source, as ingested, e.g. handbook/retention.md"),
+    ]
+    source: Annotated[Filter | None, _id("Only the document from this source (default: every source)")] = None

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from api.mcp.arguments import (
     CitationRef,
+    DocumentsAt,
     IngestDocumentArgs,
     ReceiptQuery,
     ReceiptRead,
@@ -50,6 +51,10 @@ def get_receipt(ref: ReceiptRead) -> Forward:
 def list_receipts(query: ReceiptQuery) -> Forward:
     params = {key: value for key, value in query.model_dump().items() if value is not None}
     return Forward("GET", "/v1/receipts", params=params)
+
+
+def find_documents(target: DocumentsAt) -> Forward:
+    return Forward("GET", "/v1/documents", params=target.model_dump(exclude_none=True))
 
 
 def replay_receipt(args: ReplayArgs) -> Forward:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from api.mcp import forwards
 from api.mcp.arguments import (
     CitationRef,
+    DocumentsAt,
     IngestDocumentArgs,
     ReceiptQuery,
     ReceiptRead,
@@ -34,11 +35,18 @@ from api.routes.listing import listing_filter
 from api.routes.receipts import receipt_answer, receipt_page
 from api.services import Services
 from ledger.schemas.answers import CitationOut, DocumentOut, ReceiptRecordedOut, SearchOut
-from ledger.schemas.reads import ReceiptOut, ReceiptPage, ReceiptVerificationOut, ReplayOut
+from ledger.schemas.reads import (
+    DocumentsAtPathOut,
+    ReceiptOut,
+    ReceiptPage,
+    ReceiptVerificationOut,
+    ReplayOut,
+)
 from ledger.schemas.requests import SearchIn
 from ledger.usecases.citations import read_citation
 from ledger.usecases.content import require_content_scope
 from ledger.usecases.context import Caller
+from ledger.usecases.document_lookup import documents_by_path
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipts import verify_receipt
@@ -113,6 +121,10 @@ async def _list_receipts(services: Services, caller: Caller, query: ReceiptQuery
     flt = listing_filter(ReceiptFilter, query.model_dump())
     page = (flt, query.cursor, query.limit, query.order, query.content)
     return await services.blocking(receipt_page, services, caller, *page)
+
+
+async def _find_documents(services: Services, caller: Caller, target: DocumentsAt) -> dict[str, Any]:
+    return await services.blocking(documents_by_path, services.context, caller, target)
 
 
 async def _replay_receipt(services: Services, caller: Caller, args: ReplayArgs) -> dict[str, Any]:
@@ -205,6 +217,21 @@ TOOLS: tuple[ToolSpec, ...] = (
         ("audit.read",),
         _list_receipts,
         forwards.list_receipts,
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        "find_documents",
+        "Find a document by its path",
+        "The documents recorded at a path (GET /v1/documents): each one's document_id (what "
+        "list_receipts' document_id takes), versions, how many receipts cite it, its erasure and "
+        "legal holds; metadata only, never text. None the token may see there is a not-found. "
+        "Needs audit.read.",
+        DocumentsAt,
+        DocumentsAtPathOut,
+        ("audit.read",),
+        _find_documents,
+        forwards.find_documents,
         read_only=True,
         idempotent=True,
     ),
