@@ -138,6 +138,9 @@ class ReportInvalid(Exception):
         super().__init__(f"{where}: {problem}")
         self.where, self.problem = where, problem
 
+    def __reduce__(self) -> tuple[type[ReportInvalid], tuple[str, str]]:
+        return ReportInvalid, (self.where, self.problem)  # (found in a worker process, raised here)
+
 
 def proven_line(proof: dict[str, Any], entry: bytes) -> bytes:
     return orjson.dumps({"proof": proof})[:-1] + _ENTRY_MEMBER + entry + b"}\n"
