@@ -32,7 +32,7 @@ from ledger.domain.keychain import KeyChainError, check_key_event
 from ledger.domain.timestamps import parse_timestamp
 from ledger.evidence import report_files as files
 from ledger.evidence.bundle import BundleError, check_inclusion, verify_bundle
-from ledger.evidence.report_entries import Keys, check_entries, signed
+from ledger.evidence.report_entries import EntriesChecked, Keys, check_entries, signed
 from ledger.evidence.report_figures import (
     EARLIER_FORMATS,
     REPORT_FORMAT,
@@ -231,10 +231,13 @@ class _Checker:
 
     def entries(self, builder: FigureBuilder, leaves: bytes, start_size: int) -> None:
         keys = Keys(self.keys, self.key_positions) if self.deep else None
-        checked = check_entries(self.dir / files.ENTRIES, builder, leaves, start_size, keys)
-        self.result.entries += checked.entries
-        self.result.signatures += checked.signatures
-        self.result.chunks_in_processes = checked.in_processes
+        checked = EntriesChecked()
+        try:
+            check_entries(self.dir / files.ENTRIES, builder, leaves, start_size, keys, checked)
+        finally:
+            self.result.entries += checked.entries
+            self.result.signatures += checked.signatures
+            self.result.chunks_in_processes = checked.in_processes
 
     def cited(self, end: CheckpointRecord) -> dict[int, dict[str, Any]]:
         proven: dict[int, dict[str, Any]] = {}

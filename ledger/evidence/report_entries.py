@@ -132,10 +132,15 @@ class EntriesChecked:
 
 
 def check_entries(
-    path: Path, builder: FigureBuilder, leaves: bytes, start_size: int, keys: Keys | None
-) -> EntriesChecked:
-    """Check every counted entry (see the module's docstring) and feed its figures to `builder`."""
-    checked = EntriesChecked()
+    path: Path,
+    builder: FigureBuilder,
+    leaves: bytes,
+    start_size: int,
+    keys: Keys | None,
+    checked: EntriesChecked,
+) -> None:
+    """Check every counted entry (see the module's docstring), feed its figures to `builder`
+    and count into `checked` (kept up to the first problem, which is raised)."""
     count = len(leaves) // HASH_SIZE
 
     def take(result: ChunkResult) -> None:
@@ -160,7 +165,6 @@ def check_entries(
                 take(result)
         for result in pool.drain():
             take(result)
-        checked.in_processes = pool.in_processes
     finally:
+        checked.in_processes = pool.in_processes
         pool.close()
-    return checked
