@@ -526,8 +526,8 @@ def test_report_over_a_fixture_ledger(version: str, tmp_path: Path) -> None:
 
 @pytest.fixture
 def split_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two entries a chunk, every chunk but the first in a worker process (the test report is small)."""
-    monkeypatch.setattr(report_entries, "CHUNK_ENTRIES", 2)
+    """One entry a chunk, every chunk but the first in a worker process (the test report is small)."""
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)
     monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 1)
 
 
@@ -553,7 +553,7 @@ def test_edited_entry_in_a_worker_process_fails_at_its_position(
     lines[-1] = lines[-1].replace(b'"actor":"', b'"actor":"x', 1)
     _rewrite_entries(copy, lines)
     alone = verify_report(copy, _root(built))
-    monkeypatch.setattr(report_entries, "CHUNK_ENTRIES", 2)
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
     monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 1)
     split = verify_report(copy, _root(built))
     assert not split.ok and split.chunks_in_processes >= 2
@@ -568,14 +568,15 @@ def test_edited_entry_in_a_worker_process_fails_at_its_position(
 def test_entry_repeated_across_a_chunk_edge_fails(
     built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
 ) -> None:
-    """An entry listed twice, the copies in one chunk (at=1) or either side of a chunk's edge
-    (at=2, the second chunk checked in a worker process): named as when one process checks."""
+    """An entry listed twice, each copy its own chunk checked in a worker process (the order
+    check crosses the chunks' edge), right after the first line (at=1) or further on (at=2):
+    named as when one process checks."""
     copy = _copy(built, tmp_path)
     lines = _entry_lines(copy)
     repeated = lines[at - 1]
     _rewrite_entries(copy, [*lines[:at], repeated, *lines[at:]])
     alone = verify_report(copy, _root(built))
-    monkeypatch.setattr(report_entries, "CHUNK_ENTRIES", 2)
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
     monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 0)
     split = verify_report(copy, _root(built))
     assert not split.ok and split.chunks_in_processes >= 1
