@@ -24,6 +24,7 @@ from ledger.config import LedgerConfig
 from ledger.domain.events import AccessDenied as AccessDeniedEvent
 from ledger.domain.payloads import EventType
 from ledger.domain.timestamps import format_timestamp
+from ledger.evidence import report_entries
 from ledger.evidence import report_files as files
 from ledger.evidence.report_check import verify_report
 from ledger.schemas.requests import ErasureIn, LegalHoldIn, PolicyBundleIn
@@ -521,3 +522,66 @@ def test_report_over_a_fixture_ledger(version: str, tmp_path: Path) -> None:
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert checked.stdout.startswith("OK report of tenant acme")
         assert _figure(_manifest(out), "retrievals.total") >= 1
+
+
+@pytest.fixture
+def split_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One entry a chunk, every chunk but the first in a worker process (the test report is small)."""
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 1)
+
+
+def _position(line: bytes) -> int:
+    return int(orjson.loads(line)["position"])
+
+
+@pytest.mark.usefixtures("split_in_workers")
+def test_entries_split_over_worker_processes_verify_alike(built: Built) -> None:
+    whole = verify_report(built.report, _root(built), deep=True)
+    assert whole.ok, whole.problem
+    assert whole.chunks_in_processes >= 2
+    assert whole.entries == len(_entry_lines(built.report)) and whole.signatures >= whole.entries
+
+
+def test_edited_entry_in_a_worker_process_fails_at_its_position(
+    built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last entry edited (its chunk checked in a worker process): the same problem, with the
+    same position, as when one process checks every entry."""
+    copy = _copy(built, tmp_path)
+    lines = _entry_lines(copy)
+    lines[-1] = lines[-1].replace(b'"actor":"', b'"actor":"x', 1)
+    _rewrite_entries(copy, lines)
+    alone = verify_report(copy, _root(built))
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
+    monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 1)
+    split = verify_report(copy, _root(built))
+    assert not split.ok and split.chunks_in_processes >= 2
+    assert (
+        split.problem
+        == alone.problem
+        == (f"{files.ENTRIES}: position {_position(lines[-1])}: not the entry the log holds there")
+    )
+
+
+@pytest.mark.parametrize("at", [1, 2])
+def test_entry_repeated_across_a_chunk_edge_fails(
+    built: Built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    """An entry listed twice, each copy its own chunk checked in a worker process (the order
+    check crosses the chunks' edge), right after the first line (at=1) or further on (at=2):
+    named as when one process checks."""
+    copy = _copy(built, tmp_path)
+    lines = _entry_lines(copy)
+    repeated = lines[at - 1]
+    _rewrite_entries(copy, [*lines[:at], repeated, *lines[at:]])
+    alone = verify_report(copy, _root(built))
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
+    monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 0)
+    split = verify_report(copy, _root(built))
+    assert not split.ok and split.chunks_in_processes >= 1
+    assert (
+        split.problem
+        == alone.problem
+        == (f"{files.ENTRIES}: position {_position(repeated)}: listed twice or out of order")
+    )

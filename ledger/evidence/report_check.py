@@ -28,11 +28,11 @@ from typing import Any
 
 import orjson
 
-from ledger.domain.entries import entry_signature_ok
-from ledger.domain.keychain import KeyChainError, check_key_event, kid_in_force
+from ledger.domain.keychain import KeyChainError, check_key_event
 from ledger.domain.timestamps import parse_timestamp
 from ledger.evidence import report_files as files
 from ledger.evidence.bundle import BundleError, check_inclusion, verify_bundle
+from ledger.evidence.report_entries import EntriesChecked, Keys, check_entries, signed
 from ledger.evidence.report_figures import (
     EARLIER_FORMATS,
     REPORT_FORMAT,
@@ -44,7 +44,7 @@ from ledger.evidence.report_files import ReportInvalid
 from ledger.evidence.report_html import check_html
 from ledger.tlog.checkpoints import CheckpointRecord, open_record, origin_for
 from ledger.tlog.cosignature import Witness, require_cosignatures
-from ledger.tlog.merkle import HASH_SIZE, ProofError, leaf_hash, verify_consistency
+from ledger.tlog.merkle import HASH_SIZE, ProofError, verify_consistency
 from ledger.tlog.note import NoteError
 from ledger.tlog.signing import b64
 
@@ -63,6 +63,7 @@ class ReportCheck:
     cosigned_by: list[str] = field(default_factory=list)
     signatures: int = 0  # entry signatures checked (every counted one with `deep`, else the cited ones)
     problem: str | None = None
+    chunks_in_processes: int = 0  # chunks of the counted entries checked in worker processes
 
 
 def _read(directory: Path, name: str, limit: int = _MAX_MANIFEST) -> bytes:
@@ -228,42 +229,15 @@ class _Checker:
             )
         return leaves
 
-    def _key_in_force(self, position: int) -> bytes | None:
-        kid = kid_in_force(self.key_positions, position)
-        return self.keys.get(kid) if kid else None
-
-    def signed(self, entry: bytes, envelope: dict[str, Any], where: str) -> None:
-        position = int(envelope["position"])
-        key = (
-            self._key_in_force(position)
-            if envelope.get("type") != "SigningKeyRotated"
-            else self.keys.get(str(envelope.get("kid")))
-        )
-        if key is None or not entry_signature_ok(entry, key):
-            raise ReportInvalid(where, f"position {position}: signature does not verify")
-
-    def entries(self, builder: FigureBuilder, leaves: bytes, start_size: int, period: Period) -> None:
-        for line in files.entry_lines(self.dir / files.ENTRIES):
-            try:
-                envelope = orjson.loads(line)
-                position = int(envelope["position"])
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise ReportInvalid(files.ENTRIES, "a line is not an entry") from None
-            index = position - start_size - 1
-            if not 0 <= index < len(leaves) // HASH_SIZE or leaves[
-                index * HASH_SIZE : (index + 1) * HASH_SIZE
-            ] != leaf_hash(line):
-                raise ReportInvalid(files.ENTRIES, f"position {position}: not the entry the log holds there")
-            if self.deep:
-                self.signed(line, envelope, files.ENTRIES)
-                self.result.signatures += 1
-            if not period.holds(str(envelope["recorded_at"])):
-                raise ReportInvalid(files.ENTRIES, f"position {position}: recorded outside the period")
-            try:
-                builder.add(envelope)
-            except ValueError as exc:
-                raise ReportInvalid(files.ENTRIES, str(exc)) from None
-            self.result.entries += 1
+    def entries(self, builder: FigureBuilder, leaves: bytes, start_size: int) -> None:
+        keys = Keys(self.keys, self.key_positions) if self.deep else None
+        checked = EntriesChecked()
+        try:
+            check_entries(self.dir / files.ENTRIES, builder, leaves, start_size, keys, checked)
+        finally:
+            self.result.entries += checked.entries
+            self.result.signatures += checked.signatures
+            self.result.chunks_in_processes = checked.in_processes
 
     def cited(self, end: CheckpointRecord) -> dict[int, dict[str, Any]]:
         proven: dict[int, dict[str, Any]] = {}
@@ -275,7 +249,7 @@ class _Checker:
                 check_inclusion(entry, position, proof, end.root, end.tree_size, f"position {position}")
             except (BundleError, ValueError, KeyError, TypeError) as exc:
                 raise ReportInvalid(files.CITED, str(exc)) from None
-            self.signed(entry, envelope, files.CITED)
+            signed(entry, envelope, Keys(self.keys, self.key_positions), files.CITED)
             self.result.signatures += 1
             proven[position] = envelope
         self.result.cited = len(proven)
@@ -364,7 +338,7 @@ def _verify(checker: _Checker, directory: Path) -> None:
     builder = FigureBuilder(tenant_id=tenant, period=period, seed=manifest["sample_seed"], context={})
     if manifest["sample_seed"] != f"{end.root.hex()}/{tenant}":
         raise ReportInvalid(files.MANIFEST, "sample seed is not drawn from the end checkpoint")
-    checker.entries(builder, leaves, start.tree_size if start else 0, period)
+    checker.entries(builder, leaves, start.tree_size if start else 0)
     builder.context = _context(manifest, cited, tenant, period)
     checkpoints = [orjson.loads(line) for line in _lines(directory, files.PERIOD_CHECKPOINTS)]
     for item in checkpoints:

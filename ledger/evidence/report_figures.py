@@ -149,6 +149,7 @@ class FigureBuilder:
         self.sample_key = _SampleKeys(seed)
         self.handlers: dict[str, Any] = {}  # kind -> its `_on_<kind>` method or None, looked up once
         self.every: list[int] = []
+        self.last: int | None = None  # the position added last (a part's: the one before it)
         self.by_type: dict[str, list[int]] = defaultdict(list)
         self.by_day: dict[str, Counter[str]] = defaultdict(Counter)
         self.receipts: list[int] = []
@@ -178,9 +179,10 @@ class FigureBuilder:
         owner, kind, position = entry["tenant_id"], entry["type"], entry["position"]
         if owner != self.tenant_id and not (owner == SYSTEM_TENANT and kind in LEDGER_TYPES):
             raise ValueError(f"position {position}: an entry of {owner!r} in a report of {self.tenant_id!r}")
-        if self.every and position <= self.every[-1]:
+        if self.last is not None and position <= self.last:
             raise ValueError(f"position {position}: listed twice or out of order")
         self.every.append(position)
+        self.last = position
         self.by_type[kind].append(position)
         self.by_day[entry["recorded_at"][:10]][kind] += 1
         handler = self.handlers.get(kind, _UNSEEN)
@@ -188,6 +190,40 @@ class FigureBuilder:
             handler = self.handlers[kind] = getattr(self, f"_on_{kind}", None)
         if handler is not None:
             handler(entry, entry["payload"])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a part computed in a worker process sends back (the bound handlers and the
+        seed's hash state are rebuilt on arrival)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("handlers", "sample_key")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.handlers, self.sample_key = {}, _SampleKeys(self.seed)
+
+    def merge(self, part: FigureBuilder) -> None:
+        """Take in `part`, a builder fed the entries that follow this one's (its `last` set to
+        this one's before it was fed): the figures come out as if one builder had been fed all."""
+        self.every.extend(part.every)
+        self.last = part.last if part.every else self.last
+        for kind, positions in part.by_type.items():
+            self.by_type[kind].extend(positions)
+        for day, counts in part.by_day.items():
+            self.by_day[day].update(counts)
+        self.receipts.extend(part.receipts)
+        for axis, keyed in part.groups.items():
+            for group, positions in keyed.items():
+                self.groups[axis].setdefault(group, []).extend(positions)
+        # Kept in feeding order: the sample's stable sort breaks equal keys the same way.
+        self.sample = sorted(self.sample + part.sample, key=lambda item: item[0])[:SAMPLE_SIZE]
+        self.sample_cut = self.sample[-1][0] if len(self.sample) == SAMPLE_SIZE else None
+        for name, table in part.tables.items():
+            mine = self.tables[name]
+            mine.positions.extend(table.positions)
+            mine.rows.extend(table.rows[: MAX_TABLE_ROWS - len(mine.rows)])
+        self.drift.extend(part.drift)
+        for key, row in part.rules.items():
+            self.rules.setdefault(key, row)
+        self.bundles.extend(part.bundles)
 
     def _on_RetrievalRecorded(self, e: Envelope, p: Mapping[str, Any]) -> None:
         self.receipts.append(e["position"])

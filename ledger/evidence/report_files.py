@@ -104,11 +104,11 @@ def read_ahead(items: Iterator[T], depth: int = 4) -> Iterator[T]:
                 worker.join(0.05)
 
 
-def _decompressed(path: Path) -> Iterator[bytes]:
+def _decompressed(path: Path, size: int = _CHUNK) -> Iterator[bytes]:
     try:
         decompressor = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW)
         with path.open("rb") as handle, decompressor.stream_reader(handle) as reader:
-            while chunk := reader.read(_CHUNK):
+            while chunk := reader.read(size):
                 yield chunk
     except (OSError, zstandard.ZstdError) as exc:
         raise ReportInvalid(ENTRIES, f"not a readable Zstandard stream of entries ({exc})") from None
@@ -118,15 +118,26 @@ def entry_lines(path: Path) -> Iterator[bytes]:
     """The lines of an ENTRIES file, decompressed ahead on a worker thread while the caller
     parses; ReportInvalid when it is not a Zstandard stream or a line is longer than
     MAX_ENTRY_LINE."""
+    for block in entry_blocks(path):
+        yield from block.split(b"\n")
+
+
+def entry_blocks(path: Path, size: int = _CHUNK) -> Iterator[bytes]:
+    """The lines of an ENTRIES file as blocks of whole lines, newline-separated, each from one
+    read of about `size` bytes (decompressed ahead on a worker thread): `block.split(b"\n")`
+    of each are the lines `entry_lines` yields, with the same problems raised at the same
+    point (a line is too long when the block after the lines before it is read)."""
     if not path.exists():
         raise ReportInvalid(ENTRIES, "missing")
     carry = b""
-    for chunk in read_ahead(_decompressed(path)):
-        lines = (carry + chunk).split(b"\n")
-        carry = lines.pop()
+    for chunk in read_ahead(_decompressed(path, size)):
+        data = carry + chunk
+        cut = data.rfind(b"\n")
+        carry = data[cut + 1 :]
         if len(carry) > MAX_ENTRY_LINE:
             raise ReportInvalid(ENTRIES, "a line is longer than the checker reads")
-        yield from lines
+        if cut >= 0:
+            yield data[:cut]
     if carry:
         yield carry
 
@@ -137,6 +148,9 @@ class ReportInvalid(Exception):
     def __init__(self, where: str, problem: str) -> None:
         super().__init__(f"{where}: {problem}")
         self.where, self.problem = where, problem
+
+    def __reduce__(self) -> tuple[type[ReportInvalid], tuple[str, str]]:
+        return ReportInvalid, (self.where, self.problem)  # (found in a worker process, raised here)
 
 
 def proven_line(proof: dict[str, Any], entry: bytes) -> bytes:

@@ -8,15 +8,19 @@ import hashlib
 import multiprocessing
 import os
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Generic, NoReturn, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ledger.domain.continuity import PartsTracker
 from ledger.domain.entries import GENESIS_PREV_HASH, entry_signature_ok
 from ledger.tlog.merkle import leaf_hash, node_hash
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -71,27 +75,65 @@ def _verify_batch(batch: list[tuple[int, bytes, bytes]]) -> int | None:
     return None
 
 
-class _SignatureChecker:
-    """Checks entry signatures off the main pass, which reads and hashes meanwhile.
-    Findings keep log order: a bad signature before a structural problem is the
-    one reported.
+class BatchPool(Generic[R]):
+    """Runs batches beside the caller and hands their results back in submission order
+    (so a caller stopping at the first problem still reports the earliest one).
 
-    The first batches go to a thread pool (Ed25519 verification releases the
-    GIL; no start-up cost for small logs). A long run moves to worker processes:
-    threads still take the GIL around each verification (slicing, base64, the
-    call itself) and so compete with the main pass; processes do not."""
+    The first batches go to a thread pool (no start-up cost for small inputs; enough when
+    the work releases the GIL, as Ed25519 verification does). After `processes_after` batches
+    the rest go to worker processes, one per core: threads still take the GIL for the Python
+    around the work and so compete with the caller; processes do not. At most `max_pending`
+    batches are in flight: `submit` returns the results it had to wait for to stay under it."""
+
+    def __init__(self, *, processes_after: int, max_pending: int) -> None:
+        # One more thread than cores: the caller itself also needs the GIL now and then.
+        self._pool: Executor = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
+        self._threads: Executor | None = None
+        self._processes_after, self._max_pending = processes_after, max_pending
+        self.batches = 0
+        self.in_processes = 0  # batches sent to worker processes
+        self._pending: deque[Future[R]] = deque()
+
+    def submit(self, work: Callable[[A], R], batch: A) -> list[R]:
+        self.batches += 1
+        if self.batches == self._processes_after + 1 and (os.cpu_count() or 1) > 1:
+            self._threads = self._pool  # drains what it already has; shut down in close()
+            self._pool = ProcessPoolExecutor(
+                max_workers=os.cpu_count(), mp_context=multiprocessing.get_context("forkserver")
+            )
+        if self._threads is not None:
+            self.in_processes += 1
+        self._pending.append(self._pool.submit(work, batch))
+        settled = []
+        while len(self._pending) > self._max_pending:
+            settled.append(self._pending.popleft().result())
+        return settled
+
+    def drain(self) -> list[R]:
+        settled = [future.result() for future in self._pending]
+        self._pending.clear()
+        return settled
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._threads is not None:
+            self._threads.shutdown(wait=True, cancel_futures=True)
+
+
+class _SignatureChecker:
+    """Checks entry signatures off the main pass, which reads and hashes meanwhile, on a
+    `BatchPool` (~32k entries on threads, then processes). Findings keep log order: a bad
+    signature before a structural problem is the one reported."""
 
     _BATCH = 1024
     _MAX_PENDING = 16
-    _PROCESSES_AFTER = 32  # full batches before the process pool starts (~32k entries)
+    _PROCESSES_AFTER = 31  # full batches on threads before the process pool starts (~32k entries)
 
     def __init__(self) -> None:
-        # One more thread than cores: the pass itself also needs the GIL now and then.
-        self._pool: Executor = ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) + 1)
-        self._threads: Executor | None = None
-        self._batches = 0
+        self._pool: BatchPool[int | None] = BatchPool(
+            processes_after=self._PROCESSES_AFTER, max_pending=self._MAX_PENDING
+        )
         self._batch: list[tuple[int, bytes, bytes]] = []
-        self._pending: deque[Future[int | None]] = deque()
 
     def submit(self, position: int, entry: bytes, public_raw: bytes) -> None:
         self._batch.append((position, entry, public_raw))
@@ -99,28 +141,20 @@ class _SignatureChecker:
             self._flush()
 
     def _flush(self) -> None:
-        if self._batch:
-            self._batches += 1
-            if self._batches == self._PROCESSES_AFTER and (os.cpu_count() or 1) > 1:
-                self._threads = self._pool  # drains what it already has; shut down in close()
-                self._pool = ProcessPoolExecutor(
-                    max_workers=os.cpu_count(), mp_context=multiprocessing.get_context("forkserver")
-                )
-            self._pending.append(self._pool.submit(_verify_batch, self._batch))
-            self._batch = []
-        while len(self._pending) > self._MAX_PENDING:
-            self._settle(self._pending.popleft())
+        settled = self._pool.submit(_verify_batch, self._batch) if self._batch else []
+        self._batch = []
+        for bad in settled:
+            self._settle(bad)
 
     @staticmethod
-    def _settle(future: Future[int | None]) -> None:
-        bad = future.result()
+    def _settle(bad: int | None) -> None:
         if bad is not None:
             raise _Stop(Finding(bad, "signature does not verify"))
 
     def drain(self) -> None:
         self._flush()
-        while self._pending:
-            self._settle(self._pending.popleft())
+        for bad in self._pool.drain():
+            self._settle(bad)
 
     def stop(self, finding: Finding) -> NoReturn:
         """Raise `finding`, unless an earlier position has a bad signature."""
@@ -128,9 +162,7 @@ class _SignatureChecker:
         raise _Stop(finding)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._threads is not None:
-            self._threads.shutdown(wait=True, cancel_futures=True)
+        self._pool.close()
 
 
 _KEY_EVENT_SUFFIX = b'"type":"SigningKeyRotated","v":1}'
