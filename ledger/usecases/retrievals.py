@@ -420,7 +420,7 @@ def _record_retrievals(
             hashes = ctx.ledger.word_hasher.hand_over(
                 caller.tenant_id, item.body.query, sealed.nonce, hashed_words
             )
-            prepared = pending.prepared()  # built again rather than `replace`d: 1 µs, not 9
+            prepared = pending.prepared()  # built again: `replace` costs ~10 µs here, this ~5
             write = Write(prepared.prepared, prepared.idempotent, prepared.deadline, question_hashes=hashes)
             # Receipts too large for one entry take several: the batch's one transaction holds
             # at most MAX_BATCH_EVENTS, so an item past it is refused on its own.
