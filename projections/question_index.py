@@ -14,7 +14,10 @@ Tables (rebuildable from the log like every read model):
 Words are never stored: only keyed hashes, HMAC-SHA256 under a per-tenant key derived from
 the ledger's master key (the key directory, never the database), cut to 64 bits. The
 question is opened here through the data keys of the ledger whose log is projected and
-never written anywhere. A question whose key is gone (erased, expired) is never indexed,
+never written anywhere; for the receipts the writer signs itself, it hands the question's
+word hashes over for the batch instead (`ledger.writing.question_handover`), and the question
+is neither opened nor tokenized here (its keys are still checked, as opening would). A
+question whose key is gone (erased, expired) is never indexed,
 so a rebuild and the incremental model end the same; `RetentionScrubbed` deletes the rows
 of the questions sealed under a destroyed key. The query side is
 `projections/question_query.py`.
@@ -22,8 +25,6 @@ of the questions sealed under a destroyed key. The query side is
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import threading
 import weakref
 from collections.abc import Sequence
@@ -34,9 +35,12 @@ from ledger.retrieval.question_words import question_words
 from ledger.retrieval.search_text import forget_words
 from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
-from ledger.writing.sealing import KeyDestroyed, KeyedMac, SealBroken, Sealer, shared_data_keys
+from ledger.writing.question_handover import WordHasher, handed_over_hashes, tenant_word_key, word_hash
+from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from projections.base import Projection, TableSpec, declare_table, payload_field
 from projections.rows import insert_rows
+
+__all__ = ["QuestionIndexProjection", "QuestionKeys", "question_keys", "tenant_word_key", "word_hash"]
 
 QUESTION_WORDS_TABLE = "citeledger_rm_question_words"
 QUESTION_KEYS_TABLE = "citeledger_rm_question_keys"
@@ -58,22 +62,6 @@ _WORD_COLUMNS = _WORDS.insert_columns
 _KEY_COLUMNS = _KEYS.insert_columns
 
 
-def tenant_word_key(master_key: bytes, tenant_id: str) -> bytes:
-    """The tenant's key for question word hashes, derived from the ledger's master key."""
-    return hmac.digest(master_key, f"citeledger/question-words/v1|{tenant_id}".encode(), hashlib.sha256)
-
-
-def word_hash(tenant_key: bytes | KeyedMac, word: str) -> int:
-    """HMAC-SHA256 of a word under the tenant's key, as a signed 64-bit integer."""
-    data = word.encode("utf-8")
-    mac = (
-        tenant_key.digest(data)
-        if isinstance(tenant_key, KeyedMac)
-        else hmac.digest(tenant_key, data, "sha256")
-    )
-    return int.from_bytes(mac[:8], "big", signed=True)
-
-
 class QuestionKeys:
     """Per-tenant word hashers and the sealer that opens questions, from the key material
     of the ledger whose log is projected (shared by the projection and its queries)."""
@@ -83,8 +71,7 @@ class QuestionKeys:
     def __init__(self, store: Store) -> None:
         master = KeyDirectory(store.config.keys_dir).master_key()
         self.sealer = Sealer(shared_data_keys(store, master))
-        self._master = master
-        self._tenant_keys: dict[str, KeyedMac] = {}
+        self._hasher = WordHasher(master)
         # Per tenant, word -> hash: a lookup builds no (tenant, word) tuple.
         self._hashes: dict[str, dict[str, int]] = {}
         self._cached = 0
@@ -103,9 +90,7 @@ class QuestionKeys:
                 return [table[word] for word in words]
             except KeyError:
                 pass  # a word not hashed yet
-        key = self._tenant_keys.get(tenant_id)
-        if key is None:
-            key = self._tenant_keys[tenant_id] = KeyedMac(tenant_word_key(self._master, tenant_id))
+        key = self._hasher.key(tenant_id)
         hashes = []
         with self._lock:
             if self._cached >= self.CACHE_MAX:
@@ -152,6 +137,7 @@ class QuestionIndexProjection(Projection):
     def __init__(self) -> None:
         self._keys: QuestionKeys | None = None
         self._log_store: Store | None = None
+        self.handed_over = 0  # receipts indexed from the writer's hand-over (not unsealed)
 
     def bind_log(self, store: Store) -> None:
         """The store whose log (and data keys) this model follows (as `search_index`)."""
@@ -185,11 +171,17 @@ class QuestionIndexProjection(Projection):
         sealed = payload_field(event, "query")
         question_keys_ = self.keys(store)
         tenant = event.tenant_id
+        handed = handed_over_hashes(tenant, sealed.get("nonce"))
         try:
-            question = question_keys_.sealer.unseal(sealed, tenant_id=tenant)
+            if handed is not None:  # signed by this batch: its words were hashed before sealing
+                question_keys_.sealer.require_keys(sealed, tenant_id=tenant)
+                self.handed_over += 1
+                hashes: Sequence[int] = handed
+            else:
+                question = question_keys_.sealer.unseal(sealed, tenant_id=tenant)
+                hashes = sorted(set(question_keys_.word_hashes(tenant, question_words(question))))
         except (KeyDestroyed, SealBroken):
             return  # erased (or unreadable): never indexed, as a rebuild would find it
-        hashes = sorted(set(question_keys_.word_hashes(tenant, question_words(question))))
         if not hashes:
             return
         words.extend((tenant, h, event.position) for h in hashes)

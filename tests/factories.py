@@ -31,14 +31,25 @@ from ledger.usecases.context import Caller, UseCaseContext, draft
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.ports import PolicyState
 from ledger.usecases.ranking import SearchRun
-from ledger.usecases.retrievals import policy_snapshot, record_retrieval, seal_query
+from ledger.usecases.retrievals import (
+    BatchItem,
+    policy_snapshot,
+    record_retrieval,
+    record_retrievals,
+    seal_query,
+)
 from ledger.usecases.search import seal_hits
 from ledger.writing.application import Ledger
+from ledger.writing.idempotency import IdempotencyKey
 from ledger.writing.sealing import document_key_ref
 from projections.lookups import ProjectedLookups
 from projections.runner import ProjectionRunner
 
 TENANT = "acme"
+
+
+def _rag_caller(tenant: str) -> Caller:
+    return Caller(tenant, "svc-rag", frozenset({"retrieval.write"}), trace_id="trace-1")
 
 
 class UseCases:
@@ -73,9 +84,30 @@ class UseCases:
         self, document: RecordedEvent, query: str = "how long are logs kept?", *, tenant: str = TENANT
     ) -> RecordedEvent:
         """A retrieval citing the first chunk of `document`, through `record_retrieval`."""
+        body = self._retrieval(document, query, tenant)
+        return self._entry(record_retrieval(self.ctx, _rag_caller(tenant), body).body["position"])
+
+    def retrieve_batch(
+        self, document: RecordedEvent, queries: list[str], *, subject_id: str | None = None
+    ) -> list[RecordedEvent]:
+        """Retrievals citing the first chunk of `document`, one batch through `record_retrievals`."""
+        items = [
+            BatchItem(
+                IdempotencyKey(TENANT, uuid.uuid4().hex, f"fingerprint-{i}"),
+                self._retrieval(document, query, TENANT, subject_id=subject_id),
+            )
+            for i, query in enumerate(queries)
+        ]
+        outcomes = record_retrievals(self.ctx, _rag_caller(TENANT), items)
+        return [self._entry(o.result.body["position"]) for o in outcomes if o.result is not None]
+
+    def _retrieval(
+        self, document: RecordedEvent, query: str, tenant: str, subject_id: str | None = None
+    ) -> RetrievalIn:
         chunk = document.payload["chunks"][0]
-        body = RetrievalIn(
+        return RetrievalIn(
             query=query,
+            subject_id=subject_id,
             engine="external:test-rag",
             task=TaskIn(task_id="task-1", deadline_ms=1500),
             selected_entries=[
@@ -88,8 +120,6 @@ class UseCases:
                 )
             ],
         )
-        caller = Caller(tenant, "svc-rag", frozenset({"retrieval.write"}), trace_id="trace-1")
-        return self._entry(record_retrieval(self.ctx, caller, body).body["position"])
 
     def _entry(self, position: int) -> RecordedEvent:
         event = self.ledger.get(position)

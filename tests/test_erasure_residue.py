@@ -37,7 +37,13 @@ from ledger.usecases.scopes import SCOPES
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
 from projections.queries import ReadModels
-from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, tenant_word_key, word_hash
+from projections.question_index import (
+    QUESTION_KEYS_TABLE,
+    QUESTION_WORDS_TABLE,
+    QuestionIndexProjection,
+    tenant_word_key,
+    word_hash,
+)
 from tests.client_support import retrieval
 from tests.conftest import pg_connect
 from tests.factories import UseCases
@@ -415,3 +421,22 @@ def test_a_spool_stopped_mid_segment_blanks_what_it_delivered(tmp_path: Path) ->
     rest = spool.drain(lambda records: [ItemVerdict(delivered=True) for _ in records])
     assert (rest.delivered, rest.pending) == (2, 0)
     assert list((tmp_path / "spool").glob("segment-*.jsonl")) == []
+
+
+def test_a_batch_recorded_question_leaves_the_index_with_its_subject(ledger: Ledger) -> None:
+    """A question the writer handed to the question index (a batch's receipt, indexed without
+    being unsealed) keeps its key rows: erasing its data subject deletes every row of it."""
+    marker = _marker()
+    subject = "subj-" + uuid.uuid4().hex[:8]
+    cases = UseCases(ledger)
+    doc = cases.ingest("The retention floor is 180 days.")
+    [receipt, other] = cases.retrieve_batch(
+        doc, [f"what is {marker}", "how long are logs kept?"], subject_id=subject
+    )
+    index = cases.runner.projection("question_index")
+    assert isinstance(index, QuestionIndexProjection) and index.handed_over >= 2
+    assert question_index_residue(ledger.config, receipt.tenant_id, marker, receipt.position) != []
+    caller = Caller(tenant_id=receipt.tenant_id, actor="auditor", scopes=frozenset(SCOPES))
+    erase(cases.ctx, caller, ErasureIn(subject_id=subject))
+    assert question_index_residue(ledger.config, receipt.tenant_id, marker, receipt.position) == []
+    assert question_index_residue(ledger.config, other.tenant_id, "logs", other.position) == []

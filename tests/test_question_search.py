@@ -19,8 +19,9 @@ from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipt_reads import receipts_page
 from ledger.usecases.scopes import SCOPES
 from ledger.writing.application import Ledger
+from ledger.writing.question_handover import handed_over, handed_over_hashes
 from projections.queries import ReadModels
-from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE
+from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, QuestionIndexProjection
 from tests.api_support import serving
 from tests.factories import TENANT, UseCases
 from tests.mcp_support import Ledger as McpLedger
@@ -291,3 +292,45 @@ def test_console_search_box_in_chromium(ledger_config: LedgerConfig, width: int)
             assert reader.get_by_label("Question has the words").count() == 0
             reader.goto(server.base_url + "/console/receipts?q=parental")
             assert "audit.content" in reader.content() and QUESTIONS[0] not in reader.content()
+
+
+def test_a_batch_hands_its_question_hashes_over_and_a_rebuild_agrees(ledger: Ledger) -> None:
+    """Receipts a batch signs are indexed from the hashes the writer handed over (their
+    questions neither unsealed nor tokenized again); a rebuild, which unseals every one, ends
+    with the same rows, and nothing of the hand-over outlives the batch."""
+    cases = UseCases(ledger)
+    doc = cases.ingest("Parental leave is twelve weeks.")
+    index = cases.runner.projection("question_index")
+    assert isinstance(index, QuestionIndexProjection)
+    handed = index.handed_over
+    receipts = cases.retrieve_batch(doc, list(QUESTIONS))
+    assert index.handed_over - handed == len(QUESTIONS)
+    nonces = [r.payload["query"]["nonce"] for r in receipts]
+    assert [handed_over_hashes(TENANT, nonce) for nonce in nonces] == [None] * len(QUESTIONS)
+    limit = {"cursor": None, "limit": 50}
+    assert _found(cases, "parental leave", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[1], QUESTIONS[3]]
+    assert _found(cases, "audit logs", order="asc", **limit) == [QUESTIONS[2]]
+    store = ledger.store
+
+    def snapshot() -> list[list[tuple[Any, ...]]]:
+        return [
+            sorted(tuple(r) for r in store.rows(f"SELECT * FROM {store.table(table)}"))
+            for table in (QUESTION_WORDS_TABLE, QUESTION_KEYS_TABLE)
+        ]
+
+    live = snapshot()
+    handed = index.handed_over
+    cases.runner.rebuild(["question_index"])
+    assert index.handed_over == handed  # the rebuild unsealed each question
+    assert snapshot() == live and len(live[0]) > 10 and live[1]
+
+
+def test_the_hand_over_ends_with_its_batch_even_when_it_fails() -> None:
+    hashes = {(TENANT, "nonce-1"): (1, 2, 3)}
+    with handed_over([None, hashes]):
+        assert handed_over_hashes(TENANT, "nonce-1") == (1, 2, 3)
+        assert handed_over_hashes("globex", "nonce-1") is None  # another tenant's: never
+    assert handed_over_hashes(TENANT, "nonce-1") is None
+    with pytest.raises(RuntimeError), handed_over([hashes]):
+        raise RuntimeError("the batch's transaction failed")
+    assert handed_over_hashes(TENANT, "nonce-1") is None

@@ -327,6 +327,11 @@ class Sealer:
         key = self._key(tuple(sorted(set(key_refs))), tenant_id, create=False)
         return key.mac.hexdigest(b"citeledger/mac/v1|" + data)
 
+    def require_keys(self, sealed: dict[str, Any], *, tenant_id: str) -> None:
+        """Raise `KeyDestroyed` (or `SealBroken`: another tenant's key) as `unseal` would,
+        without opening the value: for a reader handed its plaintext's derivatives."""
+        self._key((sealed["key_ref"], *sealed.get("extra_key_refs", ())), tenant_id, create=False)
+
     def unseal(self, sealed: Sealed | dict[str, Any], *, tenant_id: str) -> str:
         value = sealed if isinstance(sealed, Sealed) else Sealed.model_validate(sealed)
         refs = (value.key_ref, *value.extra_key_refs)

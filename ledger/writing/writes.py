@@ -15,6 +15,7 @@ from ledger.domain.payloads import EncodedPayload, EventRejected
 from ledger.storage.adapters import DUPLICATE_KEY_ERRORS
 from ledger.writing import idempotency
 from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
+from ledger.writing.question_handover import QuestionHashes
 from ledger.writing.sealing import Sealer
 
 log = logging.getLogger("citeledger.ledger")
@@ -41,6 +42,9 @@ class Write:
     # Claimed right before the transaction: a write whose caller's deadline has passed
     # (or was answered "timed out") commits nothing (`ledger.deadline`).
     deadline: Deadline | None = None
+    # The keyed hashes of its receipts' question words, for the question index while this
+    # batch is committed (`ledger.writing.question_handover`); never stored.
+    question_hashes: QuestionHashes | None = None
 
 
 @dataclass(frozen=True)
