@@ -535,6 +535,21 @@ def _position(line: bytes) -> int:
     return int(orjson.loads(line)["position"])
 
 
+def _fails_alike_when_split(
+    built: Built, copy: Path, lines: list[bytes], monkeypatch: pytest.MonkeyPatch, processes_after: int
+) -> tuple[str, int]:
+    """`copy`'s entries rewritten as `lines`, checked by one process, then a line a chunk with
+    chunks in worker processes: both fail with the same problem (returned, with the number of
+    chunks the workers checked)."""
+    _rewrite_entries(copy, lines)
+    alone = verify_report(copy, _root(built))
+    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
+    monkeypatch.setattr(report_entries, "PROCESSES_AFTER", processes_after)
+    split = verify_report(copy, _root(built))
+    assert not split.ok and split.problem == alone.problem
+    return str(split.problem), split.chunks_in_processes
+
+
 @pytest.mark.usefixtures("split_in_workers")
 def test_entries_split_over_worker_processes_verify_alike(built: Built) -> None:
     whole = verify_report(built.report, _root(built), deep=True)
@@ -551,17 +566,9 @@ def test_edited_entry_in_a_worker_process_fails_at_its_position(
     copy = _copy(built, tmp_path)
     lines = _entry_lines(copy)
     lines[-1] = lines[-1].replace(b'"actor":"', b'"actor":"x', 1)
-    _rewrite_entries(copy, lines)
-    alone = verify_report(copy, _root(built))
-    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
-    monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 1)
-    split = verify_report(copy, _root(built))
-    assert not split.ok and split.chunks_in_processes >= 2
-    assert (
-        split.problem
-        == alone.problem
-        == (f"{files.ENTRIES}: position {_position(lines[-1])}: not the entry the log holds there")
-    )
+    problem, chunks = _fails_alike_when_split(built, copy, lines, monkeypatch, processes_after=1)
+    assert chunks >= 2
+    assert problem == f"{files.ENTRIES}: position {_position(lines[-1])}: not the entry the log holds there"
 
 
 @pytest.mark.parametrize("at", [1, 2])
@@ -574,14 +581,7 @@ def test_entry_repeated_across_a_chunk_edge_fails(
     copy = _copy(built, tmp_path)
     lines = _entry_lines(copy)
     repeated = lines[at - 1]
-    _rewrite_entries(copy, [*lines[:at], repeated, *lines[at:]])
-    alone = verify_report(copy, _root(built))
-    monkeypatch.setattr(report_entries, "CHUNK_BYTES", 1)  # one read a byte: a chunk a line
-    monkeypatch.setattr(report_entries, "PROCESSES_AFTER", 0)
-    split = verify_report(copy, _root(built))
-    assert not split.ok and split.chunks_in_processes >= 1
-    assert (
-        split.problem
-        == alone.problem
-        == (f"{files.ENTRIES}: position {_position(repeated)}: listed twice or out of order")
-    )
+    edited = [*lines[:at], repeated, *lines[at:]]
+    problem, chunks = _fails_alike_when_split(built, copy, edited, monkeypatch, processes_after=0)
+    assert chunks >= 1
+    assert problem == f"{files.ENTRIES}: position {_position(repeated)}: listed twice or out of order"
