@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -33,9 +34,22 @@ def test_ruff_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def mypy_cache_dir() -> Path:
+    """mypy's incremental cache, kept once per machine beside the suite's other tools
+    (scripts/test.sh's CITELEDGER_TOOL_CACHE): a fresh clone then rechecks only the modules
+    whose contents differ from the last run (mypy compares each file's hash, not its path or
+    time), ~1 s of CPU instead of ~25 s for every module and its third-party stubs."""
+    cache = os.environ.get("CITELEDGER_TOOL_CACHE") or str(Path.home() / ".cache" / "citeledger")
+    return Path(cache) / "mypy"
+
+
 def test_mypy_clean() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "mypy", "--cache-dir", str(mypy_cache_dir())],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
