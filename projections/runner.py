@@ -54,9 +54,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("citeledger.projections")
 
 DEFAULT_BATCH = 1_000
-# Health: a projection this far behind that has not moved for this long is stalled.
-MAX_LAG = int(os.environ.get("CITELEDGER_MAX_PROJECTION_LAG", "1000"))
-STALL_S = float(os.environ.get("CITELEDGER_PROJECTION_STALL_S", "30"))
+# Health: a projection this far behind that has not moved for this long is stalled. Read when
+# asked, not at import: the settings are the process's environment at that moment.
+MAX_LAG_SETTING, DEFAULT_MAX_LAG = "CITELEDGER_MAX_PROJECTION_LAG", 1000
+STALL_SETTING, DEFAULT_STALL_S = "CITELEDGER_PROJECTION_STALL_S", 30.0
 REBUILD_BATCH = 5_000  # entries per transaction while rebuilding (fewer commits)
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = adapters.TRANSIENT_ERRORS
 
@@ -340,9 +341,14 @@ class ProjectionRunner:
     def lag(self) -> list[ProjectionLag]:
         return read_lag(self.store, [p.name for p in self.projections], source=self.source)
 
-    def health(self, *, max_lag: int = MAX_LAG, stall_s: float = STALL_S) -> dict[str, Any]:
+    def health(self, *, max_lag: int | None = None, stall_s: float | None = None) -> dict[str, Any]:
         """`ok` is False when any projection has stopped on an event, or has stalled: more
-        than `max_lag` entries behind with no progress for `stall_s` seconds."""
+        than `max_lag` entries behind with no progress for `stall_s` seconds (by default the
+        CITELEDGER_MAX_PROJECTION_LAG and CITELEDGER_PROJECTION_STALL_S settings)."""
+        if max_lag is None:
+            max_lag = int(os.environ.get(MAX_LAG_SETTING, DEFAULT_MAX_LAG))
+        if stall_s is None:
+            stall_s = float(os.environ.get(STALL_SETTING, DEFAULT_STALL_S))
         return health_report(self.lag(), max_lag, stall_s)
 
     def applied_position(self) -> int:

@@ -22,8 +22,9 @@ from mcp_types import CallToolResult, TextContent
 
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
+from tests import forked_cli
 from tests.api_support import LoopbackServer, serving
-from tests.server_process import CLI_MODULE, ROOT
+from tests.server_process import ROOT
 
 TRANSPORTS = ("http", "stdio", "stdio-url")
 SECRET_FIELDS = frozenset({"receipt_id", "citation_id", "captured_at", "ciphertext", "nonce", "commitment"})
@@ -68,11 +69,12 @@ class Ledger:
         """`citeledger mcp` on the store's data directory, or (`remote`) in front of the
         loopback server with `--url`."""
         where = ["--url", self.base_url] if remote else ["--data-dir", str(self.config.ledger.data_dir)]
+        env = self.stdio_env(who, **settings)
         return StdioServerParameters(
             command=sys.executable,
-            args=["-m", CLI_MODULE, "mcp", *where],
+            args=forked_cli.launch_args(["mcp", *where], env),
             cwd=str(ROOT),
-            env=self.stdio_env(who, **settings),
+            env=env,
         )
 
     @asynccontextmanager

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from ledger.config import LedgerConfig
+from tests import forked_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 # The one place that names the CLI module; run as `python -m CLI_MODULE ...` from ROOT so
@@ -98,7 +99,12 @@ def run_python(
 def run_cli(
     args: list[str], env: dict[str, str], timeout: float = 120, prefix: Sequence[str] = ()
 ) -> subprocess.CompletedProcess[str]:
-    return run_python(["-m", CLI_MODULE, *args], env, timeout, prefix)
+    """`python -m cli.main ARGS`: forked from a warm interpreter (tests/cli_template.py) unless a
+    prefix command or a different `PYTHON*` setting needs a fresh one
+    (CITELEDGER_TEST_FORK_CLI=0: always a fresh one)."""
+    if prefix or not forked_cli.enabled():
+        return run_python(["-m", CLI_MODULE, *args], env, timeout, prefix)
+    return forked_cli.run(args, env, timeout)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -143,7 +149,7 @@ class ServerProcess:
         self.log_level = log_level
         self.prefix = list(prefix)  # e.g. UNPRIVILEGED: runs the server through it
         self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forked_cli.ForkedProcess | None = None
 
     @property
     def base_url(self) -> str:
@@ -154,33 +160,23 @@ class ServerProcess:
         until /v1/healthz answers 200."""
         assert self.process is None or self.process.poll() is not None, "server already running"
         self.port = port or free_port()
-        log: Any = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        log: Any = open(self.log_path, "ab") if self.log_path else open(os.devnull, "wb")
+        args = ["serve", "--data-dir", str(self.data_dir), "--port", str(self.port)]
+        args += ["--workers", str(self.workers), "--log-level", self.log_level]
         try:
-            self.process = subprocess.Popen(
-                [
-                    *self.prefix,
-                    sys.executable,
-                    "-m",
-                    CLI_MODULE,
-                    "serve",
-                    "--data-dir",
-                    str(self.data_dir),
-                    "--port",
-                    str(self.port),
-                    "--workers",
-                    str(self.workers),
-                    "--log-level",
-                    self.log_level,
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
+            if self.prefix or not forked_cli.enabled():
+                self.process = subprocess.Popen(
+                    [*self.prefix, sys.executable, "-m", CLI_MODULE, *args],
+                    cwd=ROOT,
+                    env=self.env,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            else:  # a real process of its own all the same, forked from the warm interpreter
+                self.process = forked_cli.spawn(args, self.env, log.fileno(), new_session=True)
         finally:
-            if self.log_path:
-                log.close()
+            log.close()
         deadline = time.monotonic() + timeout
         while True:
             try:
