@@ -229,10 +229,8 @@ def record_denials(ctx: UseCaseContext, caller: Caller, resources: Sequence[tupl
         record(ctx, caller, denials, lambda events: {})
 
 
-def record_retrieval(
-    ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
-) -> Result:
-    return commit(ctx, retrieval_write(ctx, caller, body, idempotency))
+def record_retrieval(ctx: UseCaseContext, caller: Caller, body: RetrievalIn) -> Result:
+    return commit(ctx, retrieval_write(ctx, caller, body, caller.idempotency))
 
 
 def retrieval_write(
