@@ -282,17 +282,15 @@ async def run_write(
 ) -> Result:
     """`RouteCall.write` without HTTP (the MCP tools share it): the same key over either surface is the
     same request, since `route` names the HTTP route in both."""
-    idempotency: IdempotencyKey | None = None
-    if key is not None:
-        try:
-            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body, caller))
-        except ValueError:
-            raise ApiError(
-                400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters"
-            ) from None
-        stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
-        if stored is not None:
-            # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
-            created, answer = stored.replay(idempotency, services.ledger.sealer)
-            return Result(answer, created=bool(created))
+    if key is None:
+        return await services.blocking(use_case, caller)
+    try:
+        idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body, caller))
+    except ValueError:
+        raise ApiError(400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters") from None
+    stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
+    if stored is not None:
+        # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
+        created, answer = stored.replay(idempotency, services.ledger.sealer)
+        return Result(answer, created=bool(created))
     return await services.blocking(use_case, replace(caller, idempotency=idempotency))

@@ -244,7 +244,8 @@ def retrieval_write(
     data_source: str | None = None,
 ) -> Pending:
     """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
-    passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
+    passes `texts`, the chunks it already unsealed, and the live policy it froze once).
+    `idempotency`: the item's own key (a batch holds one per item; its caller carries none)."""
     tenant = caller.tenant_id
     refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
     found = ctx.lookups.chunks(tenant, refs)
