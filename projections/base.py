@@ -186,3 +186,17 @@ def payload_field(event: RecordedEvent, name: str) -> Any:
         return event.payload[name]
     except (KeyError, TypeError):
         raise UnappliableEvent(event.position, f"{event.type} payload lacks {name!r}") from None
+
+
+def close_rows(
+    cursor: Any, store: Store, table: str, event: RecordedEvent, key: str, *, end: str, **also: Any
+) -> None:
+    """End at the event's position the rows of its tenant still open (`end` NULL) whose `key`
+    column holds the payload's value of that name (first close wins); `also`: columns set with it."""
+    extra = "".join(f", {column}=?" for column in also)
+    cursor.execute(
+        store.sql(
+            f"UPDATE {store.table(table)} SET {end}=?{extra} WHERE tenant_id=? AND {key}=? AND {end} IS NULL"
+        ),
+        (event.position, *also.values(), event.tenant_id, payload_field(event, key)),
+    )

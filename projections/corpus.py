@@ -19,7 +19,15 @@ from ledger.domain.entries import RecordedEvent
 from ledger.domain.events import DOCUMENT_CHUNK_TYPES
 from ledger.storage.store import Store
 from ledger.usecases.ports import ChunkState
-from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
+from projections.base import (
+    IndexSpec,
+    Projection,
+    TableSpec,
+    close_rows,
+    declare_table,
+    json_text,
+    payload_field,
+)
 from projections.citations import scrub_rows
 from projections.rows import from_row, insert_rows
 
@@ -72,7 +80,7 @@ class CorpusProjection(Projection):
             if event_type in DOCUMENT_CHUNK_TYPES:
                 document_id = payload_field(event, "document_id")
                 if event_type == "DocumentIngested":  # a continuation adds to its own version
-                    self._close(cursor, store, event, document_id, "superseded", pending)
+                    self._close(cursor, store, event, "superseded", pending)
                     pending = []
                 for chunk in payload_field(event, "chunks"):
                     locator, text = chunk["locator"], chunk["text"]
@@ -99,9 +107,7 @@ class CorpusProjection(Projection):
                         )
                     )
             elif event_type == "DocumentRemoved":
-                document_id = payload_field(event, "document_id")
-                reason = payload_field(event, "reason")
-                self._close(cursor, store, event, document_id, reason, pending)
+                self._close(cursor, store, event, payload_field(event, "reason"), pending)
                 pending = []
             elif event_type == "RetentionScrubbed":
                 self._flush(cursor, table, store, pending)
@@ -120,21 +126,11 @@ class CorpusProjection(Projection):
         self._flush(cursor, table, store, pending)
 
     def _close(
-        self,
-        cursor: Any,
-        store: Store,
-        event: RecordedEvent,
-        document_id: str,
-        reason: str,
-        pending: list[tuple[Any, ...]],
+        self, cursor: Any, store: Store, event: RecordedEvent, reason: str, pending: list[tuple[Any, ...]]
     ) -> None:
         self._flush(cursor, store.table(CORPUS_TABLE), store, pending)
-        cursor.execute(
-            store.sql(
-                f"UPDATE {store.table(CORPUS_TABLE)} SET live_to_position=?, removed_reason=? "
-                "WHERE tenant_id=? AND document_id=? AND live_to_position IS NULL"
-            ),
-            (event.position, reason, event.tenant_id, document_id),
+        close_rows(
+            cursor, store, CORPUS_TABLE, event, "document_id", end="live_to_position", removed_reason=reason
         )
 
     def _flush(self, cursor: Any, table: str, store: Store, rows: list[tuple[Any, ...]]) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from ledger.domain.timestamps import format_timestamp, parse_timestamp
 from ledger.retrieval.question_words import search_words
 from ledger.storage.store import Store
-from ledger.usecases.ports import SEARCH_ENGINE_PREFIX, Order, ReceiptFilter
+from ledger.usecases.ports import SEARCH_ENGINE_PREFIX, Order, PageRequest, ReceiptFilter
 from ledger.writing.sealing import KeyDestroyed, Sealer
 from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
@@ -70,11 +70,10 @@ class ReadModels:
         tenant_id: str,
         filters: ReceiptFilter = ALL_RECEIPTS,
         *,
-        cursor: str | None = None,
-        limit: int = 50,
-        order: Order = "asc",
         count: bool = True,
+        **paging: Unpack[PageRequest],
     ) -> Page[ReceiptView]:
+        cursor, limit, order = _asked(paging)
         conditions, params = ["tenant_id=?"], [tenant_id]
         for column in ("mode", "status", "engine", "actor", "trace_id", "run_id", "parent_receipt_id"):
             value = getattr(filters, column)
@@ -188,14 +187,9 @@ class ReadModels:
 
     # -- history ---------------------------------------------------------------------
     def events(
-        self,
-        tenant_id: str,
-        filters: HistoryFilter = ALL_HISTORY,
-        *,
-        cursor: str | None = None,
-        limit: int = 50,
-        order: Order = "asc",
+        self, tenant_id: str, filters: HistoryFilter = ALL_HISTORY, **paging: Unpack[PageRequest]
     ) -> Page[HistoryEntry]:
+        cursor, limit, order = _asked(paging)
         conditions, params = ["tenant_id=?"], [tenant_id]
         if filters.types:
             conditions.append(f"type IN ({', '.join('?' * len(filters.types))})")
@@ -255,6 +249,14 @@ class ReadModels:
             f"ORDER BY position {order.upper()} LIMIT ?"
         )
         return self.store.rows(statement, [*params, limit + 1]), total
+
+
+def _asked(paging: PageRequest) -> tuple[str | None, int, Order]:
+    """The page asked for, what was left out filled in (`PageRequest`)."""
+    unknown = paging.keys() - PageRequest.__optional_keys__  # what a signature would refuse
+    if unknown:
+        raise TypeError(f"unexpected page keywords {sorted(unknown)}")
+    return paging.get("cursor"), paging.get("limit", 50), paging.get("order", "asc")
 
 
 def _check_page(limit: int, order: Order) -> None:

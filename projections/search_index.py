@@ -37,7 +37,7 @@ from ledger.storage import adapters
 from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
-from projections.base import IndexSpec, Projection, TableSpec, declare_table, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, close_rows, declare_table, payload_field
 from projections.rows import insert_rows
 
 log = logging.getLogger("citeledger.search_index")
@@ -131,12 +131,12 @@ class SearchIndexProjection(Projection):
         for event in events:
             event_type = self.check_known(event)
             if event_type == "DocumentIngested":
-                self._close(cursor, store, event, payload_field(event, "document_id"), pending)
+                self._close(cursor, store, event, pending)
                 self._add_rows(cursor, store, event, pending)
             elif event_type == "DocumentContinued":  # more chunks of the version just opened
                 self._add_rows(cursor, store, event, pending)
             elif event_type == "DocumentRemoved":
-                self._close(cursor, store, event, payload_field(event, "document_id"), pending)
+                self._close(cursor, store, event, pending)
             elif event_type == "RetentionScrubbed":
                 self._flush(cursor, store, pending)
                 self._erase(cursor, store, event)
@@ -197,22 +197,9 @@ class SearchIndexProjection(Projection):
                 _pack(field_array),
             )
 
-    def _close(
-        self,
-        cursor: Any,
-        store: Store,
-        event: RecordedEvent,
-        document_id: str,
-        pending: list[tuple[Any, ...]],
-    ) -> None:
+    def _close(self, cursor: Any, store: Store, event: RecordedEvent, pending: list[tuple[Any, ...]]) -> None:
         self._flush(cursor, store, pending)
-        cursor.execute(
-            store.sql(
-                f"UPDATE {store.table(SEARCH_CHUNKS_TABLE)} SET live_to_position=? "
-                "WHERE tenant_id=? AND document_id=? AND live_to_position IS NULL"
-            ),
-            (event.position, event.tenant_id, document_id),
-        )
+        close_rows(cursor, store, SEARCH_CHUNKS_TABLE, event, "document_id", end="live_to_position")
 
     def _erase(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
         table = store.table(SEARCH_CHUNKS_TABLE)

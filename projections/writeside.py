@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store
-from projections.base import IndexSpec, Projection, TableSpec, declare_table, payload_field
+from projections.base import IndexSpec, Projection, TableSpec, close_rows, declare_table, payload_field
 
 DOCUMENTS_TABLE = "citeledger_rm_documents"
 POLICIES_TABLE = "citeledger_rm_policies"
@@ -107,13 +107,7 @@ class WriteSideProjection(Projection):
                     ],
                 )
             elif event_type == "LegalHoldReleased":
-                cursor.execute(
-                    store.sql(
-                        f"UPDATE {store.table(HOLDS_TABLE)} SET released_position=? "
-                        "WHERE tenant_id=? AND hold_id=? AND released_position IS NULL"
-                    ),
-                    (event.position, event.tenant_id, payload_field(event, "hold_id")),
-                )
+                close_rows(cursor, store, HOLDS_TABLE, event, "hold_id", end="released_position")
 
     def _document(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
         payload = event.payload

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,12 +122,16 @@ def _work(
             outcomes = record_retrievals(services.context, caller, items)
             assert all(o.error is None for o in outcomes), outcomes[0].error
     else:
+        # The request's key rides on its caller; an older checkout (`--repo`) took it as an argument.
+        keyed_caller = "idempotency" in Caller.__dataclass_fields__
 
         def run(part: list[Any]) -> None:
             for b in part:
-                record_retrieval(
-                    services.context, caller, b, IdempotencyKey("t-acme", uuid.uuid4().hex, uuid.uuid4().hex)
-                )
+                key = IdempotencyKey("t-acme", uuid.uuid4().hex, uuid.uuid4().hex)
+                if keyed_caller:
+                    record_retrieval(services.context, replace(caller, idempotency=key), b)
+                else:
+                    record_retrieval(services.context, caller, b, key)  # type: ignore[call-arg]
 
         threads = [
             threading.Thread(target=run, args=(bodies[i::SINGLE_THREADS],)) for i in range(SINGLE_THREADS)

@@ -45,7 +45,7 @@ from ledger.schemas.reads import (
 from ledger.schemas.requests import SearchIn
 from ledger.usecases.citations import read_citation
 from ledger.usecases.content import require_content_scope
-from ledger.usecases.context import Caller
+from ledger.usecases.context import Caller, Result
 from ledger.usecases.document_lookup import documents_by_path
 from ledger.usecases.documents import ingest_document
 from ledger.usecases.ports import ReceiptFilter
@@ -76,8 +76,8 @@ class ToolSpec:
 
 
 async def _search(services: Services, caller: Caller, data: SearchIn) -> dict[str, Any]:
-    def run(idem: Any) -> Any:
-        return search(services.context, caller, data, idem)
+    def run(keyed: Caller) -> Result:
+        return search(services.context, keyed, data)
 
     body = data.model_dump(mode="json")
     return (await run_write(services, caller, data.idempotency_key, "POST /v1/search", body, run)).body
@@ -93,8 +93,8 @@ async def _get_document_chunk(services: Services, caller: Caller, ref: CitationR
 async def _record_retrieval(services: Services, caller: Caller, args: RecordRetrievalArgs) -> dict[str, Any]:
     data = args.command()
 
-    def run(idem: Any) -> Any:
-        return record_retrieval(services.context, caller, data, idem)
+    def run(keyed: Caller) -> Result:
+        return record_retrieval(services.context, keyed, data)
 
     body = data.model_dump(mode="json")
     return (await run_write(services, caller, args.idempotency_key, "POST /v1/retrievals", body, run)).body
@@ -103,8 +103,8 @@ async def _record_retrieval(services: Services, caller: Caller, args: RecordRetr
 async def _ingest_document(services: Services, caller: Caller, args: IngestDocumentArgs) -> dict[str, Any]:
     doc = args.command()
 
-    def run(idem: Any) -> Any:
-        return ingest_document(services.context, services.claims, caller, doc, idem)
+    def run(keyed: Caller) -> Result:
+        return ingest_document(services.context, services.claims, keyed, doc)
 
     body = doc.model_dump(mode="json")
     return (await run_write(services, caller, args.idempotency_key, "POST /v1/documents", body, run)).body
@@ -128,8 +128,8 @@ async def _find_documents(services: Services, caller: Caller, target: DocumentsA
 
 
 async def _replay_receipt(services: Services, caller: Caller, args: ReplayArgs) -> dict[str, Any]:
-    def run(idem: Any) -> Any:
-        return replay(services.context, caller, args.receipt_id, args.at_position, idem)
+    def run(keyed: Caller) -> Result:
+        return replay(services.context, keyed, args.receipt_id, args.at_position)
 
     body = {"receipt_id": args.receipt_id, "at_position": args.at_position}
     route = "POST /v1/receipts/{id}/replay"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
@@ -29,9 +29,9 @@ from ledger.writing.idempotency import KEY_PATTERN, IdempotencyKey, lookup
 from projections.queries import ReadModels
 
 AnyRequest = Request[Any, Any, Any]
-WriteUseCase = Callable[[IdempotencyKey | None], Result]
+WriteUseCase = Callable[[Caller], Result]  # run as the request's caller, its key set
 C = TypeVar("C", bound=BaseModel)
-CommandUseCase = Callable[[UseCaseContext, Caller, C, IdempotencyKey | None], Result]
+CommandUseCase = Callable[[UseCaseContext, Caller, C], Result]
 IdempotencyKeyHeader = Annotated[
     str | None,
     HeaderParameter(
@@ -189,11 +189,11 @@ class RouteCall:
         *,
         created_status: int = 201,
     ) -> Response[Any]:
-        """`write` of the common use case: `use_case(context, caller, command, key)` on the
+        """`write` of the common use case: `use_case(context, caller, command)` on the
         request's body, which is also what makes two requests the same."""
 
-        def run(idempotency: IdempotencyKey | None) -> Result:
-            return use_case(self.services.context, self.caller, command, idempotency)
+        def run(keyed: Caller) -> Result:
+            return use_case(self.services.context, keyed, command)
 
         body = command.model_dump(mode="json")
         return await self.write(key, route, body, run, created_status=created_status)
@@ -282,17 +282,15 @@ async def run_write(
 ) -> Result:
     """`RouteCall.write` without HTTP (the MCP tools share it): the same key over either surface is the
     same request, since `route` names the HTTP route in both."""
-    idempotency: IdempotencyKey | None = None
-    if key is not None:
-        try:
-            idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body, caller))
-        except ValueError:
-            raise ApiError(
-                400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters"
-            ) from None
-        stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
-        if stored is not None:
-            # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
-            created, answer = stored.replay(idempotency, services.ledger.sealer)
-            return Result(answer, created=bool(created))
-    return await services.blocking(use_case, idempotency)
+    if key is None:
+        return await services.blocking(use_case, caller)
+    try:
+        idempotency = IdempotencyKey(caller.tenant_id, key, fingerprint(route, body, caller))
+    except ValueError:
+        raise ApiError(400, "bad_request", "Idempotency-Key must be 1-255 visible ASCII characters") from None
+    stored = await services.blocking(lookup, services.ledger.store, caller.tenant_id, key)
+    if stored is not None:
+        # A different body: 409 via api.errors; text shredded since: withheld, with the reason.
+        created, answer = stored.replay(idempotency, services.ledger.sealer)
+        return Result(answer, created=bool(created))
+    return await services.blocking(use_case, replace(caller, idempotency=idempotency))

@@ -20,17 +20,16 @@ from ledger.schemas.answers import DocumentOut, DocumentRemovedOut
 from ledger.schemas.field_rules import MAX_DOCUMENT_CHARS
 from ledger.schemas.reads import DocumentsAtPathOut
 from ledger.schemas.requests import DocumentIn, DocumentPathIn
-from ledger.usecases.context import Result
+from ledger.usecases.context import Caller, Result
 from ledger.usecases.document_lookup import documents_by_path
 from ledger.usecases.documents import ingest_document, remove_document
-from ledger.writing.idempotency import IdempotencyKey
 
 
 async def _record(call: CallDep, doc: DocumentIn, key: str | None) -> Response[Any]:
     services = call.services
 
-    def ingest(idem: IdempotencyKey | None) -> Result:
-        return ingest_document(services.context, services.claims, call.caller, doc, idem)
+    def ingest(keyed: Caller) -> Result:
+        return ingest_document(services.context, services.claims, keyed, doc)
 
     return await call.write(key, "POST /v1/documents", doc.model_dump(mode="json"), ingest)
 
@@ -156,8 +155,8 @@ async def delete_document(
 ) -> Response[DocumentRemovedOut]:
     services, route = call.services, f"DELETE /v1/documents/{document_id}"
 
-    def remove(idem: IdempotencyKey | None) -> Result:
-        return remove_document(services.context, services.claims, call.caller, document_id, reason, idem)
+    def remove(keyed: Caller) -> Result:
+        return remove_document(services.context, services.claims, keyed, document_id, reason)
 
     return await call.write(idempotency_key, route, {"reason": reason}, remove, created_status=200)
 

@@ -26,7 +26,6 @@ from ledger.usecases.ports import Order, ReceiptFilter
 from ledger.usecases.receipt_reads import receipt_detail, receipts_page
 from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
-from ledger.writing.idempotency import IdempotencyKey
 
 ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
 
@@ -124,8 +123,8 @@ async def post_replay(
     replay failed (the diff is still the answer)."""
     route, body = "POST /v1/receipts/{id}/replay", {"receipt_id": receipt_id, "at_position": at_position}
 
-    def run(idem: IdempotencyKey | None) -> Result:
-        return replay(call.services.context, call.caller, receipt_id, at_position, idem)
+    def run(keyed: Caller) -> Result:
+        return replay(call.services.context, keyed, receipt_id, at_position)
 
     return await call.write(idempotency_key, route, body, run)
 

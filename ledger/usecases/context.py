@@ -21,8 +21,10 @@ from ledger.writing.sealing import Sealer
 @dataclass(frozen=True)
 class Caller:
     """Who asks, as plain values: the tenant every object is scoped to, the actor
-    recorded in the entries, the scopes held, correlation ids, and by when the answer is
-    needed (`deadline`: a write past it commits nothing; None: no deadline)."""
+    recorded in the entries, the scopes held, correlation ids, by when the answer is
+    needed (`deadline`: a write past it commits nothing; None: no deadline), and the
+    request's `idempotency` key (a write use case answers a repeat of a keyed request
+    from its record; None: not keyed). The one parameter object of every use case."""
 
     tenant_id: str
     actor: str
@@ -30,6 +32,7 @@ class Caller:
     run_id: str | None = None
     trace_id: str | None = None
     deadline: Deadline | None = field(default=None, compare=False)
+    idempotency: IdempotencyKey | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ledger.usecases.context import Caller, Result, UseCaseContext, draft, entry
 from ledger.usecases.errors import Busy, Conflict, Invalid, NotFound, TooLarge, UseCaseError
 from ledger.usecases.policy import warm_ingested
 from ledger.usecases.ports import DocumentState
-from ledger.writing.idempotency import IdempotencyKey, bound, sealed_refs
+from ledger.writing.idempotency import bound, sealed_refs
 from ledger.writing.sealing import KeyDestroyed, document_key_ref, subject_key_ref
 
 
@@ -164,13 +164,7 @@ def _version_answer(
     }
 
 
-def ingest_document(
-    ctx: UseCaseContext,
-    claims: DocumentClaims,
-    caller: Caller,
-    doc: DocumentIn,
-    idempotency: IdempotencyKey | None = None,
-) -> Result:
+def ingest_document(ctx: UseCaseContext, claims: DocumentClaims, caller: Caller, doc: DocumentIn) -> Result:
     """A new version when the text changed; the current one (`dedup`) when it did not."""
     tenant = caller.tenant_id
     content_sha256 = hashlib.sha256(doc.text.encode("utf-8")).hexdigest()
@@ -184,7 +178,7 @@ def ingest_document(
         parts = _new_version(ctx, tenant, doc, document_id, content_sha256, pieces, current)
         # The request holds the document's text: its record is bound to the keys sealing it.
         texts_refs = sealed_refs(parts[0].title, *(chunk.text for chunk in all_chunks(parts)))
-        idempotency = bound(idempotency, ctx.sealer, texts_refs)
+        idempotency = bound(caller.idempotency, ctx.sealer, texts_refs)
         answer = lambda events: _version_answer(parts, events[0])  # noqa: E731
         result = record(ctx, caller, parts, answer, idempotency)
     warm_ingested(ctx, tenant, [doc.path], caller.deadline)  # the live bundle's verdict, judged once now
@@ -331,12 +325,7 @@ def ingest_batch(
 
 
 def remove_document(
-    ctx: UseCaseContext,
-    claims: DocumentClaims,
-    caller: Caller,
-    document_id: str,
-    reason: str,
-    idempotency: IdempotencyKey | None = None,
+    ctx: UseCaseContext, claims: DocumentClaims, caller: Caller, document_id: str, reason: str
 ) -> Result:
     tenant = caller.tenant_id
     with _claimed(claims.hold(tenant, document_id), "this document"):
@@ -350,5 +339,5 @@ def remove_document(
             caller,
             [payload],
             lambda events: {"document_id": document_id, "removed": True, **entry_facts(events[0])},
-            idempotency,
+            caller.idempotency,
         )

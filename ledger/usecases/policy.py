@@ -37,7 +37,6 @@ from ledger.usecases.errors import Invalid, TooLarge, Unavailable
 from ledger.usecases.policy_warm import log as warm_log
 from ledger.usecases.policy_warm import warm_budget, warm_paths, warm_published
 from ledger.usecases.ports import PolicyState
-from ledger.writing.idempotency import IdempotencyKey
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 INVALID_BUNDLE = "invalid_policy_bundle"
@@ -131,9 +130,7 @@ def _fits_receipts(text: str) -> None:
         )
 
 
-def publish_policy(
-    ctx: UseCaseContext, caller: Caller, body: PolicyBundleIn, idempotency: IdempotencyKey | None = None
-) -> Result:
+def publish_policy(ctx: UseCaseContext, caller: Caller, body: PolicyBundleIn) -> Result:
     tenant = caller.tenant_id
     rules = bundle_rules(body.bundle_yaml, caller.deadline)  # the whole bundle, before any write
     wildcards = bundle_wildcards(rules.rules)
@@ -163,7 +160,7 @@ def publish_policy(
         caller,
         [payload],
         lambda events: {"policy_version": version, "bundle_sha256": sha, **entry_facts(events[0])},
-        idempotency,
+        caller.idempotency,
     )
     # Every live path judged now, once, rather than by the searches that meet them first.
     warm_published(ctx, tenant, rules, caller.deadline)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict, Unpack
 
 from ledger.domain.entries import RecordedEvent
 from ledger.writing.sealing import Sealer
@@ -298,6 +298,18 @@ class SearchIndexReader(Protocol):
 
 
 Order = Literal["asc", "desc"]
+
+
+class PageRequest(TypedDict, total=False):
+    """Which page of a list the caller asks for (a list's keywords beside its filter): the rows
+    after `cursor` (None: the first page), at most `limit` of them, in `order` of log position.
+    Left out: the first page of 50, oldest first."""
+
+    cursor: str | None
+    limit: int
+    order: Order
+
+
 ReceiptKind = Literal["search", "external", "replay"]
 SEARCH_ENGINE_PREFIX = "citeledger-bm25@"  # the ledger's own searches; `external:<name>` the others
 
@@ -340,8 +352,6 @@ class ReceiptLister(Protocol):
         tenant_id: str,
         filters: ReceiptFilter = ...,
         *,
-        cursor: str | None = None,
-        limit: int = 50,
-        order: Order = "asc",
         count: bool = True,
+        **paging: Unpack[PageRequest],
     ) -> Any: ...

@@ -69,7 +69,7 @@ from ledger.usecases.replay_verdict import integrity as verdict_of
 from ledger.usecases.retrievals import entries_context_hash
 from ledger.usecases.search import seal_hits
 from ledger.usecases.visibility import restricted_chunk_ids, sees_restricted
-from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused
+from ledger.writing.idempotency import IdempotencyKeyReused
 
 log = logging.getLogger("citeledger.replay")
 BM25_PREFIX = "citeledger-bm25@"
@@ -308,13 +308,7 @@ def _add_edits(
     )
 
 
-def replay(
-    ctx: UseCaseContext,
-    caller: Caller,
-    receipt_id: str,
-    at_position: int | None = None,
-    idempotency: IdempotencyKey | None = None,
-) -> Result:
+def replay(ctx: UseCaseContext, caller: Caller, receipt_id: str, at_position: int | None = None) -> Result:
     tenant = caller.tenant_id
     receipt = _load(ctx, tenant, receipt_id)
     rules = snapshot_policy(receipt)
@@ -346,7 +340,7 @@ def replay(
         }
 
     try:
-        return record(ctx, caller, [replay_receipt, link], answer, idempotency)
+        return record(ctx, caller, [replay_receipt, link], answer, caller.idempotency)
     except (IdempotencyKeyReused, UseCaseError):
         raise
     except Exception as exc:  # noqa: BLE001 - fail-open: the audit write must not hide the answer

@@ -83,21 +83,19 @@ def _snippet_span(
     snippet: str,
     index: int,
     chunk_id: str,
-    texts: ChunkTexts | None = None,
+    texts: ChunkTexts,
 ) -> Span:
     """Where the snippet occurs in the chunk text the ledger recorded at ingest: a citation
     may quote its chunk, never text the client made up. `texts` keeps the chunks already
-    unsealed by this batch request (in memory, for this request only)."""
+    unsealed by this request (in memory, for this request only)."""
     try:
         if sealed_chunk is None:
             raise KeyDestroyed(chunk_id)
         # The nonce names one sealed value: the same chunk text sealed again is another key.
         known = (tenant, chunk_id, str(sealed_chunk.get("nonce")))
-        text = texts.get(known) if texts is not None else None
+        text = texts.get(known)
         if text is None:
-            text = ctx.sealer.unseal(sealed_chunk, tenant_id=tenant)
-            if texts is not None:
-                texts[known] = text
+            text = texts[known] = ctx.sealer.unseal(sealed_chunk, tenant_id=tenant)
     except KeyDestroyed:
         raise ChunkScrubbed(f"selected_entries[{index}]: the cited document's text was scrubbed") from None
     start = text.find(snippet)
@@ -229,24 +227,23 @@ def record_denials(ctx: UseCaseContext, caller: Caller, resources: Sequence[tupl
         record(ctx, caller, denials, lambda events: {})
 
 
-def record_retrieval(
-    ctx: UseCaseContext, caller: Caller, body: RetrievalIn, idempotency: IdempotencyKey | None = None
-) -> Result:
-    return commit(ctx, retrieval_write(ctx, caller, body, idempotency))
+def record_retrieval(ctx: UseCaseContext, caller: Caller, body: RetrievalIn) -> Result:
+    return commit(ctx, retrieval_write(ctx, caller, BatchItem(caller.idempotency, body), {}))
 
 
 def retrieval_write(
     ctx: UseCaseContext,
     caller: Caller,
-    body: RetrievalIn,
-    idempotency: IdempotencyKey | None = None,
-    texts: ChunkTexts | None = None,
+    item: BatchItem,
+    texts: ChunkTexts,
     frozen_policy: PolicySnapshot | None = None,
-    unverifiable: Sequence[UnverifiedCitation] = (),
-    data_source: str | None = None,
 ) -> Pending:
-    """The retrieval's checked, sealed entry, ready to commit alone or in a batch (which
-    passes `texts`, the chunks it already unsealed, and the live policy it froze once)."""
+    """The item's checked, sealed entry, ready to commit alone (an item of its own, keyed as
+    its caller's request) or in a batch (each item its own key, the live policy frozen once).
+    `texts`: the chunks this request unsealed (a batch's items share them)."""
+    body = item.body
+    if body is None:  # a batch refuses it before; never one of its own
+        raise _malformed(item)
     tenant = caller.tenant_id
     refs = [(entry.document_id, entry.chunk_id) for entry in body.selected_entries]
     found = ctx.lookups.chunks(tenant, refs)
@@ -263,20 +260,20 @@ def retrieval_write(
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
     entries: list[SelectedEntry] = []
-    for index, item in enumerate(body.selected_entries):
-        chunk = chunks[(item.document_id, item.chunk_id)]
-        span = _snippet_span(ctx, tenant, chunk.text, item.snippet, index, item.chunk_id, texts)
-        expires = _expiry(rules, now, chunk.retention_days, item.expires_at, index)
+    for index, selected in enumerate(body.selected_entries):
+        chunk = chunks[(selected.document_id, selected.chunk_id)]
+        span = _snippet_span(ctx, tenant, chunk.text, selected.snippet, index, selected.chunk_id, texts)
+        expires = _expiry(rules, now, chunk.retention_days, selected.expires_at, index)
         entry = seal_entry(
             ctx,
             tenant,
             chunk,
             expires,
-            snippet=item.snippet,
+            snippet=selected.snippet,
             span=span,
-            score=item.score,
-            score_breakdown=[(c.component, c.value) for c in item.score_breakdown],
-            explanation=item.explanation,
+            score=selected.score,
+            score_breakdown=[(c.component, c.value) for c in selected.score_breakdown],
+            explanation=selected.explanation,
             where=f"selected_entries[{index}]",
         )
         receipt_expiry = max(receipt_expiry, expires)
@@ -306,8 +303,8 @@ def retrieval_write(
         ],
         context_hash=context_hash,
         status=body.status,
-        unverifiable=list(unverifiable) or None,
-        data_source=data_source,
+        unverifiable=list(item.unverifiable) or None,
+        data_source=item.data_source,
     )
 
     def answer(events: Sequence[RecordedEvent]) -> dict[str, Any]:
@@ -333,7 +330,7 @@ def retrieval_write(
 
     # The request quotes the query and the snippets: its record is bound to their keys.
     texts_refs = sealed_refs(query, *(e.snapshot for e in entries), *(e.explanation for e in entries))
-    return Pending(caller, [payload], answer, bound(idempotency, ctx.sealer, texts_refs))
+    return Pending(caller, [payload], answer, bound(item.idempotency, ctx.sealer, texts_refs))
 
 
 @dataclass(frozen=True)
@@ -361,6 +358,10 @@ class ItemOutcome:
 
 
 ItemRefusal = (UseCaseError, IdempotencyKeyReused, EventRejected)
+
+
+def _malformed(item: BatchItem) -> Invalid:
+    return Invalid(item.problem or "item is malformed", code="invalid_item")
 
 
 def record_retrievals(
@@ -394,7 +395,7 @@ def _record_retrievals(
     for index, item in enumerate(items):
         try:
             if item.problem is not None or item.body is None or item.idempotency is None:
-                raise Invalid(item.problem or "item is malformed", code="invalid_item")
+                raise _malformed(item)
             earlier = stored.get(item.idempotency.key)
             if earlier is not None:
                 status, body = earlier.replay(item.idempotency, ctx.sealer)
@@ -405,16 +406,7 @@ def _record_retrievals(
                 own = replace(
                     caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
                 )
-            pending = retrieval_write(
-                ctx,
-                own,
-                item.body,
-                item.idempotency,
-                texts,
-                frozen_policy,
-                item.unverifiable,
-                item.data_source,
-            )
+            pending = retrieval_write(ctx, own, item, texts, frozen_policy)
             # The question's word hashes ride with the write for the question index (only hashes).
             sealed = pending.payloads[0].query  # type: ignore[attr-defined]
             hashes = ctx.ledger.word_hasher.hand_over(

@@ -30,7 +30,7 @@ from ledger.usecases.ports import PolicyState
 from ledger.usecases.ranking import ENGINE, SearchHit, SearchRun, empty_run, rank
 from ledger.usecases.retrievals import policy_snapshot, seal_entry, seal_query
 from ledger.usecases.visibility import narrowed
-from ledger.writing.idempotency import IdempotencyKey, Protected, bound, protect_json, sealed_refs
+from ledger.writing.idempotency import Protected, bound, protect_json, sealed_refs
 from ledger.writing.retention import expiry_key_for
 from ledger.writing.sealing import KeyDestroyed, Sealer, document_key_ref, tenant_key_ref
 
@@ -59,9 +59,7 @@ def _root_sources(ctx: UseCaseContext, tenant: str, roots: Sequence[str]) -> lis
     return named or None
 
 
-def search(
-    ctx: UseCaseContext, caller: Caller, body: SearchIn, idempotency: IdempotencyKey | None = None
-) -> Result:
+def search(ctx: UseCaseContext, caller: Caller, body: SearchIn) -> Result:
     """Rank at the index's current position under the live policy and record the
     signed receipt (every search: hits or not)."""
     started = time.monotonic()
@@ -101,7 +99,7 @@ def search(
         run = rank(ctx, tenant, task.query, request, policy, scopes, budget)
         if limit_s is not None and run.status != "timeout" and time.monotonic() - started > limit_s:
             run = empty_run("timeout", position, files=run.files_scanned)
-    return _record(ctx, caller, body, request, policy_state, run, started, idempotency)
+    return _record(ctx, caller, body, request, policy_state, run, started)
 
 
 def seal_hits(
@@ -165,7 +163,6 @@ def _record(
     policy_state: PolicyState | None,
     run: SearchRun,
     started: float,
-    idempotency: IdempotencyKey | None,
 ) -> Result:
     tenant = caller.tenant_id
     entries, receipt_expiry = seal_hits(ctx, tenant, run.hits, query_keys=True)
@@ -266,7 +263,7 @@ def _record(
             **entry_facts(events[0]),
         }
 
-    return record(ctx, caller, [payload], answer, bound(idempotency, ctx.sealer, sealed_refs(query)))
+    return record(ctx, caller, [payload], answer, bound(caller.idempotency, ctx.sealer, sealed_refs(query)))
 
 
 def _merged(citations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
