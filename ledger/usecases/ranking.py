@@ -76,11 +76,13 @@ from ledger.usecases.ranking_v3 import (
     needed_document_coverage,
     query_forms,
 )
+from ledger.usecases.ranking_v4 import fused_file_weight
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
     ENGINE_V2,
     ENGINE_V3,
+    ENGINE_V4,
     ENGINES,
     SearchHit,
     SearchRun,
@@ -98,6 +100,7 @@ __all__ = [
     "ENGINE_V1",
     "ENGINE_V2",
     "ENGINE_V3",
+    "ENGINE_V4",
     "FILE_WEIGHT",
     "K1",
     "MIN_COVERAGE",
@@ -190,7 +193,8 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v3 = engine == ENGINE_V1, engine == ENGINE_V3
+    v1, v4 = engine == ENGINE_V1, engine == ENGINE_V4
+    v3 = engine == ENGINE_V3 or v4  # @4 is @3 with the whole-file part fused (`ranking_v4`)
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -291,8 +295,9 @@ def _rank(
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
     file_score = np.zeros(len(rows_array))
     if files is not None:
-        weight = FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
-        file_score = weight * files.scores[view.document_numbers[rows_array]]
+        whole_files = files.scores[view.document_numbers[rows_array]]
+        weight = fused_file_weight(base, whole_files) if v4 else FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
+        file_score = weight * whole_files
         base = base + file_score
     if v3:  # each file's best parts only: the policy window then spans files
         keep = best_per_document(rows_array, base, view)
