@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,7 @@ SETS = ROOT / "scripts" / "eval_sets"
 CALLER = Caller("eval", "eval", frozenset({"retrieval.write"}))
 TOP_K = 10
 BATCH = 50
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def pip_command() -> list[str]:
@@ -111,8 +113,14 @@ def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
                 handle = archive.extractfile(member)
                 assert handle is not None
                 relative = member.name.split("/", 1)[1]
-                files[relative] = handle.read().decode("utf-8", errors="replace")
+                files[relative] = _printable(handle.read().decode("utf-8", errors="replace"))
     return dict(sorted(files.items()))
+
+
+def _printable(text: str) -> str:
+    """The text with control characters the ledger refuses (all but tab, LF, CR) as U+FFFD, for
+    every ranker alike: Python-Markdown's extension API page quotes its STX/ETX placeholders."""
+    return CONTROL.sub("\ufffd", text)
 
 
 def load_set(name: str) -> tuple[dict[str, object], list[GoldenQuery]]:

@@ -76,7 +76,7 @@ from ledger.usecases.ranking_v3 import (
     needed_document_coverage,
     query_forms,
 )
-from ledger.usecases.ranking_v4 import fused_file_weight
+from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
@@ -264,7 +264,8 @@ def _rank(
     known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
     covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
-        covering = document_idf >= needed_document_coverage(known, missing) - 1e-12
+        needed = (needed_document_coverage_v4 if v4 else needed_document_coverage)(known, missing)
+        covering = document_idf >= needed - 1e-12
         qualified = touched[scored] if covering.any() else touched[:0]
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)

@@ -14,13 +14,27 @@ a term of the score it explains (`file_bm25` is the rescaled whole-file part). `
 whole-file BM25 unscaled (weight 1.0): whichever of the two ran on the larger scale for a
 query decided it; here the two meet on one scale and the whole-file part weighs
 `FUSION_WEIGHT` times the passage part.
+
+The no-hit rule is `@3`'s (some document must hold half of the question's idf mass, a word
+counting for a file when any of its chunks, its title, headings or file name holds it) with one
+change: a word no document holds weighs as the question's *least* specific known word, not the
+average one (`needed_document_coverage_v4`). A word the corpus never uses is as often the
+user's word for what the documents name otherwise ("acronym" for "abbreviation",
+"typographic" for "smart quotes") as a topic the corpus lacks; it may not outweigh any word
+the corpus does hold. `@3`'s average weight let two such words veto the two known words of
+a question that one file answers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from ledger.usecases.ranking_steps import QUESTION_FORM_STEMS
+from ledger.usecases.ranking_v3 import DOC_COVERAGE
 
 FUSION_WEIGHT = 1.5  # the whole file's share against the best passage's (chosen on tuning sets)
 Array = np.ndarray[Any, Any]
@@ -34,3 +48,15 @@ def fused_file_weight(chunk_evidence: Array, file_bm25: Array) -> float:
     if best_file <= 0.0:
         return 0.0
     return FUSION_WEIGHT * float(chunk_evidence.max(initial=0.0)) / best_file
+
+
+def needed_document_coverage_v4(known: Sequence[float], missing: Sequence[str]) -> float:
+    """The idf mass one document must hold: `DOC_COVERAGE` of the question's mass, where every
+    known word counts with its idf and every unknown content word with the smallest idf among
+    the known ones (words that ask how much or how long count nothing when unknown). With
+    unknown words the share must be exceeded, not met. No known word: nothing qualifies."""
+    if not known:
+        return float("inf")
+    content = [term for term in missing if term not in QUESTION_FORM_STEMS]
+    total = sum(known) + len(content) * min(known)
+    return DOC_COVERAGE * total + (1e-9 if content else 0.0)
