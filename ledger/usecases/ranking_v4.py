@@ -18,7 +18,7 @@ query decided it; here the two meet on one scale and the whole-file part weighs
 The no-hit rule is `@3`'s (some document must hold half of the question's idf mass, a word
 counting for a file when any of its chunks, its title, headings or file name holds it) with one
 change: a word no document holds weighs as the question's *least* specific known word, not the
-average one (`needed_document_coverage_v4`). A word the corpus never uses is as often the
+average one, and the share need only be met (`needed_document_coverage_v4`). A word the corpus never uses is as often the
 user's word for what the documents name otherwise ("acronym" for "abbreviation",
 "typographic" for "smart quotes") as a topic the corpus lacks; it may not outweigh any word
 the corpus does hold. `@3`'s average weight let two such words veto the two known words of
@@ -53,10 +53,11 @@ def fused_file_weight(chunk_evidence: Array, file_bm25: Array) -> float:
 def needed_document_coverage_v4(known: Sequence[float], missing: Sequence[str]) -> float:
     """The idf mass one document must hold: `DOC_COVERAGE` of the question's mass, where every
     known word counts with its idf and every unknown content word with the smallest idf among
-    the known ones (words that ask how much or how long count nothing when unknown). With
-    unknown words the share must be exceeded, not met. No known word: nothing qualifies."""
+    the known ones (words that ask how much or how long count nothing when unknown). Meeting
+    the share is enough (`@3` wanted it exceeded when a word was unknown): else a question of
+    one known and one unknown word ("how is the repository laid out") could never be
+    answered, whatever the corpus holds. No known word: nothing qualifies."""
     if not known:
         return float("inf")
     content = [term for term in missing if term not in QUESTION_FORM_STEMS]
-    total = sum(known) + len(content) * min(known)
-    return DOC_COVERAGE * total + (1e-9 if content else 0.0)
+    return DOC_COVERAGE * (sum(known) + len(content) * min(known))
