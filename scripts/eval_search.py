@@ -6,19 +6,22 @@ Each set is `scripts/eval_sets/<package>.yaml` (questions written before any ran
 the corpus; `role: tuning` or `held_out`). The corpus is every `*.md` of the package's sdist,
 fetched with `pip download --no-binary :all: --no-deps <package>==<version>` (the package
 registry, nothing else) into `--cache`: nothing of the corpora is committed, the sets pin the
-versions. Held out: starlette, attrs, black, structlog; tuning: click, click-word-forms. The
-golden set (tests/golden over tests/corpus) is a tuning row too.
+versions. Held out: starlette, attrs, black, structlog, markdown, pymdown-extensions, hatch,
+griffe; tuning: click, click-word-forms. The golden set (tests/golden over tests/corpus) is a
+tuning row too. Baselines: bm25s (Lucene BM25) and rank-bm25 (BM25Okapi) over whole files, the
+ledger's tokenizer.
 
 For every set and engine: recall@5 and MRR@10 over the answerable questions (distinct cited
 paths, `top_k` 10), no_hit precision (of the `no_hit` answers, the share that are questions the
 corpus does not answer) and no_hit recall (of those, the share answered `no_hit`), and the
 misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hit`.
 
-    python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,black,structlog]
-        [--engines @2,@3] [--golden]
+    python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,...,griffe]
+        [--engines @3,@4] [--golden]
         [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|...]
 
-`--variant` measures one of `@3`'s choices against its alternative (run on tuning sets only):
+`--variant` measures one of `@3`/`@4`'s choices against its alternative (tuning sets only):
+`fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`),
 `no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
 `coverage-C` the share of the question one document must cover, `oov-max` weighs an unknown
 word as the question's most specific known word (`@2`'s weight) instead of the average one;
@@ -217,7 +220,10 @@ def _needed_oov_max(known: list[float], missing: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sets", default="click,click-word-forms,starlette,attrs,black,structlog")
+    parser.add_argument(
+        "--sets",
+        default="click,click-word-forms,starlette,attrs,black,structlog,markdown,pymdown-extensions,hatch,griffe",
+    )
     parser.add_argument("--engines", default="@3,@4")
     parser.add_argument("--golden", action="store_true", help="add the golden set (tuning)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "citeledger-eval")

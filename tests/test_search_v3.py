@@ -1,5 +1,5 @@
-"""`citeledger-bm25@3` (issue 32; the live default until `@4`, kept for replay): word forms across stems, a no-hit rule
-judged per document (one unknown word does not veto the known ones; a file's sections
+"""`citeledger-bm25@3` (issue 32; live until `@4`, kept for replay): word forms across
+stems, a no-hit rule judged per document (one unknown word does not veto the known ones; a file's sections
 together may answer), the page filled to `top_k` files, and each citation's `reason`
 naming its parts. `@2`, run on the same corpus in the same test, shows what changed."""
 

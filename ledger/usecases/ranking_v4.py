@@ -16,20 +16,18 @@ query decided it; here the two meet on one scale and the whole-file part weighs
 `FUSION_WEIGHT` times the passage part.
 
 The no-hit rule is `@3`'s (some document must hold half of the question's idf mass, a word
-counting for a file when any of its chunks, its title, headings or file name holds it) with one
-change: a word no document holds weighs as the question's *least* specific known word, not the
-average one, and the share need only be met (`needed_document_coverage_v4`). A word the corpus never uses is as often the
-user's word for what the documents name otherwise ("acronym" for "abbreviation",
-"typographic" for "smart quotes") as a topic the corpus lacks; it may not outweigh any word
-the corpus does hold. `@3`'s average weight let two such words veto the two known words of
-a question that one file answers.
+counting for a file when any of its chunks, its title, headings or file name holds it) with
+two changes (`needed_document_coverage_v4`): a word no document holds weighs as the question's
+*least* specific known word, not the average one, and the share need only be met. A word the
+corpus never uses is as often the user's word for what the documents name otherwise
+("acronym" for "abbreviation", "typographic" for "smart quotes") as a topic the corpus lacks;
+it may not outweigh any word the corpus does hold.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
