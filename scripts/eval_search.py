@@ -6,19 +6,22 @@ Each set is `scripts/eval_sets/<package>.yaml` (questions written before any ran
 the corpus; `role: tuning` or `held_out`). The corpus is every `*.md` of the package's sdist,
 fetched with `pip download --no-binary :all: --no-deps <package>==<version>` (the package
 registry, nothing else) into `--cache`: nothing of the corpora is committed, the sets pin the
-versions. Held out: starlette, attrs, black, structlog; tuning: click, click-word-forms. The
-golden set (tests/golden over tests/corpus) is a tuning row too.
+versions. Held out: starlette, attrs, black, structlog, markdown, pymdown-extensions, hatch,
+griffe; tuning: click, click-word-forms. The golden set (tests/golden over tests/corpus) is a
+tuning row too. Baselines: bm25s (Lucene BM25) and rank-bm25 (BM25Okapi) over whole files, the
+ledger's tokenizer.
 
 For every set and engine: recall@5 and MRR@10 over the answerable questions (distinct cited
 paths, `top_k` 10), no_hit precision (of the `no_hit` answers, the share that are questions the
 corpus does not answer) and no_hit recall (of those, the share answered `no_hit`), and the
 misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hit`.
 
-    python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,black,structlog]
-        [--engines @2,@3] [--golden]
+    python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,...,griffe]
+        [--engines @3,@4] [--golden]
         [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|...]
 
-`--variant` measures one of `@3`'s choices against its alternative (run on tuning sets only):
+`--variant` measures one of `@3`/`@4`'s choices against its alternative (tuning sets only):
+`fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`),
 `no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
 `coverage-C` the share of the question one document must cover, `oov-max` weighs an unknown
 word as the question's most specific known word (`@2`'s weight) instead of the average one;
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from rank_bm25 import BM25Okapi
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,6 +51,7 @@ from bootstrap import ledger_context  # noqa: E402
 from ledger.config import LedgerConfig  # noqa: E402
 from ledger.domain.events import SearchRequest  # noqa: E402
 from ledger.policy.policy_rules import NO_POLICY  # noqa: E402
+from ledger.retrieval.search_text import terms  # noqa: E402
 from ledger.schemas.requests import DocumentIn  # noqa: E402
 from ledger.storage.claims import DocumentClaims  # noqa: E402
 from ledger.usecases.context import Caller, UseCaseContext  # noqa: E402
@@ -65,6 +71,7 @@ SETS = ROOT / "scripts" / "eval_sets"
 CALLER = Caller("eval", "eval", frozenset({"retrieval.write"}))
 TOP_K = 10
 BATCH = 50
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def pip_command() -> list[str]:
@@ -81,7 +88,13 @@ def pip_command() -> list[str]:
 def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
     """Every markdown file of the package's sdist (path inside the sdist -> text)."""
     cache.mkdir(parents=True, exist_ok=True)
-    archives = sorted(cache.glob(f"{package}-{version}.tar.gz"))
+
+    def archives_in_cache() -> list[Path]:
+        # An sdist's file name may spell the project name normalised (`pymdown_extensions`).
+        names = {package, package.replace("-", "_")}
+        return sorted(path for name in names for path in cache.glob(f"{name}-{version}.tar.gz"))
+
+    archives = archives_in_cache()
     if not archives:
         subprocess.run(
             [
@@ -95,7 +108,7 @@ def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
             ],
             check=True,
         )
-        archives = sorted(cache.glob(f"{package}-{version}.tar.gz"))
+        archives = archives_in_cache()
     files: dict[str, str] = {}
     with tarfile.open(archives[0]) as archive:
         for member in archive.getmembers():
@@ -103,8 +116,14 @@ def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
                 handle = archive.extractfile(member)
                 assert handle is not None
                 relative = member.name.split("/", 1)[1]
-                files[relative] = handle.read().decode("utf-8", errors="replace")
+                files[relative] = _printable(handle.read().decode("utf-8", errors="replace"))
     return dict(sorted(files.items()))
+
+
+def _printable(text: str) -> str:
+    """The text with control characters the ledger refuses (all but tab, LF, CR) as U+FFFD, for
+    every ranker alike: Python-Markdown's extension API page quotes its STX/ETX placeholders."""
+    return CONTROL.sub("\ufffd", text)
 
 
 def load_set(name: str) -> tuple[dict[str, object], list[GoldenQuery]]:
@@ -135,6 +154,19 @@ def ledger_ranker(ctx: UseCaseContext, engine: str) -> Callable[[str], tuple[str
     return ranked
 
 
+def okapi_ranker(files: dict[str, str]) -> Callable[[str], tuple[str, list[str]]]:
+    """rank-bm25's BM25Okapi over whole files, the ledger's tokenizer (as scripts/bench_search.py)."""
+    paths = list(files)
+    okapi = BM25Okapi([[t.text for t in terms(text) if t.score] for text in files.values()])
+
+    def ranked(query: str) -> tuple[str, list[str]]:
+        scores = okapi.get_scores([t.text for t in terms(query) if t.score])
+        order = sorted(range(len(paths)), key=lambda i: (-scores[i], paths[i]))
+        return "ok", [paths[i] for i in order[:TOP_K] if scores[i] > 0]
+
+    return ranked
+
+
 def evaluate(
     files: dict[str, str], queries: list[GoldenQuery], engines: list[str], work: Path
 ) -> dict[str, Quality]:
@@ -148,6 +180,7 @@ def evaluate(
         }
         bare = WholeFileBm25s(files)
         out["bm25s, whole files"] = measure(queries, lambda q: ("ok", bare.search(q, TOP_K)))
+        out["rank-bm25, whole files"] = measure(queries, okapi_ranker(files))
         return out
     finally:
         ledger.close()
@@ -155,13 +188,15 @@ def evaluate(
 
 def apply_variant(variant: str) -> None:
     """Swap some of `@3`'s choices in this process (measurement only)."""
-    from ledger.usecases import ranking, ranking_v3
+    from ledger.usecases import ranking, ranking_v3, ranking_v4
 
     for part in [p for p in variant.split("+") if p]:
         if part == "no-forms":
             vars(ranking)["query_forms"] = lambda query, term: (term.text,)
         elif part.startswith("file-"):
             vars(ranking)["FILE_WEIGHT_V3"] = float(part.removeprefix("file-"))
+        elif part.startswith("fusion-"):
+            ranking_v4.FUSION_WEIGHT = float(part.removeprefix("fusion-"))
         elif part.startswith("coverage-"):
             ranking_v3.DOC_COVERAGE = float(part.removeprefix("coverage-"))
         elif part == "oov-max":
@@ -185,8 +220,11 @@ def _needed_oov_max(known: list[float], missing: list[str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sets", default="click,click-word-forms,starlette,attrs,black,structlog")
-    parser.add_argument("--engines", default="@2,@3")
+    parser.add_argument(
+        "--sets",
+        default="click,click-word-forms,starlette,attrs,black,structlog,markdown,pymdown-extensions,hatch,griffe",
+    )
+    parser.add_argument("--engines", default="@3,@4")
     parser.add_argument("--golden", action="store_true", help="add the golden set (tuning)")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "citeledger-eval")
     parser.add_argument("--misses", action="store_true")
@@ -216,8 +254,9 @@ def main() -> None:
         for label, row_role, files_count, answerable, absent, ranker, q in rows:
             if row_role != role:
                 continue
-            no_hit = "–" if ranker.startswith("bm25s") else f"{q.no_hit_precision:.3f}"
-            recall = "–" if ranker.startswith("bm25s") else f"{q.no_hit_recall:.3f}"
+            baseline = "whole files" in ranker  # cannot say no_hit
+            no_hit = "–" if baseline else f"{q.no_hit_precision:.3f}"
+            recall = "–" if baseline else f"{q.no_hit_recall:.3f}"
             print(
                 f"| {label} | {role} | {files_count} | {answerable} / {absent} | {ranker} | "
                 f"{q.recall_at_5:.3f} | {q.mrr:.3f} | {q.present_no_hit}/{answerable} | "

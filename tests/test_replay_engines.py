@@ -13,7 +13,7 @@ from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy
-from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, ENGINE_V3, SearchRun, rank
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, ENGINE_V3, ENGINE_V4, SearchRun, rank
 from ledger.usecases.replay import replay
 from ledger.writing.application import Ledger
 from tests.factories import search_receipt
@@ -57,7 +57,7 @@ def test_an_unrelated_edit_leaves_the_context_hash_and_reports_scores_apart(ledg
     assert searched["status"] == "ok" and len(searched["output"]["citations"]) == 3
     _unrelated_edit(ctx)
     body = replay(ctx, CALLER, searched["receipt_id"]).body
-    assert body["engine"] == ENGINE == ENGINE_V3 and body["integrity"] == "ok"
+    assert body["engine"] == ENGINE == ENGINE_V4 and body["integrity"] == "ok"
     drift = body["diff"]["data_drift"]
     assert drift["context_hash"]["changed"] is False
     assert drift["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
@@ -139,11 +139,21 @@ def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) ->
 
 
 def test_an_at2_receipt_replays_under_at2_after_at3_became_the_default(ledger: Ledger) -> None:
-    """`@3` is what a live search runs now; a receipt of `@2` is re-run by `@2`'s ranking
+    """`@4` is what a live search runs now; a receipt of `@2` is re-run by `@2`'s ranking
     (its no-hit rule, its file weight, its page) and reproduces its context hash."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V2)
-    assert old.status == "ok" and ENGINE == ENGINE_V3
-    # @3 weighs the whole file twice as much: the same files score differently.
+    assert old.status == "ok" and ENGINE == ENGINE_V4
+    # @4 weighs the whole file otherwise: the same files score differently.
+    assert [dict(h.score_breakdown)["file_bm25"] for h in old.hits] != [
+        dict(h.score_breakdown)["file_bm25"] for h in new.hits
+    ]
+
+
+def test_an_at3_receipt_replays_under_at3_after_at4_became_the_default(ledger: Ledger) -> None:
+    """A receipt of `@3` is re-run by `@3`'s ranking (its unscaled whole-file weight, its
+    no-hit rule) and reproduces its context hash, though `@4` now ranks live searches."""
+    _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V3)
+    assert old.status == "ok" and ENGINE == ENGINE_V4
     assert [dict(h.score_breakdown)["file_bm25"] for h in old.hits] != [
         dict(h.score_breakdown)["file_bm25"] for h in new.hits
     ]

@@ -21,7 +21,9 @@ common its other words are.
 Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
 that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
 byte for byte. `@2`: the context hash covers the context (not scores), one
-citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`.
+citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
+(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`,
+live): `@3` with the whole-file part fused on the chunk evidence's scale.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -76,11 +78,13 @@ from ledger.usecases.ranking_v3 import (
     needed_document_coverage,
     query_forms,
 )
+from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
     ENGINE_V2,
     ENGINE_V3,
+    ENGINE_V4,
     ENGINES,
     SearchHit,
     SearchRun,
@@ -98,6 +102,7 @@ __all__ = [
     "ENGINE_V1",
     "ENGINE_V2",
     "ENGINE_V3",
+    "ENGINE_V4",
     "FILE_WEIGHT",
     "K1",
     "MIN_COVERAGE",
@@ -190,7 +195,8 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v3 = engine == ENGINE_V1, engine == ENGINE_V3
+    v1, v4 = engine == ENGINE_V1, engine == ENGINE_V4
+    v3 = engine == ENGINE_V3 or v4  # @4 is @3 with the whole-file part fused (`ranking_v4`)
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -260,7 +266,8 @@ def _rank(
     known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
     covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
-        covering = document_idf >= needed_document_coverage(known, missing) - 1e-12
+        needed = (needed_document_coverage_v4 if v4 else needed_document_coverage)(known, missing)
+        covering = document_idf >= needed - 1e-12
         qualified = touched[scored] if covering.any() else touched[:0]
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
@@ -291,8 +298,9 @@ def _rank(
     base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
     file_score = np.zeros(len(rows_array))
     if files is not None:
-        weight = FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
-        file_score = weight * files.scores[view.document_numbers[rows_array]]
+        whole_files = files.scores[view.document_numbers[rows_array]]
+        weight = fused_file_weight(base, whole_files) if v4 else FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
+        file_score = weight * whole_files
         base = base + file_score
     if v3:  # each file's best parts only: the policy window then spans files
         keep = best_per_document(rows_array, base, view)

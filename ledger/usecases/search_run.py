@@ -16,8 +16,10 @@ from ledger.usecases.ports import ChunkState
 ENGINE_V1 = "citeledger-bm25@1"
 ENGINE_V2 = "citeledger-bm25@2"
 ENGINE_V3 = "citeledger-bm25@3"
-ENGINE = ENGINE_V3  # what a live search runs and records
-ENGINES = (ENGINE_V1, ENGINE_V2, ENGINE_V3)  # what a replay can re-run, each under its own rules
+ENGINE_V4 = "citeledger-bm25@4"
+ENGINE = ENGINE_V4  # what a live search runs and records
+# What a replay can re-run, each under its own rules.
+ENGINES = (ENGINE_V1, ENGINE_V2, ENGINE_V3, ENGINE_V4)
 SearchStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
 
 
