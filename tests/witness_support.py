@@ -3,25 +3,21 @@ the witness tests and the benchmark."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.server_process import CLI_MODULE, ROOT, free_port
+from tests import forked_cli
+from tests.server_process import CLI_MODULE, ROOT, free_port, run_cli
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", CLI_MODULE, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(list(args), dict(os.environ))
 
 
 class WitnessProcess:
@@ -31,7 +27,7 @@ class WitnessProcess:
     def __init__(self, directory: Path, name: str, log_vkey: str) -> None:
         self.directory = directory
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | forked_cli.ForkedProcess | None = None
         made = cli("witness", "init", "--dir", str(directory), "--name", name)
         assert made.returncode == 0, made.stderr
         self.vkey = made.stdout.strip()
@@ -48,28 +44,20 @@ class WitnessProcess:
         return f"{self.url} {self.vkey}"
 
     def start(self) -> WitnessProcess:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                CLI_MODULE,
-                "witness",
-                "serve",
-                "--dir",
-                str(self.directory),
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        args = ["witness", "serve", "--dir", str(self.directory), "--port", str(self.port)]
+        args += ["--log-level", "warning"]
+        output = tempfile.TemporaryFile()
+        if forked_cli.enabled():  # a real process all the same, forked from the warm interpreter
+            self.process = forked_cli.spawn(args, dict(os.environ), output.fileno())
+        else:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", CLI_MODULE, *args], cwd=ROOT, stdout=output, stderr=output
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(self.process.stderr.read().decode() if self.process.stderr else "exited")
+                output.seek(0)
+                raise RuntimeError(output.read().decode(errors="replace") or "exited")
             try:
                 if httpx.get(self.url + "/vkey", timeout=1).status_code == 200:
                     return self
