@@ -17,8 +17,10 @@ from ledger.config import LedgerConfig
 from ledger.usecases.context import Caller
 from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipt_reads import receipts_page
+from ledger.usecases.replay import replay
 from ledger.usecases.scopes import SCOPES
 from ledger.writing.application import Ledger
+from ledger.writing.group_commit import GroupCommitter
 from ledger.writing.question_handover import handed_over, handed_over_hashes
 from projections.queries import ReadModels
 from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, QuestionIndexProjection
@@ -28,6 +30,7 @@ from tests.mcp_support import Ledger as McpLedger
 from tests.mcp_support import answer, refusal
 from tests.server_process import run_cli, server_env
 from tests.test_content_reads import Http
+from tests.test_search import _ingest, _search
 
 QUESTIONS = (
     "how many days of parental leave do I get?",
@@ -323,6 +326,46 @@ def test_a_batch_hands_its_question_hashes_over_and_a_rebuild_agrees(ledger: Led
     cases.runner.rebuild(["question_index"])
     assert index.handed_over == handed  # the rebuild unsealed each question
     assert snapshot() == live and len(live[0]) > 10 and live[1]
+
+
+@pytest.mark.parametrize("writer", ["direct", "group_commit"])
+def test_every_path_that_records_a_receipt_hands_its_question_over(ledger: Ledger, writer: str) -> None:
+    """One retrieval, a batch, a ledger-run search and its replay, through the command line's
+    writer and the server's group committer (`write` per request, `write_all` per batch):
+    every receipt is indexed from the words hashed before sealing, none unsealed here."""
+    cases = UseCases(ledger)
+    committer = GroupCommitter(ledger) if writer == "group_commit" else None
+    if committer is not None:
+        cases.ctx.write, cases.ctx.write_all = committer.write, committer.write_all
+    try:
+        index = cases.runner.projection("question_index")
+        assert isinstance(index, QuestionIndexProjection)
+        doc = cases.ingest("Parental leave is twelve weeks.")
+        searcher = Caller(TENANT, "svc-search", frozenset({"retrieval.write", "replay.run"}))
+        _ingest(
+            cases.ctx, searcher, "hr/salary.md", "# Salary\n\nSalary bands are published every January.\n"
+        )
+        handed = index.handed_over
+        cases.retrieve(doc, QUESTIONS[0])
+        cases.retrieve_batch(doc, [QUESTIONS[1], QUESTIONS[2]])
+        searched = _search(cases.ctx, searcher, "when are salary bands published")
+        replayed = replay(cases.ctx, searcher, searched["receipt_id"]).body
+        assert replayed["replay_receipt_id"] is not None
+        assert index.handed_over - handed == 5  # 1 + 2 + the search's + the replay's
+        limit = {"cursor": None, "limit": 50}
+        assert _found(cases, "parental leave", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[1]]
+        page = receipts_page(
+            cases.ctx,
+            ReadModels(ledger.store),
+            AUDITOR,
+            ReceiptFilter(q="salary bands"),
+            cursor=None,
+            limit=50,
+        )
+        assert [r["mode"] for r in page["receipts"]] == ["as_of_replay", "live"]
+    finally:
+        if committer is not None:
+            committer.close()
 
 
 def test_the_hand_over_ends_with_its_batch_even_when_it_fails() -> None:
