@@ -119,6 +119,25 @@ def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -
         assert "parental" not in dumped and "leave" not in dumped
 
 
+def test_q_is_the_question_and_the_cited_document_narrows_it(ledger: Ledger) -> None:
+    """`q` matches the question's words, never the cited text or path (the receipt's
+    citations are found by their document: a path's documents, then `document_id`); the two
+    together answer "asked about X and cited Y"."""
+    cases = UseCases(ledger)
+    leave = cases.ingest("Parental leave is twelve weeks.", path="handbook/benefits.md")
+    logs = cases.ingest("Audit logs are kept for 180 days.", path="ops/audit-logs.md")
+    cases.retrieve(leave, QUESTIONS[0])
+    cases.retrieve(logs, QUESTIONS[3])  # asks about parental leave, cites the logs' page
+    cases.retrieve(leave, "how long is it?")  # cites "parental leave", asks about neither word
+    limit = {"cursor": None, "limit": 50}
+    assert _found(cases, "parental leave", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[3]]
+    assert _found(cases, "twelve weeks", order="asc", **limit) == []  # the snippet's words
+    assert _found(cases, "handbook benefits", order="asc", **limit) == []  # the cited path's words
+    cited = ReceiptFilter(q="parental leave", document_id=leave.payload["document_id"])
+    body = receipts_page(cases.ctx, ReadModels(ledger.store), AUDITOR, cited, cursor=None, limit=50)
+    assert [_question(cases, r["position"]) for r in body["receipts"]] == [QUESTIONS[0]]
+
+
 def test_a_rebuild_indexes_what_the_incremental_model_did(ledger: Ledger) -> None:
     cases = UseCases(ledger)
     doc = cases.ingest("Parental leave is twelve weeks.")
