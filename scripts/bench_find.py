@@ -143,9 +143,14 @@ def _query_bench(size: int, queries: int, rounds: int, caches: list[str], work: 
     keys = question_keys(ledger.store)
     hashes = [keys.word_hash(TENANT, w) for w in words]
     questions = _questions(size, seed=size)
-    started = time.perf_counter()
-    _fill(ledger, questions, hashes)
-    print(f"  {size:>9,} receipts filled in {time.perf_counter() - started:.0f} s", flush=True)
+    filled = data / "bench-filled"  # a ledger kept by `--work` is filled once (same seed, same rows)
+    if filled.exists():
+        ledger.close()
+    else:
+        started = time.perf_counter()
+        _fill(ledger, questions, hashes)
+        filled.touch()
+        print(f"  {size:>9,} receipts filled in {time.perf_counter() - started:.0f} s", flush=True)
     timings: Timings = {(cache, n): ([], []) for cache in caches for n in (1, 2, 3)}
     per_round = max(1, queries // rounds)
     for round_ in range(rounds):
@@ -224,10 +229,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=100, help="retrievals per record_retrievals call")
     parser.add_argument("--caches", default="default", help=f"of {', '.join(CACHE_SETTINGS)}")
+    parser.add_argument("--work", type=Path, help="keep the filled query ledgers here, reuse them")
     args = parser.parse_args()
     caches = args.caches.split(",")
     with tempfile.TemporaryDirectory(prefix="bench-find-") as tmp:
         work = Path(tmp)
+        query_work = args.work or work
         sizes = [int(s) for s in args.sizes.split(",") if s]
         if sizes:
             print(
@@ -235,7 +242,7 @@ def main() -> None:
                 "| CPU max ms |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
             )
         for size in sizes:
-            timings = _query_bench(size, args.queries, args.rounds, caches, work)
+            timings = _query_bench(size, args.queries, args.rounds, caches, query_work)
             for (cache, count), (wall, cpu) in sorted(timings.items(), key=lambda item: item[0][1]):
                 print(
                     f"| {size:,} | {cache} | {count} | {_p(wall, 50):.1f} | {_p(wall, 95):.1f} "

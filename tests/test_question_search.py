@@ -43,8 +43,16 @@ AUDITOR = Caller(TENANT, "auditor", frozenset(SCOPES))
 
 def _found(cases: UseCases, q: str, **page: Any) -> list[str]:
     """The questions `q` finds, in the page's order."""
-    body = receipts_page(cases.ctx, ReadModels(cases.ledger.store), AUDITOR, ReceiptFilter(q=q), **page)
-    return [_question(cases, r["position"]) for r in body["receipts"]]
+    return [_question(cases, r["position"]) for r in _listed(cases, ReceiptFilter(q=q), **page)]
+
+
+def _listed(cases: UseCases, flt: ReceiptFilter, **page: Any) -> list[dict[str, Any]]:
+    """The auditor's first page of receipts (50 unless `page` says otherwise)."""
+    page = {"cursor": None, "limit": 50, **page}
+    receipts: list[dict[str, Any]] = receipts_page(
+        cases.ctx, ReadModels(cases.ledger.store), AUDITOR, flt, **page
+    )["receipts"]
+    return receipts
 
 
 def _question(cases: UseCases, position: int) -> str:
@@ -134,8 +142,7 @@ def test_q_is_the_question_and_the_cited_document_narrows_it(ledger: Ledger) -> 
     assert _found(cases, "twelve weeks", order="asc", **limit) == []  # the snippet's words
     assert _found(cases, "handbook benefits", order="asc", **limit) == []  # the cited path's words
     cited = ReceiptFilter(q="parental leave", document_id=leave.payload["document_id"])
-    body = receipts_page(cases.ctx, ReadModels(ledger.store), AUDITOR, cited, cursor=None, limit=50)
-    assert [_question(cases, r["position"]) for r in body["receipts"]] == [QUESTIONS[0]]
+    assert [_question(cases, r["position"]) for r in _listed(cases, cited)] == [QUESTIONS[0]]
 
 
 def test_a_rebuild_indexes_what_the_incremental_model_did(ledger: Ledger) -> None:
@@ -373,15 +380,10 @@ def test_every_path_that_records_a_receipt_hands_its_question_over(ledger: Ledge
         assert index.handed_over - handed == 5  # 1 + 2 + the search's + the replay's
         limit = {"cursor": None, "limit": 50}
         assert _found(cases, "parental leave", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[1]]
-        page = receipts_page(
-            cases.ctx,
-            ReadModels(ledger.store),
-            AUDITOR,
-            ReceiptFilter(q="salary bands"),
-            cursor=None,
-            limit=50,
-        )
-        assert [r["mode"] for r in page["receipts"]] == ["as_of_replay", "live"]
+        assert [r["mode"] for r in _listed(cases, ReceiptFilter(q="salary bands"))] == [
+            "as_of_replay",
+            "live",
+        ]
     finally:
         if committer is not None:
             committer.close()
