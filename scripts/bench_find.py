@@ -18,10 +18,11 @@ SQLite page-cache settings compared (`CACHE_SETTINGS`, set on every connection t
 opens), each in turn on the same ledger with the same searches, in alternating rounds, each
 round after a warm-up on a fresh connection.
 
-Write path: process CPU per recorded retrieval (the use case, the embedded read models
-applied in its transaction) on fresh SQLite ledgers with and without the question index among
-their read models, one at a time (`record_retrieval`) and in batches (`record_retrievals`),
-in alternating rounds.
+Write path: thread CPU per recorded retrieval (the use case, the embedded read models applied
+in its transaction, the command line's writer: all in this thread) on fresh SQLite ledgers with
+and without the question index among their read models, one at a time (`record_retrieval`) and
+in batches (`record_retrievals`), the two ledgers interleaved a call at a time (which goes first
+alternates); the median of the rounds.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ WriteCosts = dict[tuple[str, str], float]  # (single | batched, with | without) 
 
 
 def _write_cpu(writes: int, rounds: int, batch: int, work: Path) -> WriteCosts:
-    """Process CPU ms per recorded retrieval, median of the rounds, for each (path, index)."""
+    """Thread CPU ms per recorded retrieval, median of the rounds, for each (path, index)."""
     from tests.factories import UseCases
 
     def without_index() -> list[Any]:
@@ -202,18 +203,24 @@ def _write_cpu(writes: int, rounds: int, batch: int, work: Path) -> WriteCosts:
     vocabulary = _vocabulary(rng)
     spent: dict[tuple[str, str], list[float]] = {key: [] for key in setups}
     for round_ in range(rounds):
-        order = list(setups) if round_ % 2 == 0 else list(setups)[::-1]
-        for key in order:
-            cases, doc = setups[key]
-            questions = ["how " + " ".join(rng.sample(vocabulary, 8)) + "?" for _ in range(writes)]
-            started = time.process_time()
-            if key[0] == "single":
-                for question in questions:
-                    cases.retrieve(doc, question)
-            else:
-                for start in range(0, writes, batch):
-                    cases.retrieve_batch(doc, questions[start : start + batch])
-            spent[key].append((time.process_time() - started) * 1000 / writes)
+        # Interleaved a call at a time (a retrieval, or a batch): a change of load on the shared
+        # machine falls on both sides of a pair alike.
+        used = dict.fromkeys(setups, 0.0)
+        for path, size in (("single", 1), ("batched", batch)):
+            pair = [(path, "with"), (path, "without")]
+            for start in range(0, writes, size):
+                count = min(size, writes - start)
+                questions = ["how " + " ".join(rng.sample(vocabulary, 8)) + "?" for _ in range(count)]
+                for key in pair if (round_ + start // size) % 2 == 0 else pair[::-1]:
+                    cases, doc = setups[key]
+                    cpu = time.thread_time()
+                    if path == "single":
+                        cases.retrieve(doc, questions[0])
+                    else:
+                        cases.retrieve_batch(doc, questions)
+                    used[key] += time.thread_time() - cpu
+        for key, seconds in used.items():
+            spent[key].append(seconds * 1000 / writes)
     return {key: statistics.median(values) for key, values in spent.items()}
 
 
