@@ -16,6 +16,7 @@ from ledger.domain.entries import EventDraft
 from ledger.usecases.context import UseCaseContext, Writer
 from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.writing.idempotency import IdempotentWrite
+from ledger.writing.question_handover import QuestionHashes
 from projections.lookups import ProjectedLookups
 from projections.runner import ProjectionRunner
 from projections.search_index import PROJECTION_NAME as SEARCH_PROJECTION
@@ -55,9 +56,10 @@ def direct_writer(ledger: Ledger) -> Writer:
         tenant_id: str | None = None,
         idempotent: IdempotentWrite | None = None,
         deadline: Deadline | None = None,
+        question_hashes: QuestionHashes | None = None,
     ) -> WriteOutcome:
         outcome = ledger.commit_writes(
-            [Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline)]
+            [Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline, question_hashes)]
         )[0]
         if outcome.error is not None:
             raise outcome.error

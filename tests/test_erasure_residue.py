@@ -306,11 +306,16 @@ def test_subject_erasure_leaves_no_text_in_storage_logs_or_retried_answers(runni
 
 def test_retention_expiry_leaves_no_question_words(ledger: Ledger) -> None:
     """The retention sweep destroys a day's query keys: the questions sealed under them leave
-    the question index too (their words' hashes, their key rows)."""
+    the question index too (their words' hashes, their key rows), a question the writer handed
+    over (indexed without being unsealed) like any other."""
     marker = _marker()
     cases = UseCases(ledger)
     doc = cases.ingest("The retention floor is 180 days.")
+    index = cases.runner.projection("question_index")
+    assert isinstance(index, QuestionIndexProjection)
+    handed = index.handed_over
     receipt = cases.retrieve(doc, f"how long is {marker} kept?")
+    assert index.handed_over == handed + 1
     caller = Caller(tenant_id=receipt.tenant_id, actor="auditor", scopes=frozenset(SCOPES))
     models = ReadModels(ledger.store)
 

@@ -17,8 +17,10 @@ from ledger.config import LedgerConfig
 from ledger.usecases.context import Caller
 from ledger.usecases.ports import ReceiptFilter
 from ledger.usecases.receipt_reads import receipts_page
+from ledger.usecases.replay import replay
 from ledger.usecases.scopes import SCOPES
 from ledger.writing.application import Ledger
+from ledger.writing.group_commit import GroupCommitter
 from ledger.writing.question_handover import handed_over, handed_over_hashes
 from projections.queries import ReadModels
 from projections.question_index import QUESTION_KEYS_TABLE, QUESTION_WORDS_TABLE, QuestionIndexProjection
@@ -28,6 +30,7 @@ from tests.mcp_support import Ledger as McpLedger
 from tests.mcp_support import answer, refusal
 from tests.server_process import run_cli, server_env
 from tests.test_content_reads import Http
+from tests.test_search import _ingest, _search
 
 QUESTIONS = (
     "how many days of parental leave do I get?",
@@ -40,8 +43,16 @@ AUDITOR = Caller(TENANT, "auditor", frozenset(SCOPES))
 
 def _found(cases: UseCases, q: str, **page: Any) -> list[str]:
     """The questions `q` finds, in the page's order."""
-    body = receipts_page(cases.ctx, ReadModels(cases.ledger.store), AUDITOR, ReceiptFilter(q=q), **page)
-    return [_question(cases, r["position"]) for r in body["receipts"]]
+    return [_question(cases, r["position"]) for r in _listed(cases, ReceiptFilter(q=q), **page)]
+
+
+def _listed(cases: UseCases, flt: ReceiptFilter, **page: Any) -> list[dict[str, Any]]:
+    """The auditor's first page of receipts (50 unless `page` says otherwise)."""
+    page = {"cursor": None, "limit": 50, **page}
+    receipts: list[dict[str, Any]] = receipts_page(
+        cases.ctx, ReadModels(cases.ledger.store), AUDITOR, flt, **page
+    )["receipts"]
+    return receipts
 
 
 def _question(cases: UseCases, position: int) -> str:
@@ -114,6 +125,24 @@ def test_every_word_must_be_in_the_question_newest_first_paged(ledger: Ledger) -
             [list(r) for r in ledger.store.rows(f"SELECT * FROM {ledger.store.table(table)}")]
         )
         assert "parental" not in dumped and "leave" not in dumped
+
+
+def test_q_is_the_question_and_the_cited_document_narrows_it(ledger: Ledger) -> None:
+    """`q` matches the question's words, never the cited text or path (the receipt's
+    citations are found by their document: a path's documents, then `document_id`); the two
+    together answer "asked about X and cited Y"."""
+    cases = UseCases(ledger)
+    leave = cases.ingest("Parental leave is twelve weeks.", path="handbook/benefits.md")
+    logs = cases.ingest("Audit logs are kept for 180 days.", path="ops/audit-logs.md")
+    cases.retrieve(leave, QUESTIONS[0])
+    cases.retrieve(logs, QUESTIONS[3])  # asks about parental leave, cites the logs' page
+    cases.retrieve(leave, "how long is it?")  # cites "parental leave", asks about neither word
+    limit = {"cursor": None, "limit": 50}
+    assert _found(cases, "parental leave", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[3]]
+    assert _found(cases, "twelve weeks", order="asc", **limit) == []  # the snippet's words
+    assert _found(cases, "handbook benefits", order="asc", **limit) == []  # the cited path's words
+    cited = ReceiptFilter(q="parental leave", document_id=leave.payload["document_id"])
+    assert [_question(cases, r["position"]) for r in _listed(cases, cited)] == [QUESTIONS[0]]
 
 
 def test_a_rebuild_indexes_what_the_incremental_model_did(ledger: Ledger) -> None:
@@ -323,6 +352,41 @@ def test_a_batch_hands_its_question_hashes_over_and_a_rebuild_agrees(ledger: Led
     cases.runner.rebuild(["question_index"])
     assert index.handed_over == handed  # the rebuild unsealed each question
     assert snapshot() == live and len(live[0]) > 10 and live[1]
+
+
+@pytest.mark.parametrize("writer", ["direct", "group_commit"])
+def test_every_path_that_records_a_receipt_hands_its_question_over(ledger: Ledger, writer: str) -> None:
+    """One retrieval, a batch, a ledger-run search and its replay, through the command line's
+    writer and the server's group committer (`write` per request, `write_all` per batch):
+    every receipt is indexed from the words hashed before sealing, none unsealed here."""
+    cases = UseCases(ledger)
+    committer = GroupCommitter(ledger) if writer == "group_commit" else None
+    if committer is not None:
+        cases.ctx.write, cases.ctx.write_all = committer.write, committer.write_all
+    try:
+        index = cases.runner.projection("question_index")
+        assert isinstance(index, QuestionIndexProjection)
+        doc = cases.ingest("Parental leave is twelve weeks.")
+        searcher = Caller(TENANT, "svc-search", frozenset({"retrieval.write", "replay.run"}))
+        _ingest(
+            cases.ctx, searcher, "hr/salary.md", "# Salary\n\nSalary bands are published every January.\n"
+        )
+        handed = index.handed_over
+        cases.retrieve(doc, QUESTIONS[0])
+        cases.retrieve_batch(doc, [QUESTIONS[1], QUESTIONS[2]])
+        searched = _search(cases.ctx, searcher, "when are salary bands published")
+        replayed = replay(cases.ctx, searcher, searched["receipt_id"]).body
+        assert replayed["replay_receipt_id"] is not None
+        assert index.handed_over - handed == 5  # 1 + 2 + the search's + the replay's
+        limit = {"cursor": None, "limit": 50}
+        assert _found(cases, "parental leave", order="asc", **limit) == [QUESTIONS[0], QUESTIONS[1]]
+        assert [r["mode"] for r in _listed(cases, ReceiptFilter(q="salary bands"))] == [
+            "as_of_replay",
+            "live",
+        ]
+    finally:
+        if committer is not None:
+            committer.close()
 
 
 def test_the_hand_over_ends_with_its_batch_even_when_it_fails() -> None:

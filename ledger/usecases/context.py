@@ -14,6 +14,7 @@ from ledger.domain.receipt_parts import encoded_parts, entry_parts
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
 from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite, reveal
+from ledger.writing.question_handover import QuestionHashes
 from ledger.writing.retention import RetentionRules
 from ledger.writing.sealing import Sealer
 
@@ -52,6 +53,7 @@ class Writer(Protocol):
         tenant_id: str | None = None,
         idempotent: IdempotentWrite | None = None,
         deadline: Deadline | None = None,
+        question_hashes: QuestionHashes | None = None,
     ) -> WriteOutcome: ...
 
 
@@ -113,6 +115,7 @@ def commit(ctx: UseCaseContext, pending: Pending) -> Result:
         tenant_id=pending.caller.tenant_id,
         idempotent=pending.idempotent(),
         deadline=pending.caller.deadline,
+        question_hashes=pending.question_hashes,
     )
     return pending.result(outcome)
 
@@ -126,6 +129,9 @@ class Pending:
     payloads: Sequence[Schema]
     answer: Callable[[Sequence[RecordedEvent]], dict[str, Any]]
     idempotency: IdempotencyKey | None = None
+    # Its receipt's question words, hashed before sealing, for the question index
+    # (`ledger.writing.question_handover`): the index then never unseals a fresh question.
+    question_hashes: QuestionHashes | None = None
 
     def drafts(self) -> list[EventDraft]:
         # A receipt too large for one log entry is written as several (`ledger.domain.receipt_parts`).
@@ -151,6 +157,7 @@ class Pending:
             ),
             self.idempotent(),
             deadline=self.caller.deadline,
+            question_hashes=self.question_hashes,
         )
 
     def result(self, outcome: WriteOutcome) -> Result:

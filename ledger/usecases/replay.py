@@ -48,7 +48,7 @@ from ledger.retrieval.replay_diff import (
     summary,
     without_chunks,
 )
-from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
+from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts
 from ledger.usecases.errors import Unreplayable, UseCaseError
 from ledger.usecases.ranking import ENGINES, SearchHit, SearchRun, rank
 from ledger.usecases.replay_edits import edited_sections
@@ -340,7 +340,9 @@ def replay(ctx: UseCaseContext, caller: Caller, receipt_id: str, at_position: in
         }
 
     try:
-        return record(ctx, caller, [replay_receipt, link], answer, caller.idempotency)
+        # The question is in hand: its word hashes go to the question index (`Pending`).
+        hashes = ctx.ledger.word_hasher.hand_over(tenant, query, replay_receipt.query.nonce)
+        return commit(ctx, Pending(caller, [replay_receipt, link], answer, caller.idempotency, hashes))
     except (IdempotencyKeyReused, UseCaseError):
         raise
     except Exception as exc:  # noqa: BLE001 - fail-open: the audit write must not hide the answer

@@ -237,10 +237,12 @@ def retrieval_write(
     item: BatchItem,
     texts: ChunkTexts,
     frozen_policy: PolicySnapshot | None = None,
+    hashed_words: dict[str, int] | None = None,
 ) -> Pending:
     """The item's checked, sealed entry, ready to commit alone (an item of its own, keyed as
     its caller's request) or in a batch (each item its own key, the live policy frozen once).
-    `texts`: the chunks this request unsealed (a batch's items share them)."""
+    `texts`: the chunks this request unsealed (a batch's items share them); `hashed_words`:
+    the question words it hashed already (a batch's items share them too)."""
     body = item.body
     if body is None:  # a batch refuses it before; never one of its own
         raise _malformed(item)
@@ -330,7 +332,9 @@ def retrieval_write(
 
     # The request quotes the query and the snippets: its record is bound to their keys.
     texts_refs = sealed_refs(query, *(e.snapshot for e in entries), *(e.explanation for e in entries))
-    return Pending(caller, [payload], answer, bound(item.idempotency, ctx.sealer, texts_refs))
+    # The question's word hashes ride with the write for the question index (only hashes).
+    hashes = ctx.ledger.word_hasher.hand_over(tenant, body.query, query.nonce, hashed_words)
+    return Pending(caller, [payload], answer, bound(item.idempotency, ctx.sealer, texts_refs), hashes)
 
 
 @dataclass(frozen=True)
@@ -406,14 +410,8 @@ def _record_retrievals(
                 own = replace(
                     caller, run_id=item.run_id or caller.run_id, trace_id=item.trace_id or caller.trace_id
                 )
-            pending = retrieval_write(ctx, own, item, texts, frozen_policy)
-            # The question's word hashes ride with the write for the question index (only hashes).
-            sealed = pending.payloads[0].query  # type: ignore[attr-defined]
-            hashes = ctx.ledger.word_hasher.hand_over(
-                caller.tenant_id, item.body.query, sealed.nonce, hashed_words
-            )
-            prepared = pending.prepared()  # built again: `replace` costs ~10 µs here, this ~5
-            write = Write(prepared.prepared, prepared.idempotent, prepared.deadline, question_hashes=hashes)
+            pending = retrieval_write(ctx, own, item, texts, frozen_policy, hashed_words)
+            write = pending.prepared()
             # Receipts too large for one entry take several: the batch's one transaction holds
             # at most MAX_BATCH_EVENTS, so an item past it is refused on its own.
             if entries + len(write.prepared) > MAX_BATCH_EVENTS:

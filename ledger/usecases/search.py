@@ -23,7 +23,7 @@ from ledger.domain.events import (
     TaskEnvelope,
 )
 from ledger.schemas.requests import SearchIn
-from ledger.usecases.context import Caller, Result, UseCaseContext, entry_facts, record
+from ledger.usecases.context import Caller, Pending, Result, UseCaseContext, commit, entry_facts
 from ledger.usecases.errors import ChunkScrubbed, Invalid
 from ledger.usecases.policy import live_rules
 from ledger.usecases.ports import PolicyState
@@ -263,7 +263,10 @@ def _record(
             **entry_facts(events[0]),
         }
 
-    return record(ctx, caller, [payload], answer, bound(caller.idempotency, ctx.sealer, sealed_refs(query)))
+    # The question's word hashes for the question index, from the plain question (`Pending`).
+    hashes = ctx.ledger.word_hasher.hand_over(tenant, body.input.query, query.nonce)
+    idempotent = bound(caller.idempotency, ctx.sealer, sealed_refs(query))
+    return commit(ctx, Pending(caller, [payload], answer, idempotent, hashes))
 
 
 def _merged(citations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from ledger.domain.payloads import EventRejected
 from ledger.writing.application import MAX_BATCH_EVENTS, Ledger, Write, WriteOutcome, prepare_all
 from ledger.writing.collector import collector_paused
 from ledger.writing.idempotency import IdempotentWrite
+from ledger.writing.question_handover import QuestionHashes
 
 # One caller's writes (one for a single request, many for a batch): committed in the same
 # transaction, answered together.
@@ -48,13 +49,16 @@ class GroupCommitter:
         tenant_id: str | None = None,
         idempotent: IdempotentWrite | None = None,
         deadline: Deadline | None = None,
+        question_hashes: QuestionHashes | None = None,
     ) -> WriteOutcome:
-        """Commit one caller's drafts (with its idempotency record); raises its error."""
+        """Commit one caller's drafts (with its idempotency record and its receipt's question
+        hashes, `ledger.writing.question_handover`); raises its error."""
         if len(drafts) > self.max_batch_events:
             raise EventRejected("events", f"at most {self.max_batch_events} events per request")
         if not drafts and idempotent is None:
             return WriteOutcome([], None)
-        outcome = self.write_all([Write(prepare_all(drafts, tenant_id=tenant_id), idempotent, deadline)])[0]
+        prepared = prepare_all(drafts, tenant_id=tenant_id)
+        outcome = self.write_all([Write(prepared, idempotent, deadline, question_hashes)])[0]
         if outcome.error is not None:
             raise outcome.error
         return outcome

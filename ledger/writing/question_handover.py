@@ -1,11 +1,13 @@
 """The keyed hashes of a receipt's question words, handed by the writer to the question index
-for the receipts it signs itself, for one batch only.
+for the receipts it signs itself, for one commit only.
 
 The index (`projections/question_index.py`) would otherwise unseal each question the writer
 sealed a moment earlier and tokenize it again. The use case hashes the words while the plain
-question is in hand, and the batch's `Write`s carry only those hashes (HMAC-SHA256 under the
-tenant's word key, cut to 64 bits), keyed by (tenant, nonce of the sealed question): a nonce is
-fresh for each seal, so a hand-over names exactly one sealed question. `Ledger.commit_writes`
+question is in hand (every path that records a receipt: one retrieval, a batch, a search, a
+replay), and its `Write` carries only those hashes (HMAC-SHA256 under the tenant's word key, cut
+to 64 bits), keyed by (tenant, nonce of the sealed question): a nonce is fresh for each seal, so
+a hand-over names exactly one sealed question (a replay's receipt keeps its original's sealed
+question, the same words). `Ledger.commit_writes`
 makes them visible to the read models for the duration of its call (the transaction and its
 commit listeners) in a context variable, reset when the call returns or raises. Entries read
 back from the log (a rebuild, another worker's entries) find nothing here and are unsealed.
@@ -57,11 +59,16 @@ class WordHasher:
             key = self._keys[tenant_id] = KeyedMac(tenant_word_key(self._master, tenant_id))
         return key
 
-    def hand_over(self, tenant_id: str, question: str, nonce: str, memo: dict[str, int]) -> QuestionHashes:
+    def hand_over(
+        self, tenant_id: str, question: str, nonce: str, memo: dict[str, int] | None = None
+    ) -> QuestionHashes:
         """The hand-over of one question sealed with `nonce`: its words' distinct hashes,
-        sorted (the index's rows). `memo`: the words this batch hashed already, owned by the
-        caller and cleared when its batch ends (plain words never outlive a batch)."""
+        sorted (the index's rows). `memo`: the words a batch hashed already, owned by the
+        caller and cleared when its batch ends (plain words never outlive a batch); None for
+        a question alone."""
         key = self.key(tenant_id)
+        if memo is None:
+            memo = {}
         hashes = set()
         for word in question_words(question):
             value = memo.get(word)
