@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 import anyio
 import anyio.to_thread
@@ -36,6 +36,8 @@ from projections.queries import ReadModels
 
 log = logging.getLogger("citeledger.api")
 T = TypeVar("T")
+# The arguments are checked against the function: a call site that passes one too many fails mypy.
+Ts = TypeVarTuple("Ts")
 NO_POLICY = "none"
 FOLLOW_INTERVAL_S = 1.0
 IDEMPOTENCY_PURGE_INTERVAL_S = 3600.0  # embedded: how soon entries of other processes (the CLI) show up
@@ -180,7 +182,7 @@ class Services:
         where = ledger.database_url or str(ledger.sqlite_path.resolve())
         return hashlib.sha256(where.encode()).hexdigest()[:16]
 
-    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+    async def blocking(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
         """Run blocking ledger work off the event loop. A request past its deadline stops
         waiting; the work itself learns it from the deadline its `Caller` carries (its
         commit is refused, CPU-heavy steps stop), so nothing it does outlives the 408."""

@@ -65,7 +65,11 @@ def test_a_bundles_globs_in_one_re2_set_match_exactly_what_wcmatch_matched(
 
 
 def glob_wcmatch(path: str, pattern: str) -> bool:
-    return bool(glob.globmatch(path, pattern, flags=_WCMATCH))
+    """wcmatch, the reference. Its own patterns end in `$`, which Python's `re` also matches
+    before a final newline, so it takes a segment ".\n" for "." (and refuses to span it). A
+    newline is a plain character to a glob (the generated patterns hold none), so it is asked
+    about the same path with another plain character in its place."""
+    return bool(glob.globmatch(path.replace("\n", "\x02"), pattern, flags=_WCMATCH))
 
 
 @pytest.mark.parametrize(
@@ -81,11 +85,12 @@ def glob_wcmatch(path: str, pattern: str) -> bool:
         (".*", "..", True),
         ("a/b", "a//b/", True),
         ("finance/*.md", "finance/2026/q3.md", False),
+        ("**", ".\n", True),  # a name, not "." (wcmatch alone says otherwise: see glob_wcmatch)
     ],
 )
 def test_glob_corners(pattern: str, path: str, expected: bool) -> None:
     assert compile_glob(pattern).matches(path) is expected
-    assert glob.globmatch(path, pattern, flags=_WCMATCH) is expected
+    assert glob_wcmatch(path, pattern) is expected
 
 
 def test_a_glob_that_backtracks_in_wcmatch_is_answered_here() -> None:

@@ -91,9 +91,7 @@ async def run_replay(request: AnyRequest, user: User, receipt_id: FromPath[str],
         raise ConsoleRefusal(422, "Not accepted", "at_position: a whole number from 1")
     at_position = int(at) if at else None
     services = services_of(request)
-    result = await services.blocking(
-        replay, services.context, user.caller, receipt_id[:128], at_position, None
-    )
+    result = await services.blocking(replay, services.context, user.caller, receipt_id[:128], at_position)
     return page("replay.html", user, receipt_id=receipt_id, replay=result.body)
 
 
