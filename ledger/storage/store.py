@@ -100,10 +100,8 @@ class Store:
             yield cursor
 
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        """One read-only query (`?` placeholders) in its own read transaction."""
-        with self.transaction(commit=False) as cursor:
-            cursor.execute(self.sql(statement), tuple(params))
-            return list(cursor.fetchall())
+        """One read-only query (`?` placeholders): one statement, one consistent snapshot."""
+        return self.adapter.read_rows(self.sql(statement), tuple(params))
 
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL, serialised across processes on PostgreSQL."""
