@@ -329,7 +329,7 @@ class Sealer:
         data = plaintext.encode("utf-8")
         nonce = os.urandom(12)
         ciphertext = b64(key.aead.encrypt(nonce, data, _aad(tenant_id, refs)))
-        fields = {
+        fields: dict[str, Any] = {
             "alg": "A256GCM",
             "key_ref": ref,
             "extra_key_refs": list(extra_key_refs),
