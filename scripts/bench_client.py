@@ -218,7 +218,8 @@ def main() -> None:
     if previous is not None:
         lines[2] = (
             f"`python scripts/bench_client.py --base-repo <worktree of main> --rounds {args.rounds}` — "
-            "medians of the rounds, each side in its own process, alternated, both stores,"
+            "medians of the rounds, each side in its own process, alternated, both stores, "
+            "against a real `citeledger serve`"
         )
     for backend, f in rows:
         one = f["batched"] / f["single"]
