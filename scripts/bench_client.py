@@ -12,11 +12,20 @@
 Targets: batched >= 5x one-per-request, batched >= 0.5x in-process batched.
 
     python scripts/bench_client.py [--out docs/benchmarks/client.md]
+    python scripts/bench_client.py --base-repo /work/wt/base --rounds 2   # and main's code, alternated
+
+With `--base-repo` each round runs this checkout's side, then the base's (its own `.venv`, its
+code on the path through CITELEDGER_BENCH_REPO), each in its own process; the table gains a
+"vs previous main" column per figure (this ÷ main, medians over the rounds).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The checkout whose code is measured: this one, or the base's in a `--base-repo` run.
+sys.path.insert(0, os.environ.get("CITELEDGER_BENCH_REPO") or str(Path(__file__).resolve().parents[1]))
 
 from _support import drop_schema, retrieval_body, scratch_config, services_with_document
 
@@ -38,6 +48,7 @@ from tests.api_support import DOC
 from tests.factories import TENANT, retrieval_draft
 from tests.server_process import ServerProcess, free_port, server_env
 
+HERE = Path(__file__).resolve()
 TOKEN = "bench-client-token"
 SINGLE_EVENTS = 800
 BATCHED_EVENTS = 6000
@@ -128,10 +139,8 @@ def use_case(backend: str, root: Path) -> float:
         drop_schema(schema)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+def measure() -> list[tuple[str, dict[str, float]]]:
+    """Every figure, both stores, this process's code."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -140,7 +149,51 @@ def main() -> None:
             figures["in_process"] = in_process(backend, root)
             figures["use_case"] = use_case(backend, root)
             rows.append((backend, figures))
-            print(backend, {k: round(v) for k, v in figures.items()}, flush=True)
+            print(backend, {k: round(v) for k, v in figures.items()}, file=sys.stderr, flush=True)
+    return rows
+
+
+def _side(repo: Path | None) -> list[tuple[str, dict[str, float]]]:
+    """`measure()` in a process of its own: this checkout's (`repo` None) or the base's."""
+    env = dict(os.environ)
+    python = sys.executable
+    if repo is not None:
+        env["CITELEDGER_BENCH_REPO"] = str(repo)
+        python = str(repo / ".venv" / "bin" / "python")
+    done = subprocess.run(
+        [python, str(HERE), "--json"], env=env, check=True, capture_output=True, text=True, timeout=7200
+    )
+    return [(backend, figures) for backend, figures in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def _median(runs: list[list[tuple[str, dict[str, float]]]]) -> list[tuple[str, dict[str, float]]]:
+    return [
+        (backend, {key: statistics.median(run[i][1][key] for run in runs) for key in figures})
+        for i, (backend, figures) in enumerate(runs[0])
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--json", action="store_true", help="one side only, its figures as one JSON line")
+    parser.add_argument("--base-repo", type=Path, default=None, help="a worktree of the previous main")
+    parser.add_argument("--rounds", type=int, default=1, help="with --base-repo: rounds, sides alternated")
+    args = parser.parse_args()
+    if args.json:
+        print(json.dumps(measure()))
+        return
+    previous: dict[str, dict[str, float]] | None = None
+    if args.base_repo is None:
+        rows = measure()
+    else:
+        ours: list[list[tuple[str, dict[str, float]]]] = []
+        theirs: list[list[tuple[str, dict[str, float]]]] = []
+        for _ in range(args.rounds):
+            ours.append(_side(None))
+            theirs.append(_side(args.base_repo))
+        rows = _median(ours)
+        previous = dict(_median(theirs))
     lines = [
         "# Client benchmark",
         "",
@@ -162,6 +215,12 @@ def main() -> None:
         "spool drain | drain / batched |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if previous is not None:
+        lines[2] = (
+            f"`python scripts/bench_client.py --base-repo <worktree of main> --rounds {args.rounds}` — "
+            "medians of the rounds, each side in its own process, alternated, both stores, "
+            "against a real `citeledger serve`"
+        )
     for backend, f in rows:
         one = f["batched"] / f["single"]
         inproc = f["batched"] / f["in_process"]
@@ -172,6 +231,19 @@ def main() -> None:
             f"{f['batched'] / f['use_case']:.2f}x | {f['spool_append']:.0f}/s | "
             f"{f['drain']:.0f}/s | {f['drain'] / f['batched']:.2f}x |"
         )
+    if previous is not None:
+        keys = ("single", "batched", "in_process", "use_case", "spool_append", "drain")
+        lines += [
+            "",
+            f"vs previous main (this ÷ main, events/s; load average {os.getloadavg()[0]:.1f} at the end):",
+            "",
+            "| store | one per request | batched | in-process batched | use case in-process | spool append "
+            "| spool drain |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for backend, f in rows:
+            ratios = " | ".join(f"{f[k] / previous[backend][k]:.2f}x" for k in keys)
+            lines.append(f"| {backend} | {ratios} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

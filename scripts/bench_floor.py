@@ -8,7 +8,9 @@ before and after:
   - the bare signed append: `Ledger.append_batch`, 500 drafts per call (drafts built and
     sealed before the clock starts; no checks, no read models, no idempotency records);
   - the batched use case: `record_retrievals` on the services a server runs (group committer,
-    read models, idempotency records), 500 items per call.
+    read models, idempotency records), 500 items per call;
+  - the single use case: `record_retrieval`, one item per call and per commit, one call after
+    another (what one `POST /v1/retrievals` at a time costs the server, without HTTP).
 
 CPU per event is the process's CPU time (every thread: the group committer's too) divided by
 the events; rounds alternate floor and paths and the median round is quoted.
@@ -181,6 +183,29 @@ def _use_case(backend: str, root: Path, count: int) -> tuple[float, float, float
         drop_schema(schema)
 
 
+def _single(backend: str, root: Path, count: int) -> tuple[float, float]:
+    """(µs CPU per event, events/s wall) of `record_retrieval`, one item per call, one call
+    after another, on the services one server process runs (each call its own commit)."""
+    from ledger.schemas.requests import RetrievalIn
+    from ledger.usecases.retrievals import record_retrieval
+    from ledger.writing.idempotency import IdempotencyKey
+    from tests.factories import TENANT
+
+    config, schema = scratch_config(backend, root, "bench_floor_")
+    services, caller, doc = services_with_document(config, TENANT)
+    try:
+        bodies = [RetrievalIn.model_validate(retrieval_body(doc, n)) for n in range(count)]
+        keys = [IdempotencyKey(TENANT, uuid.uuid4().hex, uuid.uuid4().hex) for _ in range(count)]
+        cpu, wall = time.process_time(), time.perf_counter()
+        for body, key in zip(bodies, keys, strict=True):
+            record_retrieval(services.context, caller, body, key)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        return cpu * 1e6 / count, count / wall
+    finally:
+        services.close()
+        drop_schema(schema)
+
+
 def measure(backend: str, events: int, rounds: int) -> dict[str, float]:
     """Median over `rounds` of floor, bare append and use case, alternated in this process."""
     samples: dict[str, list[float]] = {}
@@ -193,12 +218,14 @@ def measure(backend: str, events: int, rounds: int) -> dict[str, float]:
             figures["use_case_us"], figures["use_case_per_s"], figures["use_case_gc_us"] = _use_case(
                 backend, root, events
             )
+            figures["single_us"], figures["single_per_s"] = _single(backend, root, max(1, events // 10))
             for name, value in figures.items():
                 samples.setdefault(name, []).append(value)
     result = {name: statistics.median(values) for name, values in samples.items()}
     result["append_x_floor"] = result["append_us"] / result["floor"]
     result["use_case_x_floor"] = result["use_case_us"] / result["floor"]
     result["use_case_x_append"] = result["append_us"] / result["use_case_us"]
+    result["single_x_floor"] = result["single_us"] / result["floor"]
     return result
 
 
@@ -240,11 +267,14 @@ def table(new: dict[str, float], base: dict[str, float] | None) -> str:
     row("bare signed append, 500/call (µs CPU/event)", "append_us", ".1f")
     row("`record_retrievals`, 500/call (µs CPU/event)", "use_case_us", ".1f")
     row("… of which garbage collection (µs/event, wall)", "use_case_gc_us", ".1f")
+    row("`record_retrieval`, 1/call, one commit each (µs CPU/event; events ÷ 10)", "single_us", ".1f")
     row("bare append ÷ floor", "append_x_floor", ".2f")
     row("**use case ÷ floor** (target ≤ 3)", "use_case_x_floor", ".2f")
     row("**use case throughput ÷ bare append** (target ≥ 0.7)", "use_case_x_append", ".2f")
+    row("single use case ÷ floor", "single_x_floor", ".2f")
     row("bare append (events/s wall)", "append_per_s", ".0f")
     row("use case (events/s wall)", "use_case_per_s", ".0f")
+    row("single use case (events/s wall)", "single_per_s", ".0f")
     return "\n".join(lines)
 
 
@@ -271,7 +301,10 @@ def main() -> None:
         bases.append(_other_side(args.base_repo, args))
     new = {k: statistics.median(r[k] for r in news) for k in news[0]}
     base = {k: statistics.median(r[k] for r in bases) for k in bases[0]}
-    print(f"backend {args.backend}, {args.events} events per path per round, {args.rounds} rounds")
+    print(
+        f"backend {args.backend}, {args.events} events per path per round ({args.events // 10} single), "
+        f"{args.rounds} rounds, load average {os.getloadavg()[0]:.1f} at the end"
+    )
     print(table(new, base))
 
 

@@ -7,11 +7,18 @@ Markdown table to docs/benchmarks/projections.md (and prints it).
 
     python scripts/bench_projections.py [--events 1000000] [--backends sqlite,postgres]
         [--pg-dsn postgresql://postgres@127.0.0.1:5432/test] [--lag-seconds 20]
+        [--base-repo /work/wt/base]
+
+With `--base-repo` (a worktree of the previous main, with its own `.venv`) each store is
+measured by this checkout's code and then by the base's, each in a process of its own (the
+base's code on the path through CITELEDGER_BENCH_REPO), and the table gains a "vs previous
+main" column (this ÷ main; for lag and latency, lower is better).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -26,7 +33,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The checkout whose code is measured: this one, or the base's in a `--base-repo` run.
+sys.path.insert(0, os.environ.get("CITELEDGER_BENCH_REPO") or str(Path(__file__).resolve().parents[1]))
 
 import orjson
 import psycopg
@@ -42,7 +50,8 @@ from projections.queries import ReadModels
 from projections.runner import ProjectionRunner
 from projections.tracking import read_lag
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[1]
 
 
 class Workload:
@@ -241,6 +250,92 @@ def lag_under_load(
     return statistics.median(latencies), latencies[int(len(latencies) * 0.95) - 1], len(latencies)
 
 
+def figures(backend: str, args: argparse.Namespace, root: Path) -> dict[str, float]:
+    """Every figure of one store with this process's code."""
+    config, schema = open_config(backend, root, args.pg_dsn)
+    ledger = Ledger(config)
+    try:
+        workload = Workload(ledger)
+        print(f"[{backend}] building {args.events:,} entries", file=sys.stderr, flush=True)
+        built = build(ledger, workload, args.events)
+        size = ledger.size
+        # The rebuild and its reference (the raw read), interleaved, best of 2 each:
+        # load from other work on a shared host hits both alike.
+        raws, parses, rebuilds = [], [], []
+        for attempt in range(2):
+            print(f"[{backend}] reading the log, rebuilding ({attempt + 1}/2)", file=sys.stderr, flush=True)
+            raws.append(read_rate(ledger, parse=False))
+            parses.append(read_rate(ledger, parse=True))
+            rebuilds.append(rebuild_rate(ledger))
+        p50, p95, mean_rows = as_of_latency(ledger)
+        print(f"[{backend}] lag under 1,000 appends/s", file=sys.stderr, flush=True)
+        lag50, lag95, samples = lag_under_load(ledger, config, workload, args.lag_seconds)
+    finally:
+        ledger.close()
+        if schema:
+            with psycopg.connect(args.pg_dsn, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    raw = max(raws)
+    return {
+        "size": size, "built": built, "raw": raw, "parsed": max(parses), "rebuilt": max(rebuilds),
+        "rebuilt_x_raw": max(rebuilds) / raw, "as_of_p50": p50, "as_of_p95": p95, "as_of_rows": mean_rows,
+        "lag50": lag50, "lag95": lag95, "lag_samples": samples,
+    }  # fmt: skip
+
+
+def _base_figures(backend: str, args: argparse.Namespace) -> dict[str, float]:
+    """`figures` with the base checkout's code, in its own process."""
+    command = [
+        str(args.base_repo / ".venv" / "bin" / "python"), str(HERE), "--json", "--backends", backend,
+        "--events", str(args.events), "--pg-dsn", args.pg_dsn, "--lag-seconds", str(args.lag_seconds),
+    ]  # fmt: skip
+    env = {**os.environ, "CITELEDGER_BENCH_REPO": str(args.base_repo)}
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True, timeout=7200)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def table_rows(label: str, f: dict[str, float], previous: dict[str, float] | None) -> list[str]:
+    """The store's rows; with `previous` (main's figures) a "vs previous main" cell each."""
+    lag_verdict = "met" if f["lag95"] < 1 else "missed"
+    as_of_verdict = "met" if f["as_of_p95"] < 20 else "missed"
+    size = int(f["size"])
+
+    def versus(key: str) -> str:
+        return (
+            f" {f[key] / previous[key]:.2f}x |"
+            if previous and previous.get(key)
+            else (" - |" if previous else "")
+        )
+
+    table = [
+        (
+            f"build store ({size:,} entries, signed, batches of 1000)",
+            f"{f['built']:,.0f} entries/s", "-", "-", "built",
+        ),
+        (
+            "raw notification-log read (`select_notifications`, pages of 2000; best of 2)",
+            f"{f['raw']:,.0f} events/s", "-", "-", "raw",
+        ),
+        (
+            "reference: notification-log read + `orjson.loads` of every entry",
+            f"{f['parsed']:,.0f} events/s", "-", f"{f['parsed'] / f['raw']:.2f}x raw", "parsed",
+        ),
+        (
+            "rebuild all 5 read models from position 0 (best of 2, interleaved with the raw read)",
+            f"{f['rebuilt']:,.0f} events/s", ">= 0.3x raw", f"{f['rebuilt_x_raw']:.2f}x raw", "rebuilt_x_raw",
+        ),
+        (
+            f"`citeledger project` worker lag at 1,000 appends/s, p50 / p95 ({f['lag_samples']:.0f} batches)",
+            f"{f['lag50'] * 1000:,.0f} / {f['lag95'] * 1000:,.0f} ms", "p95 < 1 s", lag_verdict, "lag95",
+        ),
+        (
+            f"`corpus_as_of` at {size:,} entries, p50 / p95 (~{f['as_of_rows']:,.0f} chunks returned)",
+            f"{f['as_of_p50']:.1f} / {f['as_of_p95']:.1f} ms", "p95 < 20 ms", as_of_verdict, "as_of_p95",
+        ),
+    ]  # fmt: skip
+    return [f"| {label} | {' | '.join(cells[:4])} |" + versus(cells[4]) for cells in table]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -250,84 +345,26 @@ def main() -> None:
     parser.add_argument("--pg-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--lag-seconds", type=float, default=20.0)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "projections.md")
+    parser.add_argument("--base-repo", type=Path, default=None, help="a worktree of the previous main")
+    parser.add_argument("--json", action="store_true", help="one side, one store: its figures as JSON")
     args = parser.parse_args()
 
-    rows: list[str] = []
     root = Path(tempfile.mkdtemp(prefix="citeledger-bench-proj-"))
+    if args.json:
+        print(json.dumps(figures(args.backends, args, root)))
+        return
+    rows: list[str] = []
     for backend in args.backends.split(","):
-        config, schema = open_config(backend, root, args.pg_dsn)
-        ledger = Ledger(config)
-        try:
-            workload = Workload(ledger)
-            print(f"[{backend}] building {args.events:,} entries", flush=True)
-            built = build(ledger, workload, args.events)
-            size = ledger.size
-            # The rebuild and its reference (the raw read), interleaved, best of 2 each:
-            # load from other work on a shared host hits both alike.
-            raws, parses, rebuilds = [], [], []
-            for attempt in range(2):
-                print(f"[{backend}] reading the notification log ({attempt + 1}/2)", flush=True)
-                raws.append(read_rate(ledger, parse=False))
-                parses.append(read_rate(ledger, parse=True))
-                print(f"[{backend}] rebuilding all read models ({attempt + 1}/2)", flush=True)
-                rebuilds.append(rebuild_rate(ledger))
-            raw, parsed, rebuilt = max(raws), max(parses), max(rebuilds)
-            p50, p95, mean_rows = as_of_latency(ledger)
-            print(f"[{backend}] lag under 1,000 appends/s for {args.lag_seconds:.0f}s", flush=True)
-            lag50, lag95, samples = lag_under_load(ledger, config, workload, args.lag_seconds)
-            label = "SQLite" if backend == "sqlite" else "PostgreSQL"
-            lag_verdict = "met" if lag95 < 1 else "missed"
-            as_of_verdict = "met" if p95 < 20 else "missed"
-            table = [
-                (
-                    f"build store ({size:,} entries, signed, batches of 1000)",
-                    f"{built:,.0f} entries/s",
-                    "-",
-                    "-",
-                ),
-                (
-                    "raw notification-log read (`select_notifications`, pages of 2000; best of 2)",
-                    f"{raw:,.0f} events/s",
-                    "-",
-                    "-",
-                ),
-                (
-                    "reference: notification-log read + `orjson.loads` of every entry",
-                    f"{parsed:,.0f} events/s",
-                    "-",
-                    f"{parsed / raw:.2f}x raw",
-                ),
-                (
-                    "rebuild all 5 read models from position 0 (best of 2, interleaved with the raw read)",
-                    f"{rebuilt:,.0f} events/s",
-                    ">= 0.3x raw",
-                    f"{rebuilt / raw:.2f}x raw",
-                ),
-                (
-                    f"`citeledger project` worker lag at 1,000 appends/s, p50 / p95 ({samples} batches)",
-                    f"{lag50 * 1000:,.0f} / {lag95 * 1000:,.0f} ms",
-                    "p95 < 1 s",
-                    lag_verdict,
-                ),
-                (
-                    f"`corpus_as_of` at {size:,} entries, p50 / p95 (~{mean_rows:,.0f} chunks returned)",
-                    f"{p50:.1f} / {p95:.1f} ms",
-                    "p95 < 20 ms",
-                    as_of_verdict,
-                ),
-            ]
-            rows += [f"| {label} | {' | '.join(cells)} |" for cells in table]
-            write_report(args.out, args.events, rows)
-            print("\n".join(rows[-5:]), flush=True)
-        finally:
-            ledger.close()
-            if schema:
-                with psycopg.connect(args.pg_dsn, autocommit=True) as conn:
-                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    print(write_report(args.out, args.events, rows))
+        ours = figures(backend, args, root)
+        previous = _base_figures(backend, args) if args.base_repo else None
+        label = "SQLite" if backend == "sqlite" else "PostgreSQL"
+        rows += table_rows(label, ours, previous)
+        write_report(args.out, args.events, rows, previous is not None)
+        print("\n".join(rows[-6:]), flush=True)
+    print(write_report(args.out, args.events, rows, args.base_repo is not None))
 
 
-def write_report(out: Path, events: int, rows: list[str]) -> str:
+def write_report(out: Path, events: int, rows: list[str], against_main: bool = False) -> str:
     scale = "" if events >= 1_000_000 else f" **Run at {events:,} entries, not the 1,000,000 target size.**"
     text = "\n".join(
         [
@@ -339,8 +376,20 @@ def write_report(out: Path, events: int, rows: list[str]) -> str:
             "Workload: 10 tenants; per 1000 entries ~20 document versions (3 chunks each), ~2 removals, "
             "~1 scrub, the rest retrievals citing 2 chunks each (entries ~3 KB: sealed query and snapshots).",
             "",
-            "| store | measurement | result | target | ratio / verdict |",
-            "| --- | --- | --- | --- | --- |",
+            *(
+                [
+                    "Each store: this code, then the previous main's (a worktree of it, its own process); "
+                    f'load average {os.getloadavg()[0]:.1f} at the end. "vs previous main": this ÷ main.',
+                    "",
+                    "| store | measurement | result | target | ratio / verdict | vs previous main |",
+                    "| --- | --- | --- | --- | --- | --- |",
+                ]
+                if against_main
+                else [
+                    "| store | measurement | result | target | ratio / verdict |",
+                    "| --- | --- | --- | --- | --- |",
+                ]
+            ),
             *rows,
             "",
         ]

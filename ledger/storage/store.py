@@ -100,10 +100,8 @@ class Store:
             yield cursor
 
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[Any]:
-        """One read-only query (`?` placeholders) in its own read transaction."""
-        with self.transaction(commit=False) as cursor:
-            cursor.execute(self.sql(statement), tuple(params))
-            return list(cursor.fetchall())
+        """One read-only query (`?` placeholders): one statement, one consistent snapshot."""
+        return self.adapter.read_rows(self.sql(statement), tuple(params))
 
     def create_tables(self, *statements: str) -> None:
         """Idempotent DDL, serialised across processes on PostgreSQL."""
@@ -143,32 +141,26 @@ class Store:
     def key_entries(self, up_to: int) -> list[tuple[int, bytes]]:
         """(position, entry bytes) of every SigningKeyRotated entry at or before `up_to`."""
         stream = self.adapter.stream_param(LEDGER_STREAM_ID)
-        with self.transaction(commit=False) as cursor:
-            cursor.execute(
-                self.sql(
-                    f"SELECT originator_version, state FROM {self.table(self.events_table)} "
-                    f"WHERE originator_id = ? AND topic = '{KEY_TOPIC}' AND originator_version <= ? "
-                    "ORDER BY originator_version"
-                ),
-                (stream, up_to),
-            )
-            return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
+        rows = self.rows(
+            f"SELECT originator_version, state FROM {self.table(self.events_table)} "
+            f"WHERE originator_id = ? AND topic = '{KEY_TOPIC}' AND originator_version <= ? "
+            "ORDER BY originator_version",
+            (stream, up_to),
+        )
+        return [(int(row["originator_version"]), bytes(row["state"])) for row in rows]
 
     def log_entries(self, after: int, last: int, limit: int) -> list[tuple[int, bytes]]:
         """(position, entry bytes) of up to `limit` log entries with `after` < position <=
         `last`, in order: plain SQL, for a pass over a million entries (eventsourcing's
         StoredEvent objects cost more than what the pass does with each)."""
         stream = self.adapter.stream_param(LEDGER_STREAM_ID)
-        with self.transaction(commit=False) as cursor:
-            cursor.execute(
-                self.sql(
-                    f"SELECT originator_version, state FROM {self.table(self.events_table)} "
-                    "WHERE originator_id = ? AND originator_version > ? AND originator_version <= ? "
-                    f"ORDER BY originator_version LIMIT {int(limit)}"
-                ),
-                (stream, after, last),
-            )
-            return [(int(row["originator_version"]), bytes(row["state"])) for row in cursor.fetchall()]
+        rows = self.rows(
+            f"SELECT originator_version, state FROM {self.table(self.events_table)} "
+            "WHERE originator_id = ? AND originator_version > ? AND originator_version <= ? "
+            f"ORDER BY originator_version LIMIT {int(limit)}",
+            (stream, after, last),
+        )
+        return [(int(row["originator_version"]), bytes(row["state"])) for row in rows]
 
     def close(self) -> None:
         self.adapter.close()

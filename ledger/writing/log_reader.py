@@ -165,10 +165,11 @@ class LogReader:
             cursor = rows[-1][0]
 
     def get(self, position: int) -> RecordedEvent | None:
-        rows = self.recorder.select_events(LEDGER_STREAM_ID, gt=position - 1, lte=position, limit=1)
+        # One statement (eventsourcing's `select_events` wraps it in BEGIN and ROLLBACK).
+        rows = self.store.log_entries(position - 1, position, 1)
         if not rows:
             return None
-        return RecordedEvent(position=rows[0].originator_version, entry=bytes(rows[0].state))
+        return RecordedEvent(position=rows[0][0], entry=rows[0][1])
 
     def _newest_checkpoint(self) -> tuple[int, CheckpointRecord] | None:
         """(sequence number, record) of the newest checkpoint row."""

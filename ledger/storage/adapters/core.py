@@ -147,11 +147,25 @@ class AdapterCore(ABC):
         connection can stay broken after the fault is gone (SQLite opened read-only, a
         PostgreSQL session of a read-only server), and a pool that kept it would fail
         every write that draws it until a restart."""
+        with self._guarded_connection(commit=commit) as connection:
+            with self._transaction_on(connection, commit=commit) as cursor:
+                yield cursor
+
+    def read_rows(self, statement: str, params: tuple[Any, ...]) -> list[Any]:
+        """The rows of ONE read-only statement (in the backend's placeholders), run outside an
+        explicit transaction: alone, it reads one consistent snapshot in autocommit mode, without
+        a BEGIN and a ROLLBACK around it (two statements, or two round trips, per read)."""
+        with self._guarded_connection(commit=False) as connection, connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return list(cursor.fetchall())
+
+    @contextmanager
+    def _guarded_connection(self, *, commit: bool) -> Iterator[Any]:
+        """A pooled connection, with `transaction`'s handling of transient failures."""
         try:
             with self._pooled_connection(commit=commit) as connection:
                 try:
-                    with self._transaction_on(connection, commit=commit) as cursor:
-                        yield cursor
+                    yield connection
                 except Exception as exc:
                     if self.unavailable(exc):
                         connection.close()  # the pool drops a closed connection

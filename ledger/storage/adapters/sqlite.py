@@ -19,6 +19,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from ledger.storage.adapters.base import StoreAdapter
 from ledger.storage.adapters.core import EventStoreApp, LogRow, driver_error
 from ledger.storage.adapters.side_tables import RATE_TABLE
+from ledger.storage.adapters.sqlite_pool import install_pool
 
 # Primary result codes of a file that cannot be written or read now (it may be later):
 # PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. Not SQLITE_ERROR
@@ -83,10 +84,10 @@ class SQLiteAdapter(StoreAdapter):
         database.chmod(0o600)
         _ensure_wal(database)
         app = EventStoreApp(env=self.env)
-        # Overwrite freed pages so shredded key bytes do not linger in the file.
+        # Connections kept and with a statement cache; each overwrites freed pages, so shredded
+        # key bytes do not linger in the file (`sqlite_pool`).
         recorder: Any = app.recorder
-        with recorder.datastore.transaction(commit=True) as cursor:
-            cursor.execute("PRAGMA secure_delete=ON")
+        install_pool(recorder.datastore)
         return app
 
     def _pooled_connection(self, *, commit: bool) -> AbstractContextManager[Any]:
