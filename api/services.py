@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, TypeVarTuple, Unpack
+from typing import TypeVar, TypeVarTuple
 
 import anyio
 import anyio.to_thread
@@ -182,7 +182,7 @@ class Services:
         where = ledger.database_url or str(ledger.sqlite_path.resolve())
         return hashlib.sha256(where.encode()).hexdigest()[:16]
 
-    async def blocking(self, fn: Callable[[Unpack[Ts]], T], *args: Unpack[Ts]) -> T:
+    async def blocking(self, fn: Callable[[*Ts], T], *args: *Ts) -> T:
         """Run blocking ledger work off the event loop. A request past its deadline stops
         waiting; the work itself learns it from the deadline its `Caller` carries (its
         commit is refused, CPU-heavy steps stop), so nothing it does outlives the 408."""
