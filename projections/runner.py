@@ -54,8 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("citeledger.projections")
 
 DEFAULT_BATCH = 1_000
-# Health: a projection this far behind that has not moved for this long is stalled. Read when
-# asked, not at import: the settings are the process's environment at that moment.
+# Health: this far behind and not moving for this long is stalled (read when asked, not at import).
 MAX_LAG_SETTING, DEFAULT_MAX_LAG = "CITELEDGER_MAX_PROJECTION_LAG", 1000
 STALL_SETTING, DEFAULT_STALL_S = "CITELEDGER_PROJECTION_STALL_S", 30.0
 REBUILD_BATCH = 5_000  # entries per transaction while rebuilding (fewer commits)
@@ -342,14 +341,11 @@ class ProjectionRunner:
         return read_lag(self.store, [p.name for p in self.projections], source=self.source)
 
     def health(self, *, max_lag: int | None = None, stall_s: float | None = None) -> dict[str, Any]:
-        """`ok` is False when any projection has stopped on an event, or has stalled: more
-        than `max_lag` entries behind with no progress for `stall_s` seconds (by default the
-        CITELEDGER_MAX_PROJECTION_LAG and CITELEDGER_PROJECTION_STALL_S settings)."""
-        if max_lag is None:
-            max_lag = int(os.environ.get(MAX_LAG_SETTING, DEFAULT_MAX_LAG))
-        if stall_s is None:
-            stall_s = float(os.environ.get(STALL_SETTING, DEFAULT_STALL_S))
-        return health_report(self.lag(), max_lag, stall_s)
+        """`ok` is False when a projection stopped on an event or stalled: over `max_lag` entries
+        behind, no progress for `stall_s` seconds (defaults: MAX_LAG_SETTING, STALL_SETTING)."""
+        lag_bound = int(os.environ.get(MAX_LAG_SETTING, DEFAULT_MAX_LAG)) if max_lag is None else max_lag
+        stall_bound = float(os.environ.get(STALL_SETTING, DEFAULT_STALL_S)) if stall_s is None else stall_s
+        return health_report(self.lag(), lag_bound, stall_bound)
 
     def applied_position(self) -> int:
         """The position every projection has reached (the minimum)."""
