@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_MODULE = "cli.main"
@@ -129,12 +130,10 @@ class ForkedProcess:
         self.send_signal(15)
 
 
-def _text(file: tempfile._TemporaryFileWrapper[bytes] | object) -> str:
+def _text(file: IO[bytes]) -> str:
     """The output as `subprocess.run(text=True)` gives it: locale encoding, universal newlines."""
-    handle = file  # a TemporaryFile
-    handle.seek(0)  # type: ignore[attr-defined]
-    data: bytes = handle.read()  # type: ignore[attr-defined]
-    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
+    file.seek(0)
+    return file.read().decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
 # The forked runs' CPU, which this process's RUSAGE_CHILDREN does not see (they are the
