@@ -105,8 +105,11 @@ class LedgerConfig:
             "POSTGRES_PASSWORD": unquote(url.password or "unused"),
             "POSTGRES_SCHEMA": query.get("schema", ["public"])[0],
             "POSTGRES_LOCK_TIMEOUT": "10",
-            "POSTGRES_POOL_SIZE": "4",
-            "POSTGRES_MAX_OVERFLOW": "8",
+            # One connection kept, up to 12 opened as requests need them (and closed again
+            # after psycopg_pool's idle time): each kept connection is a server process, and
+            # a CLI run or a short-lived worker paid ~100 ms of server CPU per pooled one.
+            "POSTGRES_POOL_SIZE": "1",
+            "POSTGRES_MAX_OVERFLOW": "11",
         }
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
+# The one place that names the CLI module; run as `python -m CLI_MODULE ...` from ROOT so
+# the worktree's code is what runs (the `citeledger` console script may point elsewhere).
 CLI_MODULE = "cli.main"
 
 

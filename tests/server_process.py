@@ -21,12 +21,8 @@ import httpx
 
 from ledger.config import LedgerConfig
 from tests import forked_cli
-
-ROOT = Path(__file__).resolve().parents[1]
-# The one place that names the CLI module; run as `python -m CLI_MODULE ...` from ROOT so
-# the worktree's code is what runs (the `citeledger` console script may point elsewhere).
-CLI_MODULE = "cli.main"
-
+from tests.forked_cli import CLI_MODULE as CLI_MODULE  # re-exported: the tests name them here
+from tests.forked_cli import ROOT as ROOT
 
 # Root ignores file modes; a process without CAP_DAC_OVERRIDE does not (it keeps uid 0, so the
 # interpreter under /root stays readable). Files a test makes read-only then refuse its writes.

@@ -40,13 +40,16 @@ def pg_connect(config: LedgerConfig) -> psycopg.Connection[Any]:
 @contextmanager
 def _ddl_lock(config: LedgerConfig) -> Iterator[None]:
     """Serialise table creation across processes: eventsourcing's CREATE TYPE
-    is not safe when two processes start on an empty schema at once."""
+    is not safe when two processes start on an empty schema at once. One lock per
+    schema: every object made is schema-qualified, so ledgers in different schemas
+    of one server open side by side instead of queueing on each other's DDL."""
+    key = "citeledger-ddl:" + config.eventsourcing_env()["POSTGRES_SCHEMA"]
     with pg_connect(config) as conn:
-        conn.execute("SELECT pg_advisory_lock(hashtext('citeledger-ddl'))")
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext('citeledger-ddl'))")
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
 
 
 class PgAppendListener:
