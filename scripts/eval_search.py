@@ -6,10 +6,11 @@ Each set is `scripts/eval_sets/<package>.yaml` (questions written before any ran
 the corpus; `role: tuning` or `held_out`). The corpus is every `*.md` of the package's sdist,
 fetched with `pip download --no-binary :all: --no-deps <package>==<version>` (the package
 registry, nothing else) into `--cache`: nothing of the corpora is committed, the sets pin the
-versions. Held out: starlette, attrs, black, structlog, markdown, pymdown-extensions, hatch,
-griffe; tuning: click, click-word-forms. The golden set (tests/golden over tests/corpus) is a
-tuning row too. Baselines: bm25s (Lucene BM25) and rank-bm25 (BM25Okapi) over whole files, the
-ledger's tokenizer.
+versions; a set may name other `suffixes` (pip and flask add `.rst`). Held out: starlette,
+black, structlog, markdown, pymdown-extensions, griffe, cattrs, pip, flask; tuning: click,
+click-word-forms, attrs and hatch (seen by `@4`'s rounds, tuning sets since search32c). The
+golden set (tests/golden over tests/corpus) is a tuning row too. Baselines: bm25s (Lucene
+BM25) and rank-bm25 (BM25Okapi) over whole files, the ledger's tokenizer.
 
 For every set and engine: recall@5 and MRR@10 over the answerable questions (distinct cited
 paths, `top_k` 10), no_hit precision (of the `no_hit` answers, the share that are questions the
@@ -40,6 +41,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import yaml
 from rank_bm25 import BM25Okapi
@@ -85,8 +87,12 @@ def pip_command() -> list[str]:
     return [python3, "-m", "pip"]
 
 
-def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
-    """Every markdown file of the package's sdist (path inside the sdist -> text)."""
+def sdist_files(
+    package: str, version: str, cache: Path, suffixes: tuple[str, ...] = (".md",)
+) -> dict[str, str]:
+    """Every file of the package's sdist whose name ends in one of `suffixes` (markdown unless
+    the set says otherwise; reST is ingested as text, the chunker knows `#` headings only)
+    (path inside the sdist -> text)."""
     cache.mkdir(parents=True, exist_ok=True)
 
     def archives_in_cache() -> list[Path]:
@@ -112,7 +118,7 @@ def sdist_files(package: str, version: str, cache: Path) -> dict[str, str]:
     files: dict[str, str] = {}
     with tarfile.open(archives[0]) as archive:
         for member in archive.getmembers():
-            if member.isfile() and member.name.lower().endswith(".md"):
+            if member.isfile() and member.name.lower().endswith(suffixes):
                 handle = archive.extractfile(member)
                 assert handle is not None
                 relative = member.name.split("/", 1)[1]
@@ -239,7 +245,8 @@ def main() -> None:
             plan.append(("golden (tests/corpus)", "tuning", corpus_files(), load_queries()))
         for name in [s for s in args.sets.split(",") if s]:
             meta, queries = load_set(name)
-            files = sdist_files(str(meta["package"]), str(meta["version"]), args.cache)
+            suffixes = tuple(str(s) for s in cast(list[str], meta.get("suffixes", [".md"])))
+            files = sdist_files(str(meta["package"]), str(meta["version"]), args.cache, suffixes)
             plan.append((f"{name} {meta['version']}", str(meta["role"]), files, queries))
         for index, (label, role, files, queries) in enumerate(plan):
             answerable = sum(not q.absent for q in queries)
