@@ -243,6 +243,12 @@ class AdapterCore(ABC):
         """A write transaction whose commit need not wait for the disk (read models only:
         whatever it writes can be re-derived from the log)."""
 
+    def empty_tables(self, tables: Sequence[str]) -> list[str]:
+        """Statements that remove every row of `tables` (resolved names) in the caller's
+        transaction. SQLite's DELETE without WHERE is its truncate (and under `secure_delete`
+        it must overwrite every page whatever the statement)."""
+        return [f"DELETE FROM {table}" for table in tables]
+
     def index_exists(self, name: str) -> bool:
         """Whether an index exists, checked without a lock (False: create it idempotently)."""
         return False
