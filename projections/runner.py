@@ -293,9 +293,10 @@ class ProjectionRunner:
         """Empty the read models and their tracking in one transaction (position 0)."""
         selected = [self.projection(n) for n in names] if names is not None else self.projections
         store = self.store
-        with self._lock, store.transaction(commit=True) as cursor:
-            # Tracking rows first, as a batch's commit takes them: on PostgreSQL TRUNCATE locks
-            # whole tables, and a runner holding a tracking row could wait on one of them.
+        # Relaxed durability: a reset lost to a power cut leaves the models and their tracking
+        # as they were. Tracking rows first, as a batch's commit takes them: on PostgreSQL
+        # TRUNCATE locks whole tables, and a runner holding a tracking row could wait on one.
+        with self._lock, read_model_transaction(store) as cursor:
             for projection in selected:
                 cursor.execute(
                     store.sql(

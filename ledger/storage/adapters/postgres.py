@@ -201,6 +201,33 @@ class PostgresAdapter(StoreAdapter):
             cursor.execute("SET LOCAL synchronous_commit = off")
             yield cursor
 
+    copy_from_rows: ClassVar[int | None] = 50  # fewer: one INSERT each, pipelined, is as quick
+
+    def copy_rows(
+        self, cursor: Any, table: str, names: str, rows: Sequence[tuple[Any, ...]], first_wins_on: str | None
+    ) -> None:
+        """COPY: the server takes the rows as one stream instead of planning and running one
+        INSERT per row. With `first_wins_on`, through a temporary table numbered in row order,
+        moved by one INSERT ... SELECT in that order (DO NOTHING keeps the first of a key, as
+        row-by-row inserts did)."""
+        if first_wins_on is None:
+            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        staging = f'pg_temp."stage_{hashlib.sha256(f"{table} {names}".encode()).hexdigest()[:20]}"'
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {staging} (stage_order INTEGER, LIKE {table}) ON COMMIT DROP"
+        )
+        with cursor.copy(f"COPY {staging} (stage_order, {names}) FROM STDIN") as copy:
+            for order, row in enumerate(rows):
+                copy.write_row((order, *row))
+        cursor.execute(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ORDER BY stage_order "
+            f"ON CONFLICT ({first_wins_on}) DO NOTHING"
+        )
+        cursor.execute(f"DELETE FROM {staging}")
+
     def empty_tables(self, tables: Sequence[str]) -> list[str]:
         # Transactional here, and it frees the files at once: DELETE wrote a dead version of
         # every row for VACUUM to clear later.
