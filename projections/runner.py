@@ -168,13 +168,17 @@ class ProjectionRunner:
                 groups: dict[int, list[Projection]] = {}
                 for projection in active:
                     groups.setdefault(states[projection.name].notification_id, []).append(projection)
+                reached = max((e.position for _, e in batch if e is not None), default=0)
                 with collector_paused():
                     for notification_id, members in groups.items():
                         todo = [item for item in batch if item[0] > notification_id]
                         if todo:
                             applied += self._apply_group(members, states, todo)
+                    # Freed now, by reference counting: alive when the collector resumes, the
+                    # batch's parsed entries would be walked by the collection that follows.
+                    del batch, todo
                 if progress is not None:
-                    progress(max((e.position for _, e in batch if e is not None), default=0))
+                    progress(reached)
         return applied
 
     def _apply_group(
