@@ -22,6 +22,7 @@ from tests.projection_fixtures import TENANTS, Op, Scenario
 
 def _operations() -> list[Op]:
     ops = [Op("ingest", tenant, doc=doc, chunks=3) for tenant in TENANTS for doc in range(3)]
+    ops.append(Op("ingest", TENANTS[0], doc=3, chunks=60))  # search rows (bytes columns) by COPY too
     for i in range(40):
         tenant = TENANTS[i % 2]
         ops.append(Op("retrieve", tenant, snapshot=("absent", "null_pair", "bundle")[i % 3], cites=(0, 1, 2)))
