@@ -177,9 +177,6 @@ class Projection(ABC):
     def drop_statements(self, store: Store) -> list[str]:
         return [f"DROP TABLE IF EXISTS {store.table(spec.name)}" for spec in self.tables]
 
-    def truncate_statements(self, store: Store) -> list[str]:
-        return [f"DELETE FROM {store.table(spec.name)}" for spec in self.tables]
-
 
 def payload_field(event: RecordedEvent, name: str) -> Any:
     try:

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store, in_batches
 from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
-from projections.rows import insert_rows
 
 CITATIONS_TABLE = "citeledger_rm_citations"
 
@@ -122,4 +121,6 @@ class CitationsProjection(Projection):
 
     def _insert(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
         table = store.table(CITATIONS_TABLE)
-        insert_rows(cursor, store, table, _INSERT_COLUMNS, rows, first_wins_on="tenant_id, citation_id")
+        store.adapter.insert_many(
+            cursor, table, _INSERT_COLUMNS, rows, first_wins_on="tenant_id, citation_id"
+        )

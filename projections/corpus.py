@@ -29,7 +29,7 @@ from projections.base import (
     payload_field,
 )
 from projections.citations import scrub_rows
-from projections.rows import from_row, insert_rows
+from projections.rows import from_row
 
 CORPUS_TABLE = "citeledger_rm_corpus"
 
@@ -134,7 +134,7 @@ class CorpusProjection(Projection):
         )
 
     def _flush(self, cursor: Any, table: str, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        insert_rows(cursor, store, table, _INSERT_COLUMNS, rows)
+        store.adapter.insert_many(cursor, table, _INSERT_COLUMNS, rows)
 
 
 def chunk_state(row: Any) -> ChunkState:

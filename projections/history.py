@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import Store
 from projections.base import IndexSpec, Projection, TableSpec, declare_table
-from projections.rows import insert_rows
 
 HISTORY_TABLE = "citeledger_rm_history"
 
@@ -77,4 +76,4 @@ class HistoryProjection(Projection):
                     envelope["recorded_at"],
                 )
             )
-        insert_rows(cursor, store, store.table(HISTORY_TABLE), _COLUMNS, rows)
+        store.adapter.insert_many(cursor, store.table(HISTORY_TABLE), _COLUMNS, rows)

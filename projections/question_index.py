@@ -38,7 +38,6 @@ from ledger.tlog.signing import KeyDirectory
 from ledger.writing.question_handover import WordHasher, handed_over_hashes, tenant_word_key, word_hash
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from projections.base import Projection, TableSpec, declare_table, payload_field
-from projections.rows import insert_rows
 
 __all__ = ["QuestionIndexProjection", "QuestionKeys", "question_keys", "tenant_word_key", "word_hash"]
 
@@ -236,7 +235,7 @@ class QuestionIndexProjection(Projection):
     ) -> None:
         # A receipt's position is new to this model, so its rows never meet an existing key
         # (a rebuild starts empty); on a retried batch the runner rolled the earlier one back.
-        insert_rows(cursor, store, store.table(QUESTION_WORDS_TABLE), _WORD_COLUMNS, words)
-        insert_rows(cursor, store, store.table(QUESTION_KEYS_TABLE), _KEY_COLUMNS, keys)
+        store.adapter.insert_many(cursor, store.table(QUESTION_WORDS_TABLE), _WORD_COLUMNS, words)
+        store.adapter.insert_many(cursor, store.table(QUESTION_KEYS_TABLE), _KEY_COLUMNS, keys)
         words.clear()
         keys.clear()

@@ -18,7 +18,6 @@ from ledger.storage.store import Store
 from ledger.tlog.canonical import canonical_json
 from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
 from projections.history import trace_id_of
-from projections.rows import insert_rows
 
 RECEIPTS_TABLE = "citeledger_rm_receipts"
 
@@ -92,7 +91,7 @@ class ReceiptsProjection(Projection):
         # First receipt wins on a duplicate id: a later one is still in history,
         # and the result must not depend on batch boundaries.
         table = store.table(RECEIPTS_TABLE)
-        insert_rows(cursor, store, table, _COLUMNS, rows, first_wins_on="tenant_id, receipt_id")
+        store.adapter.insert_many(cursor, table, _COLUMNS, rows, first_wins_on="tenant_id, receipt_id")
 
     def _continue(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
         """A receipt's further entries (`RetrievalContinued`, right after its head): its row

@@ -1,4 +1,4 @@
-"""The rows of the read models: one insert of a batch of them (`insert_rows`), and one
+"""The rows of the read models (written by `store.adapter.insert_many`): one
 mapping from a row to the dataclass a query answers with: each field
 is read from the column of the same name, `int` and `bool` fields converted (the drivers
 answer integers and booleans in their own types), the rest as stored; a field whose
@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import orjson
-
-from ledger.storage.store import Store
 
 T = TypeVar("T")
 _CONVERT: dict[Any, Any] = {int: int, bool: bool}
@@ -46,25 +43,3 @@ def from_row(cls: type[T], row: Any, **derived: Any) -> T:
 def json_column(text: str | None) -> Any:
     """A JSON text column; SQL NULL reads as None."""
     return None if text is None else orjson.loads(text)
-
-
-def insert_rows(
-    cursor: Any,
-    store: Store,
-    table: str,
-    columns: Sequence[str],
-    rows: Sequence[tuple[Any, ...]],
-    *,
-    first_wins_on: str | None = None,
-) -> None:
-    """Insert `rows` (values in `columns` order) into `table` (a resolved name); with
-    `first_wins_on` (a unique key's columns) a row whose key is already there is skipped."""
-    if not rows:
-        return
-    conflict = f" ON CONFLICT ({first_wins_on}) DO NOTHING" if first_wins_on else ""
-    cursor.executemany(
-        store.sql(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}){conflict}"
-        ),
-        rows,
-    )

@@ -28,13 +28,13 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ledger.domain.entries import RecordedEvent, utc_now
 from ledger.storage import adapters
 from ledger.storage.store import Store
 from projections.base import Projection, UnappliableEvent
+from projections.batches import collector_paused, read_model_transaction
 from projections.catalog import default_projections
 from projections.tracking import (
     TRACKING_TABLE,
@@ -168,12 +168,17 @@ class ProjectionRunner:
                 groups: dict[int, list[Projection]] = {}
                 for projection in active:
                     groups.setdefault(states[projection.name].notification_id, []).append(projection)
-                for notification_id, members in groups.items():
-                    todo = [item for item in batch if item[0] > notification_id]
-                    if todo:
-                        applied += self._apply_group(members, states, todo)
+                reached = max((e.position for _, e in batch if e is not None), default=0)
+                with collector_paused():
+                    for notification_id, members in groups.items():
+                        todo = [item for item in batch if item[0] > notification_id]
+                        if todo:
+                            applied += self._apply_group(members, states, todo)
+                    # Freed now, by reference counting: alive when the collector resumes, the
+                    # batch's parsed entries would be walked by the collection that follows.
+                    del batch, todo
                 if progress is not None:
-                    progress(max((e.position for _, e in batch if e is not None), default=0))
+                    progress(reached)
         return applied
 
     def _apply_group(
@@ -246,7 +251,7 @@ class ProjectionRunner:
         events: list[RecordedEvent],
     ) -> None:
         store = self.store
-        with _read_model_transaction(store) as cursor:
+        with read_model_transaction(store) as cursor:
             for projection, state in members:
                 position = events[-1].position if events else state.position
                 # Tracking first: on both databases this takes the write lock, so the
@@ -292,10 +297,11 @@ class ProjectionRunner:
         """Empty the read models and their tracking in one transaction (position 0)."""
         selected = [self.projection(n) for n in names] if names is not None else self.projections
         store = self.store
-        with self._lock, store.transaction(commit=True) as cursor:
+        # Relaxed durability: a reset lost to a power cut leaves the models and their tracking
+        # as they were. Tracking rows first, as a batch's commit takes them: on PostgreSQL
+        # TRUNCATE locks whole tables, and a runner holding a tracking row could wait on one.
+        with self._lock, read_model_transaction(store) as cursor:
             for projection in selected:
-                for statement in projection.truncate_statements(store):
-                    cursor.execute(statement)
                 cursor.execute(
                     store.sql(
                         f"UPDATE {store.table(TRACKING_TABLE)} SET version=?, notification_id=0, "
@@ -304,6 +310,9 @@ class ProjectionRunner:
                     ),
                     (projection.version, utc_now(), projection.name),
                 )
+            tables = [store.table(spec.name) for projection in selected for spec in projection.tables]
+            for statement in store.adapter.empty_tables(tables):
+                cursor.execute(statement)
 
     def rebuild(
         self, names: Sequence[str] | None = None, *, progress: Callable[[int], None] | None = None
@@ -425,7 +434,7 @@ class ProjectionRunner:
         what it could not apply is left to the catch-up that follows."""
         with self._lock:
             try:
-                with _read_model_transaction(self.store) as cursor:
+                with read_model_transaction(self.store) as cursor:
                     self.apply_in_transaction(cursor, committed)
             except Exception as exc:  # noqa: BLE001 - the catch-up applies (or isolates) it
                 self._applied_with_entries = (0, set())
@@ -438,13 +447,3 @@ def embedded(ledger: Ledger, projections: Sequence[Projection] | None = None) ->
     runner.catch_up()
     runner.attach(ledger)
     return runner
-
-
-def _read_model_transaction(store: Store) -> AbstractContextManager[Any]:
-    """The transaction a batch of read-model rows and their tracking commit in, with
-    relaxed durability (the commit does not wait for the disk).
-
-    Safe because tracking commits with the rows and log entries never do: a commit
-    lost to a power cut is re-applied from the log on restart, and a later durable
-    commit (the log's appends keep their settings) makes every earlier one durable."""
-    return store.adapter.relaxed_transaction()

@@ -38,7 +38,6 @@ from ledger.storage.store import Store, in_batches
 from ledger.tlog.signing import KeyDirectory
 from ledger.writing.sealing import KeyDestroyed, SealBroken, Sealer, shared_data_keys
 from projections.base import IndexSpec, Projection, TableSpec, close_rows, declare_table, payload_field
-from projections.rows import insert_rows
 
 log = logging.getLogger("citeledger.search_index")
 
@@ -229,5 +228,5 @@ class SearchIndexProjection(Projection):
             self._keys.hasher(tenant_id).forget()
 
     def _flush(self, cursor: Any, store: Store, rows: list[tuple[Any, ...]]) -> None:
-        insert_rows(cursor, store, store.table(SEARCH_CHUNKS_TABLE), _INSERT_COLUMNS, rows)
+        store.adapter.insert_many(cursor, store.table(SEARCH_CHUNKS_TABLE), _INSERT_COLUMNS, rows)
         rows.clear()

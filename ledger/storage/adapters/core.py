@@ -243,6 +243,43 @@ class AdapterCore(ABC):
         """A write transaction whose commit need not wait for the disk (read models only:
         whatever it writes can be re-derived from the log)."""
 
+    # From this many rows a batch goes in by `copy_rows` (a backend with a bulk path sets it).
+    copy_from_rows: ClassVar[int | None] = None
+
+    def insert_many(
+        self,
+        cursor: Any,
+        table: str,
+        columns: Sequence[str],
+        rows: Sequence[tuple[Any, ...]],
+        first_wins_on: str | None = None,
+    ) -> None:
+        """Insert `rows` (values in `columns` order; none: nothing) into `table` (a resolved
+        name), in order; with `first_wins_on` (a unique key's columns) a row whose key is
+        taken is skipped."""
+        if not rows:
+            return
+        if self.copy_from_rows is not None and len(rows) >= self.copy_from_rows:
+            self.copy_rows(cursor, table, ", ".join(columns), rows, first_wins_on)
+            return
+        conflict = f" ON CONFLICT ({first_wins_on}) DO NOTHING" if first_wins_on else ""
+        marks = ", ".join("?" * len(columns))
+        cursor.executemany(
+            self.sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}){conflict}"), rows
+        )
+
+    def copy_rows(
+        self, cursor: Any, table: str, names: str, rows: Sequence[tuple[Any, ...]], first_wins_on: str | None
+    ) -> None:
+        """`insert_many` by the backend's bulk path (`names`: the columns, joined)."""
+        raise NotImplementedError
+
+    def empty_tables(self, tables: Sequence[str]) -> list[str]:
+        """Statements that remove every row of `tables` (resolved names) in the caller's
+        transaction. SQLite's DELETE without WHERE is its truncate (and under `secure_delete`
+        it must overwrite every page whatever the statement)."""
+        return [f"DELETE FROM {table}" for table in tables]
+
     def index_exists(self, name: str) -> bool:
         """Whether an index exists, checked without a lock (False: create it idempotently)."""
         return False

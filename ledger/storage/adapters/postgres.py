@@ -204,6 +204,46 @@ class PostgresAdapter(StoreAdapter):
             cursor.execute("SET LOCAL synchronous_commit = off")
             yield cursor
 
+    copy_from_rows: ClassVar[int | None] = 50  # fewer: one INSERT each, pipelined, is as quick
+
+    def copy_rows(
+        self, cursor: Any, table: str, names: str, rows: Sequence[tuple[Any, ...]], first_wins_on: str | None
+    ) -> None:
+        """COPY: the server takes the rows as one stream instead of planning and running one
+        INSERT per row. With `first_wins_on` (a key of text columns), the rows whose key came
+        earlier in the batch or is stored already are left out first, as the row-by-row
+        INSERT ... ON CONFLICT DO NOTHING did: no other transaction writes these rows
+        meanwhile (a read model's rows are written after its tracking row is taken)."""
+        if first_wins_on is not None:
+            rows = self._first_of_each_key(cursor, table, names, rows, first_wins_on)
+        with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+    def _first_of_each_key(
+        self, cursor: Any, table: str, names: str, rows: Sequence[tuple[Any, ...]], key: str
+    ) -> list[tuple[Any, ...]]:
+        columns = [name.strip() for name in names.split(",")]
+        key_columns = [name.strip() for name in key.split(",")]
+        at = [columns.index(name) for name in key_columns]
+        first: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for row in rows:
+            first.setdefault(tuple(row[i] for i in at), row)
+        keys = list(first)
+        arrays = ", ".join("%s::text[]" for _ in key_columns)
+        cursor.execute(
+            f"SELECT {key} FROM {table} JOIN unnest({arrays}) AS batch ({key}) USING ({key})",
+            [[k[i] for k in keys] for i in range(len(key_columns))],
+        )
+        for found in cursor.fetchall():
+            first.pop(tuple(found[name] for name in key_columns), None)
+        return list(first.values())
+
+    def empty_tables(self, tables: Sequence[str]) -> list[str]:
+        # Transactional here, and it frees the files at once: DELETE wrote a dead version of
+        # every row for VACUUM to clear later.
+        return [f"TRUNCATE {', '.join(tables)}"] if tables else []
+
     def index_exists(self, name: str) -> bool:
         # Checked in the catalog so a normal start takes no lock on the events table.
         with self.transaction(commit=False) as cursor:
