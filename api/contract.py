@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -273,6 +273,15 @@ class ContractApp(Litestar):
     # The answer to an error answered here, where a surface wants its own form (the console's
     # HTML page, OTLP's google.rpc.Status); None: the JSON envelope.
     error_page: Callable[[Litestar, Scope, int, str], ErrorPage | None] | None = None
+    # Answers taken before Litestar's routing: each says whether it answered (else the route does).
+    shortcuts: Sequence[Callable[[Scope, Send], Awaitable[bool]]] = ()
+
+    async def _shortcut(self, scope: Scope, send: Send) -> bool:
+        """True when one of the `shortcuts` answered the request (`api.receipt_shortcut`)."""
+        for shortcut in self.shortcuts:
+            if await shortcut(scope, send):
+                return True
+        return False
 
     async def _send_error(
         self,
@@ -349,7 +358,8 @@ class ContractApp(Litestar):
             timer = asyncio.get_running_loop().call_later(self.deadline_s, on_deadline)
             try:
                 with cancel_scope:
-                    await super().__call__(scope, receive, wrapped_send)
+                    if not await self._shortcut(scope, wrapped_send):
+                        await super().__call__(scope, receive, wrapped_send)
             finally:
                 timer.cancel()
             if cancel_scope.cancelled_caught and not response_started[0]:
