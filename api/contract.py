@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import anyio
 import orjson
 from litestar import Litestar, Request, Response
 from litestar.exceptions import (
@@ -315,14 +314,17 @@ class ContractApp(Litestar):
         status_holder = [500]
         response_started = [False]
         deadline = scope["state"][_STATE_DEADLINE] = Deadline(self.deadline_s)
-        cancel_scope = anyio.CancelScope()
+        task = asyncio.current_task()
+        timed_out = [False]
 
         def on_deadline() -> None:
             # Cancel only a request that has not answered and whose work has not claimed the
             # deadline to write: one that did is owed its real answer (a streaming body is
-            # not cut off mid-way either).
-            if not response_started[0] and deadline.expire():
-                cancel_scope.cancel()
+            # not cut off mid-way either). The task's own cancellation, not an anyio cancel
+            # scope: a scope's enter and exit were ~7% of a cached receipt read's server time.
+            if not response_started[0] and deadline.expire() and task is not None:
+                timed_out[0] = True
+                task.cancel()
 
         async def wrapped_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -357,12 +359,16 @@ class ContractApp(Litestar):
         else:
             timer = asyncio.get_running_loop().call_later(self.deadline_s, on_deadline)
             try:
-                with cancel_scope:
-                    if not await self._shortcut(scope, wrapped_send):
-                        await super().__call__(scope, receive, wrapped_send)
+                if not await self._shortcut(scope, wrapped_send):
+                    await super().__call__(scope, receive, wrapped_send)
+            except asyncio.CancelledError:
+                if not timed_out[0]:
+                    raise  # not the deadline's: the server's (shutdown, a client gone)
             finally:
                 timer.cancel()
-            if cancel_scope.cancelled_caught and not response_started[0]:
+                if timed_out[0] and task is not None:
+                    task.uncancel()  # the deadline's cancellation ends here, answered below
+            if timed_out[0] and not response_started[0]:
                 await self._send_error(
                     scope,
                     wrapped_send,
