@@ -42,7 +42,7 @@ from litestar.exceptions import NotAuthorizedException, PermissionDeniedExceptio
 from litestar.handlers.base import BaseRouteHandler
 
 from api.contract import set_principal
-from api.ratelimit import LEASE_SPENT
+from api.ratelimit import RATE_CHECKED
 from api.token_usage import UsageNotes
 from ledger.domain.timestamps import parse_timestamp, utc_now
 from ledger.usecases.scopes import KNOWN_SCOPES, SCOPES
@@ -357,9 +357,11 @@ async def _authenticated(connection: ASGIConnection[Any, Any, Any, Any]) -> Prin
     services = connection.app.state.services
     principal = principal_for(services.tokens, bearer_of(connection))
     set_principal(connection.scope, principal)
-    # A request the receipt shortcut handed on has spent its token already (`api.receipt_shortcut`).
-    if not connection.scope["state"].pop(LEASE_SPENT, False):
+    state = connection.scope["state"]
+    if RATE_CHECKED not in state:
         await services.rate_limiter.check(principal.token_id)
+    elif (refusal := state.pop(RATE_CHECKED)) is not None:  # checked by `api.receipt_shortcut`
+        raise refusal
     return principal
 
 

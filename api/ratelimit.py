@@ -31,9 +31,10 @@ from ledger.storage.store import Store
 RATE_TABLE = adapters.RATE_TABLE
 LEASE_TTL_S = 1.0
 MAX_LEASE = 1024
-# In a request's scope state: a token of its lease was spent before the route's guard ran (by
-# `api.receipt_shortcut`, which then handed the request on), so the guard spends none.
-LEASE_SPENT = "citeledger.lease_spent"
+# In a request's scope state: its rate limit was checked before the route's guard ran (by
+# `api.receipt_shortcut`, which then handed the request on); the value is the refusal (an
+# `ApiError`, 429) or None (a token spent). The guard checks no second time.
+RATE_CHECKED = "citeledger.rate_checked"
 
 _LUA = """
 local rate = tonumber(ARGV[1])

@@ -3,15 +3,16 @@ without Litestar's routing, dependency injection, guard and response machinery, 
 most of its server time (`docs/benchmarks/api.md`, "where the time went").
 
 Only the plain form is taken here: GET, no query string, an identifier the route accepts, a
-valid tenant token holding `audit.read` whose rate-limit lease has a token left, and a
-receipt that is found. Everything else -- no or a bad token, another scope, an operator
-token, a lease to draw from the shared bucket, a query, a miss, any error -- goes on to the
+valid tenant token holding `audit.read`, and a receipt that is found. Everything else -- no or
+a bad token, another scope, an operator token, a query, a miss, any error -- goes on to the
 route (`api.routes.receipts.get_receipt`), which answers and refuses exactly as before. The
 token is checked by the same `TokenStore.authenticate` (SHA-256, constant-time compare,
-revocation re-read), the read is the route's `receipt_answer` for the token's tenant (another
-tenant's receipt is a miss, so the route's 404), and the body is the route's: the same
-envelope (`answered`), encoded by the route handler's own serializer, with the same two
-headers (`tests/test_api_receipt_shortcut.py` compares them byte for byte).
+revocation re-read) and the same rate limit (`RateLimiter.check`: one token per request; a
+refusal is handed to the route's guard, which raises it, so the 429 is the route's); the read
+is the route's `receipt_answer` for the token's tenant (another tenant's receipt is a miss, so
+the route's 404), and the body is the route's: the same envelope (`answered`), encoded by the
+route handler's own serializer, with the same two headers (`tests/test_api_receipt_shortcut.py`
+compares them byte for byte).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 from litestar import Litestar
-from litestar.serialization import encode_json
 from litestar.types import Scope, Send
 
+from api.api_error import ApiError
 from api.auth import Principal
 from api.contract import set_principal
-from api.ratelimit import LEASE_SPENT
+from api.ratelimit import RATE_CHECKED
 from api.routes.common import answered, caller_for
 from api.routes.listing import ID_PATTERN
 from api.routes.receipts import get_receipt, receipt_answer
@@ -55,7 +57,9 @@ def receipt_shortcut(app: Litestar) -> Shortcut:
     handler, route = next(
         (h, r) for r in app.routes for h in getattr(r, "route_handlers", ()) if h.fn is get_receipt.fn
     )
-    serializer = handler.default_serializer
+    # The handler's serializer in an encoder made once (`litestar.serialization.encode_json`
+    # makes one per call): the same bytes.
+    encoder = msgspec.json.Encoder(enc_hook=handler.default_serializer)
     path_template = route.path_format
 
     def principal_of(services: Services, scope: Scope) -> Principal | None:
@@ -74,18 +78,23 @@ def receipt_shortcut(app: Litestar) -> Shortcut:
             return False
         services: Services | None = getattr(app.state, "services", None)
         principal = principal_of(services, scope) if services is not None else None
-        if services is None or principal is None or not services.rate_limiter.spend(principal.token_id):
+        if services is None or principal is None:
             return False
         set_principal(scope, principal)
+        try:
+            await services.rate_limiter.check(principal.token_id)
+        except ApiError as refusal:  # the route's guard raises it: the route's 429
+            scope["state"][RATE_CHECKED] = refusal
+            return False
         caller = caller_for(principal, scope)
         try:
             body = await receipt_answer(services, caller, receipt_id)
         except Exception:  # noqa: BLE001 - the route answers it (404, 5xx), with its own envelope
-            scope["state"][LEASE_SPENT] = True
+            scope["state"][RATE_CHECKED] = None
             return False
         scope["path_template"] = path_template
         content: Any = answered(services, body, caller.run_id, caller.trace_id, principal.tenant)
-        encoded = encode_json(content, serializer)
+        encoded = encoder.encode(content)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(encoded)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": encoded, "more_body": False})
