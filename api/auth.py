@@ -263,6 +263,7 @@ class TokenStore:
         self._all: list[TokenRecord] = []
         self._version: tuple[int, int, int] | None = (-1, -1, -1)
         self._expiry: dict[str, float] = {}
+        self._principals: dict[str, Principal] = {}
         self.usage = UsageNotes(path)
         self._checked = 0.0
         self._reload(force=True)
@@ -285,6 +286,7 @@ class TokenStore:
             records = [*self._env, *read_token_file(self.path)]
             self._by_id = {r.token_id: r for r in records}
             self._all = records
+            self._principals = {}
             # Expiries as epoch seconds, parsed once per reload, not per request.
             self._expiry = {
                 r.token_id: parse_timestamp(r.expires_at).timestamp()
@@ -330,9 +332,12 @@ class TokenStore:
         if expiry is not None and expiry <= time.time():
             return None
         self.usage.used(found.token_id)
-        return Principal(
-            found.token_id, found.tenant, frozenset(found.scopes), operator=found.kind == OPERATOR_KIND
-        )
+        principal = self._principals.get(found.token_id)
+        if principal is None:  # one per record until the next reload (frozen: shared safely)
+            principal = self._principals[found.token_id] = Principal(
+                found.token_id, found.tenant, frozenset(found.scopes), operator=found.kind == OPERATOR_KIND
+            )
+        return principal
 
 
 def bearer_of(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:

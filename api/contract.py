@@ -103,11 +103,12 @@ def correlation_of(
         match = _TRACEPARENT.match(traceparent.strip().lower())
         if match and match.group(1) != "0" * 32:
             trace = match.group(1)
-    # New ids: 32 random hex digits (uuid4's form; os.urandom without building a UUID, ~5% of a
-    # cached receipt read's CPU in uuid4 under load).
+    # New ids: 32 random hex digits each (uuid4's form; os.urandom without building a UUID, ~5%
+    # of a cached receipt read's CPU in uuid4 under load), both from one call.
+    fresh = os.urandom(32).hex() if fallback is None and (run is None or trace is None) else ""
     return Correlation(
-        run_id=run or (fallback.run_id if fallback else "run-" + os.urandom(16).hex()),
-        trace_id=trace or (fallback.trace_id if fallback else os.urandom(16).hex()),
+        run_id=run or (fallback.run_id if fallback else "run-" + fresh[:32]),
+        trace_id=trace or (fallback.trace_id if fallback else fresh[32:]),
         problem=problem,
     )
 

@@ -51,6 +51,16 @@ class CoalescingTransport:
         self.flush()
         self._transport.close()
 
+    # What uvicorn asks on every request, without the `__getattr__` detour.
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 
