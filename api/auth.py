@@ -263,7 +263,7 @@ class TokenStore:
         self._all: list[TokenRecord] = []
         self._version: tuple[int, int, int] | None = (-1, -1, -1)
         self._expiry: dict[str, float] = {}
-        self._principals: dict[str, Principal] = {}
+        self._principals: dict[str, tuple[TokenRecord, Principal]] = {}
         self.usage = UsageNotes(path)
         self._checked = 0.0
         self._reload(force=True)
@@ -332,11 +332,14 @@ class TokenStore:
         if expiry is not None and expiry <= time.time():
             return None
         self.usage.used(found.token_id)
-        principal = self._principals.get(found.token_id)
-        if principal is None:  # one per record until the next reload (frozen: shared safely)
-            principal = self._principals[found.token_id] = Principal(
-                found.token_id, found.tenant, frozenset(found.scopes), operator=found.kind == OPERATOR_KIND
-            )
+        # One Principal per record (frozen: shared safely), rebuilt when the record is another.
+        cached = self._principals.get(found.token_id)
+        if cached is not None and cached[0] is found:
+            return cached[1]
+        principal = Principal(
+            found.token_id, found.tenant, frozenset(found.scopes), operator=found.kind == OPERATOR_KIND
+        )
+        self._principals[found.token_id] = (found, principal)
         return principal
 
 
