@@ -19,6 +19,7 @@ from api.mcp.mount import mcp_mount
 from api.metrics import Metrics
 from api.openapi import assets_router, openapi_config
 from api.otlp.route import export_traces, otlp_error_page
+from api.receipt_shortcut import receipt_shortcut
 from api.routes import (
     checkpoints,
     citations,
@@ -103,6 +104,7 @@ def create_app(config: ApiConfig) -> ContractApp:
     app.max_query_string_bytes = config.limits.max_query_string_bytes
     app.observers = [metrics.observe]
     app.error_page = _error_page
+    app.shortcuts = [receipt_shortcut(app)]
     return app
 
 

@@ -42,6 +42,7 @@ from litestar.exceptions import NotAuthorizedException, PermissionDeniedExceptio
 from litestar.handlers.base import BaseRouteHandler
 
 from api.contract import set_principal
+from api.ratelimit import RATE_CHECKED
 from api.token_usage import UsageNotes
 from ledger.domain.timestamps import parse_timestamp, utc_now
 from ledger.usecases.scopes import KNOWN_SCOPES, SCOPES
@@ -262,6 +263,7 @@ class TokenStore:
         self._all: list[TokenRecord] = []
         self._version: tuple[int, int, int] | None = (-1, -1, -1)
         self._expiry: dict[str, float] = {}
+        self._principals: dict[str, tuple[TokenRecord, Principal]] = {}
         self.usage = UsageNotes(path)
         self._checked = 0.0
         self._reload(force=True)
@@ -284,6 +286,7 @@ class TokenStore:
             records = [*self._env, *read_token_file(self.path)]
             self._by_id = {r.token_id: r for r in records}
             self._all = records
+            self._principals = {}
             # Expiries as epoch seconds, parsed once per reload, not per request.
             self._expiry = {
                 r.token_id: parse_timestamp(r.expires_at).timestamp()
@@ -329,9 +332,15 @@ class TokenStore:
         if expiry is not None and expiry <= time.time():
             return None
         self.usage.used(found.token_id)
-        return Principal(
+        # One Principal per record (frozen: shared safely), rebuilt when the record is another.
+        cached = self._principals.get(found.token_id)
+        if cached is not None and cached[0] is found:
+            return cached[1]
+        principal = Principal(
             found.token_id, found.tenant, frozenset(found.scopes), operator=found.kind == OPERATOR_KIND
         )
+        self._principals[found.token_id] = (found, principal)
+        return principal
 
 
 def bearer_of(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
@@ -356,7 +365,11 @@ async def _authenticated(connection: ASGIConnection[Any, Any, Any, Any]) -> Prin
     services = connection.app.state.services
     principal = principal_for(services.tokens, bearer_of(connection))
     set_principal(connection.scope, principal)
-    await services.rate_limiter.check(principal.token_id)
+    state = connection.scope["state"]
+    if RATE_CHECKED not in state:
+        await services.rate_limiter.check(principal.token_id)
+    elif (refusal := state.pop(RATE_CHECKED)) is not None:  # checked by `api.receipt_shortcut`
+        raise refusal
     return principal
 
 

@@ -24,6 +24,7 @@ class Metrics:
             buckets=_BUCKETS,
             registry=r,
         )
+        self._request_children: dict[tuple[str, str, int], Any] = {}
         self.events_appended = Counter(
             "citeledger_events_appended_total", "Signed events appended through the API", ["type"], registry=r
         )
@@ -45,8 +46,11 @@ class Metrics:
         )
 
     def observe(self, scope: Any, status: int, duration: float) -> None:
-        route = scope.get("path_template") or "unmatched"
-        self.request_seconds.labels(scope.get("method", "?"), route, str(status)).observe(duration)
+        key = (scope.get("method", "?"), scope.get("path_template") or "unmatched", status)
+        child = self._request_children.get(key)
+        if child is None:  # `labels` checks and locks: once per (method, route, status)
+            child = self._request_children[key] = self.request_seconds.labels(*key[:2], str(status))
+        child.observe(duration)
         if status == 429:
             self.rate_limited.inc()
         elif status == 408:

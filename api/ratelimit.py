@@ -31,6 +31,10 @@ from ledger.storage.store import Store
 RATE_TABLE = adapters.RATE_TABLE
 LEASE_TTL_S = 1.0
 MAX_LEASE = 1024
+# In a request's scope state: its rate limit was checked before the route's guard ran (by
+# `api.receipt_shortcut`, which then handed the request on); the value is the refusal (an
+# `ApiError`, 429) or None (a token spent). The guard checks no second time.
+RATE_CHECKED = "citeledger.rate_checked"
 
 _LUA = """
 local rate = tonumber(ARGV[1])
@@ -140,16 +144,24 @@ class RateLimiter:
         else:
             self.max_lease = 1
 
+    def spend(self, key: str) -> bool:
+        """Spend one token of the key's lease if it has one left (no limit: always); False
+        when the next lease must be drawn (`check` draws it)."""
+        if self.bucket is None:
+            return True
+        lease = self._leases.get(key)
+        if lease is not None and lease.remaining > 0 and time.monotonic() < lease.expires:
+            lease.remaining -= 1  # event-loop only: no await between test and decrement
+            return True
+        return False
+
     async def check(self, key: str) -> None:
         """Spend one token of the key's lease; when it is spent, ONE request draws the next
         lease from the shared bucket while the others of that token wait for it."""
-        if self.bucket is None:
-            return
         while True:
-            lease = self._leases.get(key)
-            if lease is not None and lease.remaining > 0 and time.monotonic() < lease.expires:
-                lease.remaining -= 1  # event-loop only: no await between test and decrement
+            if self.spend(key):
                 return
+            lease = self._leases.get(key)
             draw = self._draws.get(key)
             if draw is None:
                 break

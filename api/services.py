@@ -16,14 +16,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TypeVar, TypeVarTuple
 
-import anyio
-import anyio.to_thread
-
 from api.auth import TokenStore
 from api.config import ApiConfig, server_version
 from api.contract import describe
 from api.metrics import Metrics
 from api.ratelimit import Bucket, DatabaseBucket, RateLimiter, RedisBucket
+from api.request_threads import RequestThreads
 from bootstrap import read_side, use_case_context
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.storage.claims import DocumentClaims
@@ -39,6 +37,7 @@ T = TypeVar("T")
 # The arguments are checked against the function: a call site that passes one too many fails mypy.
 Ts = TypeVarTuple("Ts")
 NO_POLICY = "none"
+REQUEST_THREADS = 64
 FOLLOW_INTERVAL_S = 1.0
 IDEMPOTENCY_PURGE_INTERVAL_S = 3600.0  # embedded: how soon entries of other processes (the CLI) show up
 
@@ -103,7 +102,8 @@ class Services:
         if config.retention_interval_s > 0:
             self._start("citeledger-retention", config.retention_interval_s, self._sweep)
         self._start("citeledger-idempotency", IDEMPOTENCY_PURGE_INTERVAL_S, self._purge_idempotency)
-        self.limiter = anyio.CapacityLimiter(64)
+        # Up to 64 request threads (`blocking`; `api.request_threads` says why not anyio's).
+        self.request_threads = RequestThreads(REQUEST_THREADS, "citeledger-request")
         # Long-lived startup objects (schemas, routes, caches) leave the collector's view:
         # full collections then stay short, which keeps them out of the latency tail.
         gc.collect()
@@ -187,7 +187,7 @@ class Services:
         waiting; the work itself learns it from the deadline its `Caller` carries (its
         commit is refused, CPU-heavy steps stop), so nothing it does outlives the 408."""
         try:
-            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=self.limiter)
+            return await self.request_threads.run(fn, *args)
         except Exception as exc:
             if describe(exc)[0] >= 500:  # a refusal is the caller's; a failure is ours
                 self.last_error = f"{type(exc).__name__}"
@@ -204,6 +204,7 @@ class Services:
         return bool(health["ok"]), int(lag)
 
     def close(self) -> None:
+        self.request_threads.close()
         self._stop.set()
         self._wake.set()
         for thread in self._threads:

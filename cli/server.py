@@ -22,9 +22,15 @@ if TYPE_CHECKING:
 
 
 # What `serve` always passes uvicorn: each worker builds the app from the environment (the
-# settings checked above), no access log, up to 10 s for requests in flight when stopped.
+# settings checked above), no access log, up to 10 s for requests in flight when stopped, and
+# a response's head and body written together (`api.http_protocol`).
 APP_FACTORY = "api.app:app_from_env"
-UVICORN_FIXED: dict[str, Any] = {"factory": True, "access_log": False, "timeout_graceful_shutdown": 10}
+UVICORN_FIXED: dict[str, Any] = {
+    "factory": True,
+    "access_log": False,
+    "timeout_graceful_shutdown": 10,
+    "http": "api.http_protocol:CoalescingHttpToolsProtocol",
+}
 
 
 def _prepare(data_dir: Path | None, *, create: bool = False) -> ApiConfig:

@@ -15,6 +15,7 @@ from litestar.testing import TestClient
 from api.app import create_app
 from api.auth import SCOPES, create_operator_token, create_token
 from api.config import ApiConfig
+from cli.server import UVICORN_FIXED
 from ledger.config import LedgerConfig
 from tests.server_process import free_port
 
@@ -146,7 +147,14 @@ class LoopbackServer:
         self.port = free_port()
         self.app = create_app(config)
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+            uvicorn.Config(
+                self.app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                access_log=False,
+                http=UVICORN_FIXED["http"],  # the protocol `citeledger serve` runs
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

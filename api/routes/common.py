@@ -16,10 +16,11 @@ from litestar import Request, Response
 from litestar.di import NamedDependency, Provide
 from litestar.enums import RequestEncodingType
 from litestar.params import HeaderParameter, ParameterKwarg
+from litestar.types import Scope
 from pydantic import BaseModel
 
 from api.api_error import ApiError
-from api.auth import principal_of, requires
+from api.auth import Principal, principal_of, requires
 from api.contract import correlation, deadline_of
 from api.openapi import contract
 from api.services import Services
@@ -132,15 +133,19 @@ def _services(request: AnyRequest) -> Services:
 
 def caller_of(request: AnyRequest) -> Caller:
     """Who calls, from the request's token and correlation ids (after the route's guard)."""
-    principal = principal_of(request)
-    ids = correlation(request.scope)
+    return caller_for(principal_of(request), request.scope)
+
+
+def caller_for(principal: Principal, scope: Scope) -> Caller:
+    """Who calls with this token, under the correlation ids and deadline of the request `scope`."""
+    ids = correlation(scope)
     return Caller(
         tenant_id=principal.tenant,
         actor=principal.actor,
         scopes=principal.scopes,
         run_id=ids.run_id,
         trace_id=ids.trace_id,
-        deadline=deadline_of(request.scope),
+        deadline=deadline_of(scope),
     )
 
 

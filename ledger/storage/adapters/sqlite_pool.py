@@ -3,7 +3,7 @@
 `eventsourcing`'s own pool keeps 5 connections and opens up to 10 more, each closed again as
 soon as it is handed back; it opens every connection with a statement cache of one statement,
 and it opens them while holding the pool's lock. A server runs up to 64 request threads
-(`Services.limiter`): under concurrent reads, every request past the fifth opened a new file
+(`Services.request_threads`): under concurrent reads, every request past the fifth opened a new file
 handle (and ran `PRAGMA journal_mode`) under that lock, and every statement of a read was
 compiled again. This pool keeps what it opened, up to `KEPT_CONNECTIONS`, each with a
 statement cache, and sets on each connection what must hold on every one of them
