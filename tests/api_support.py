@@ -17,6 +17,7 @@ from api.auth import SCOPES, create_operator_token, create_token
 from api.config import ApiConfig
 from cli.server import UVICORN_FIXED
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.server_process import free_port
 
 DOC = "# Retention\n\nAudit logs are kept for 180 days.\n\n## Access\n\nRestricted documents need a scope.\n"
@@ -132,7 +133,7 @@ def bearer(token: str) -> dict[str, str]:
 def http_to_served(ledger_config: LedgerConfig) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
     """`serving`, with an HTTP client on its address: (the client, tokens by role)."""
     with serving(ledger_config) as (server, _, tokens):
-        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        with loopback_http.client(base_url=server.base_url, timeout=60) as http:
             yield http, tokens
 
 

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
-
+from tests import loopback_http
 from tests.api_support import Api
 
 
@@ -164,7 +163,7 @@ def retrieval(
 
 def post_document(base_url: str, token: str, path: str, text: str, timeout: float = 30) -> dict[str, Any]:
     """Record a document on the server at `base_url` (a new version or `dedup`) and return its answer."""
-    response = httpx.post(
+    response = loopback_http.post(
         f"{base_url}/v1/documents",
         json={"path": path, "text": text},
         headers={"Authorization": f"Bearer {token}"},

@@ -22,7 +22,7 @@ from mcp_types import CallToolResult, TextContent
 
 from api.config import ApiConfig
 from ledger.config import LedgerConfig
-from tests import forked_cli
+from tests import forked_cli, loopback_http
 from tests.api_support import LoopbackServer, serving
 from tests.server_process import ROOT
 
@@ -47,7 +47,7 @@ class Ledger:
 
     def v1(self, method: str, path: str, who: str = "admin", **kwargs: Any) -> httpx.Response:
         headers = {**self.headers(who), **kwargs.pop("headers", {})}
-        return httpx.request(method, self.base_url + path, headers=headers, timeout=30, **kwargs)
+        return loopback_http.request(method, self.base_url + path, headers=headers, timeout=30, **kwargs)
 
     def stdio_env(self, who: str, **settings: str) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("CITELEDGER_")}

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter as JsonSpanExporter
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as ProtobufSpanExporter
@@ -26,6 +25,7 @@ from ledger.config import LedgerConfig
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.client_support import post_document
 from tests.conftest import fresh_config
@@ -52,7 +52,9 @@ class OtlpServer:
         return {"Authorization": f"Bearer {self.tokens[who]}", **extra}
 
     def get(self, path: str, who: str = "admin", **params: Any) -> dict[str, Any]:
-        response = httpx.get(f"{self.base_url}{path}", headers=self.headers(who), params=params, timeout=30)
+        response = loopback_http.get(
+            f"{self.base_url}{path}", headers=self.headers(who), params=params, timeout=30
+        )
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body
@@ -100,7 +102,7 @@ class OtlpServer:
                     text = json.dumps(value) if field == "metadata" else value
                     span.set_attribute(f"retrieval.documents.{n}.document.{field}", text)
             trace_id = f"{span.get_span_context().trace_id:032x}"
-        response = httpx.post(
+        response = loopback_http.post(
             f"{self.base_url}/v1/traces",
             content=encode_spans(captured.get_finished_spans()).SerializeToString(),
             headers=self.headers(who, **{"Content-Type": "application/x-protobuf"}),
@@ -149,7 +151,7 @@ def serve(backend: str, root: Path, synced: Path | None = None) -> Iterator[Otlp
         with LoopbackServer(api) as server:
             chunks = ingest_corpus(server.base_url, tokens["admin"])
             if synced is not None:
-                response = httpx.post(
+                response = loopback_http.post(
                     f"{server.base_url}/v1/sources/handbook/sync",
                     headers=_bearer(tokens["writer"]),
                     timeout=60,
@@ -165,7 +167,7 @@ def _bearer(token: str) -> dict[str, str]:
 def replay_and_verify(server: OtlpServer, receipt_id: str, tmp_path: Path) -> None:
     """The receipt replays (the ledger cannot re-run a foreign engine: each entry's fate) and
     its bundle verifies offline with the root public key alone (`citeledger verify-bundle`)."""
-    response = httpx.post(
+    response = loopback_http.post(
         f"{server.base_url}/v1/receipts/{receipt_id}/replay", headers=server.headers(), timeout=30
     )
     assert response.status_code == 201, response.text

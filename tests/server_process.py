@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from ledger.config import LedgerConfig
-from tests import forked_cli
+from tests import forked_cli, loopback_http
 from tests.forked_cli import CLI_MODULE as CLI_MODULE  # re-exported: the tests name them here
 from tests.forked_cli import ROOT as ROOT
 
@@ -176,7 +176,7 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(f"{self.base_url}/v1/healthz", timeout=2).status_code == 200:
+                if loopback_http.get(f"{self.base_url}/v1/healthz", timeout=2).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

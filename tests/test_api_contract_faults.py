@@ -29,6 +29,7 @@ from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.errors import Invalid
 from ledger.usecases.sources import add_source
 from projections.receipt_index import RECEIPTS_TABLE
+from tests import loopback_http
 from tests.api_support import DOC, Api, LoopbackServer, api_config, make_api, make_tokens, serving  # noqa: F401
 from tests.server_process import ROOT, run_cli
 
@@ -43,7 +44,7 @@ class Served:
         self.server = server
         self.config = config
         self.tokens = tokens
-        self.http = httpx.Client(base_url=server.base_url, timeout=30)
+        self.http = loopback_http.client(base_url=server.base_url, timeout=30)
 
     def headers(self, who: str = "admin", **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}", **extra}
@@ -134,7 +135,7 @@ def test_a_sync_of_an_overlapping_source_recorded_before_the_rule_is_refused(
     registry._write(sources)  # as an older version wrote it
     config = api_config(ledger_config)
     tokens = make_tokens(config)
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as http:
+    with LoopbackServer(config) as server, loopback_http.client(base_url=server.base_url, timeout=30) as http:
         before = server.app.state.services.ledger.sync()
         response = http.post(
             "/v1/sources/globex-all/sync",
@@ -159,7 +160,7 @@ def test_a_file_whose_name_is_no_document_path_is_skipped_as_bad_path(
     add_source(SourceRegistry(ledger_config.data_dir), LIMITS, "acme-notes", str(notes / "a"), "acme")
     config = api_config(ledger_config)
     tokens = make_tokens(config)
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as http:
+    with LoopbackServer(config) as server, loopback_http.client(base_url=server.base_url, timeout=30) as http:
         report = http.post(
             "/v1/sources/acme-notes/sync", headers={"Authorization": f"Bearer {tokens['admin']}"}
         )

@@ -22,6 +22,7 @@ from ledger.config import LedgerConfig
 from ledger.domain.entries import EventDraft
 from ledger.domain.events import PolicyBundlePublished
 from ledger.writing.application import Ledger
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 # The 342-byte "billion laughs" of the attack: nine levels of nine aliases.
@@ -76,7 +77,7 @@ class Running:
         self.config = config
         self.tokens = tokens
         self.loopback = LoopbackServer(config).__enter__()
-        self.client = httpx.Client(base_url=self.loopback.base_url, timeout=60)
+        self.client = loopback_http.client(base_url=self.loopback.base_url, timeout=60)
 
     @property
     def ledger(self) -> Ledger:

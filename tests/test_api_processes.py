@@ -21,6 +21,7 @@ import pytest
 
 from ledger.config import LedgerConfig
 from ledger.storage.store import LEDGER_STREAM_ID, Store
+from tests import loopback_http
 from tests.api_support import DOC
 from tests.conftest import PG_DSN, pg_connect
 from tests.server_process import free_port, run_cli
@@ -72,20 +73,20 @@ def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> N
         deadline = time.monotonic() + 60
         while True:
             try:
-                if httpx.get(f"{base}/v1/healthz", timeout=2).status_code == 200:
+                if loopback_http.get(f"{base}/v1/healthz", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
             assert time.monotonic() < deadline, "server did not start"
             time.sleep(0.2)
-        doc = httpx.post(
+        doc = loopback_http.post(
             f"{base}/v1/documents", json={"path": "a.md", "text": DOC}, headers=auth, timeout=10
         ).json()
 
         def client(index: int) -> list[tuple[str, int]]:
             acked = []
-            with httpx.Client(base_url=base, headers=auth, timeout=20) as http:
+            with loopback_http.client(base_url=base, headers=auth, timeout=20) as http:
                 for n in range(POSTS_PER_CLIENT):
                     body: dict[str, Any] = {
                         "query": f"question {index}-{n}",
@@ -109,7 +110,7 @@ def test_two_workers_on_postgres_lose_and_duplicate_nothing(tmp_path: Path) -> N
             acknowledged = [item for part in pool.map(client, range(CLIENTS)) for item in part]
         assert len(acknowledged) == CLIENTS * POSTS_PER_CLIENT
         workers_seen = {
-            httpx.get(f"{base}/v1/receipts/{receipt_id}", headers=auth, timeout=10).status_code
+            loopback_http.get(f"{base}/v1/receipts/{receipt_id}", headers=auth, timeout=10).status_code
             for receipt_id, _ in acknowledged[:20]
         }
         assert workers_seen == {200}

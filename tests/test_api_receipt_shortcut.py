@@ -18,6 +18,7 @@ from litestar.types import Scope, Send
 from api.http_protocol import FLUSH_AT_BYTES, CoalescingTransport
 from api.receipt_shortcut import Shortcut
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import Api, api, make_api, serving  # noqa: F401
 
 IDS = {"X-Run-Id": "run-shortcut-1", "X-Trace-Id": "trace-shortcut-1"}
@@ -115,7 +116,7 @@ def test_served_answers_are_whole(ledger_config: LedgerConfig) -> None:
     """Through the protocol `serve` runs: small answers (head and body joined) and a long
     stream (the whole-log export) arrive whole on a kept-alive connection."""
     with serving(ledger_config) as (server, _, tokens):
-        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        with loopback_http.client(base_url=server.base_url, timeout=60) as http:
             auth = {"Authorization": f"Bearer {tokens['admin']}"}
             doc = http.post(
                 "/v1/documents", json={"path": "a.md", "text": "# A\n\n" + "word " * 15000}, headers=auth

@@ -17,6 +17,7 @@ import pytest
 from ledger.config import LedgerConfig
 from ledger.storage.audit import verify_store
 from projections.receipt_index import RECEIPTS_TABLE
+from tests import loopback_http
 from tests.api_support import LoopbackServer, serving
 from tests.factories import retrieval_draft
 
@@ -34,7 +35,7 @@ class Server:
 
     def __init__(self, loopback: LoopbackServer, tokens: dict[str, str]) -> None:
         self.loopback = loopback
-        self.client = httpx.Client(base_url=loopback.base_url, timeout=30)
+        self.client = loopback_http.client(base_url=loopback.base_url, timeout=30)
         self.tokens = tokens
 
     @classmethod

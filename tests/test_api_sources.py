@@ -14,6 +14,7 @@ from ledger.config import LedgerConfig
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 SECRET_LINE = "The vault code is 4417."
@@ -32,7 +33,10 @@ def served(
     tokens = make_tokens(config)  # "acme" tokens and one of "globex" ("other")
     registry = SourceRegistry(ledger_config.data_dir)
     add_source(registry, SourceLimits(), "handbook", str(root), "acme")
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as client:
+    with (
+        LoopbackServer(config) as server,
+        loopback_http.client(base_url=server.base_url, timeout=30) as client,
+    ):
         yield client, tokens, root
 
 

@@ -10,12 +10,12 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ledger.config import LedgerConfig
 from ledger.storage.store import CHECKPOINT_STREAM_ID
 from ledger.tlog.checkpoints import make_checkpoint
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.server_process import ROOT, run_cli, without_citeledger_settings
@@ -37,7 +37,9 @@ def _check(
 
 def _keep(base_url: str, token: str, path: Path) -> str:
     """What the auditor does at the end of an audit: keep the latest note."""
-    answer = httpx.get(f"{base_url}/v1/checkpoints/latest", headers={"Authorization": f"Bearer {token}"})
+    answer = loopback_http.get(
+        f"{base_url}/v1/checkpoints/latest", headers={"Authorization": f"Bearer {token}"}
+    )
     assert answer.status_code == 200, answer.text
     note: str = answer.json()["checkpoint"]["note"]
     path.write_text(note, encoding="utf-8")

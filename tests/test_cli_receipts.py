@@ -9,12 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from api.auth import create_token
 from client import AsyncClient
 from ledger.config import LedgerConfig
 from ledger.writing.application import Ledger
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.factories import UseCases
 from tests.test_cli import citeledger
@@ -23,7 +22,7 @@ SNIPPET = "Audit logs are kept for 180 days."
 
 
 def _post(base: str, token: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    response = httpx.post(base + path, json=body, headers={"Authorization": f"Bearer {token}"})
+    response = loopback_http.post(base + path, json=body, headers={"Authorization": f"Bearer {token}"})
     assert response.status_code in (200, 201), response.text
     answer: dict[str, Any] = response.json()
     return answer
@@ -122,7 +121,7 @@ def test_receipts_list_and_show_against_a_server(ledger_config: LedgerConfig) ->
         detail = json.loads(citeledger("receipts", "show", ids[0], "--json", **remote).stdout)
         assert detail["proof"]["intact"] is True and detail["content"]["query"]["text"] == "first question"
         assert detail["policy"]["note"] == "no policy bundle was active"
-        reads = httpx.get(
+        reads = loopback_http.get(
             f"{base}/v1/events",
             params={"type": "ContentRead"},
             headers={"Authorization": f"Bearer {auditor}"},

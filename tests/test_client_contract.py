@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from client import (
@@ -28,6 +27,7 @@ from client import (
 )
 from client.spool import Spool
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import DOC, Api, LoopbackServer, api, api_config, make_api, make_tokens  # noqa: F401
 from tests.client_support import Reply, ScriptedPeer, envelope, receipt_body, retrieval
 
@@ -76,8 +76,10 @@ def test_success_against_the_real_server(ledger_config: LedgerConfig, tmp_path: 
         first = next(e for e in events if e["payload"]["receipt_id"] == receipt.receipt_id)
         assert first["run_id"] == ledger.settings.run_id and first["trace_id"] == "trace-1"
         auth = {"Authorization": f"Bearer {tokens['admin']}"}
-        bundle = httpx.get(f"{server.base_url}/v1/receipts/{receipt.receipt_id}/bundle", headers=auth).json()
-        root = httpx.get(f"{server.base_url}/v1/keys", headers=auth).json()["root_public_key"]
+        bundle = loopback_http.get(
+            f"{server.base_url}/v1/receipts/{receipt.receipt_id}/bundle", headers=auth
+        ).json()
+        root = loopback_http.get(f"{server.base_url}/v1/keys", headers=auth).json()["root_public_key"]
     # offline: the server is gone
     entry = Client.verify_bundle(bundle, root)
     assert entry["payload"]["receipt_id"] == receipt.receipt_id

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
 from pydantic import ValidationError
 
 from client import AsyncClient, Client, NotFound, RetrievalReceipt, SearchAnswer
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.client_support import retrieval
 
@@ -31,7 +31,7 @@ def test_replay_through_the_client(ledger_config: LedgerConfig, tmp_path: Path) 
         assert answer["replay_receipt_id"] and answer["dedup"] is False
         again = ledger.replay(receipt.receipt_id, idempotency_key="replay-1")
         assert again["dedup"] is True and again["replay_receipt_id"] == answer["replay_receipt_id"]
-        shown = httpx.get(
+        shown = loopback_http.get(
             f"{server.base_url}/v1/receipts/{receipt.receipt_id}",
             headers={"Authorization": f"Bearer {token}"},
         ).json()
@@ -88,7 +88,7 @@ def test_search_through_the_client(ledger_config: LedgerConfig) -> None:
         assert any(gap.startswith("no searchable document mentions: submarin") for gap in absent.output.gaps)
         assert any(gap.startswith("widen target_roots") for gap in absent.output.gaps)
         assert absent.receipt_id != found.receipt_id
-        shown = httpx.get(
+        shown = loopback_http.get(
             f"{server.base_url}/v1/receipts/{absent.receipt_id}", headers={"Authorization": f"Bearer {token}"}
         )
         assert shown.status_code == 200 and shown.json()["status"] == "no_hit"

@@ -20,12 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from api.auth import create_token
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.server_process import chromium
 
@@ -52,7 +52,7 @@ def _browser() -> Iterator[Any]:
 def _seed(base_url: str, admin: str) -> dict[str, Any]:
     """A document, a restricted one, an external retrieval citing each, and a search."""
     headers = {"Authorization": f"Bearer {admin}"}
-    with httpx.Client(base_url=base_url, headers=headers, timeout=30) as http:
+    with loopback_http.client(base_url=base_url, headers=headers, timeout=30) as http:
 
         def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
             answer = http.post(path, json=body)
@@ -270,7 +270,7 @@ def test_forged_forms_and_foreign_tokens_are_refused(ledger_config: LedgerConfig
         seeded = _seed(server.base_url, tokens["admin"])
         doc_id = seeded["doc"]["document_id"]
         services = server.app.state.services
-        with httpx.Client(base_url=server.base_url, timeout=30) as browser:
+        with loopback_http.client(base_url=server.base_url, timeout=30) as browser:
             origin = {"Origin": server.base_url}  # what a browser sends with a form
             signed_in = browser.post(
                 "/console/sign-in", data={"token": auditor, "next": "/console/"}, headers=origin
@@ -293,7 +293,7 @@ def test_forged_forms_and_foreign_tokens_are_refused(ledger_config: LedgerConfig
             # Another tenant's receipt is a 404, exactly as on /v1.
             foreign = _seed(server.base_url, tokens["other"])
             assert browser.get(f"/console/receipts/{foreign['cited']['receipt_id']}").status_code == 404
-        with httpx.Client(
+        with loopback_http.client(
             base_url=server.base_url, timeout=30, headers={"Origin": server.base_url}
         ) as operator:
             refused = operator.post("/console/sign-in", data={"token": tokens["operator"]})
@@ -359,7 +359,7 @@ def test_a_tampered_copy_of_the_store_shows_the_receipt_not_intact(tmp_path: Pat
     auditor = _auditor_token(config)
     with LoopbackServer(config) as server:
         receipt_id = _seed(server.base_url, tokens["admin"])["cited"]["receipt_id"]
-        with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        with loopback_http.client(base_url=server.base_url, timeout=30) as http:
             http.post("/console/sign-in", data={"token": auditor}, headers={"Origin": server.base_url})
             assert "badge intact" in http.get(f"/console/receipts/{receipt_id}").text
     copy = tmp_path / "copy"

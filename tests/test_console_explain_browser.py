@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page
 
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.test_console_browser import _auditor_token, _browser, _seed, _sign_in
 
@@ -33,7 +33,9 @@ def _accessible(page: Page) -> None:
 def _more(base_url: str, admin: str) -> dict[str, Any]:
     """Beside `_seed`: two files at paths, a search that finds nothing in its root, a search
     under a redacting policy, and a search citing both files (replayed after an erasure)."""
-    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {admin}"}, timeout=30) as http:
+    with loopback_http.client(
+        base_url=base_url, headers={"Authorization": f"Bearer {admin}"}, timeout=30
+    ) as http:
 
         def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
             answer = http.post(path, json=body)

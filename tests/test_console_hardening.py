@@ -18,6 +18,7 @@ from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.storage.store import LEDGER_STREAM_ID
 from ledger.tlog.checkpoints import make_checkpoint
 from ledger.usecases.held_checkpoint import check_held_checkpoint
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.test_client_checkpoints import _grow
@@ -30,7 +31,7 @@ CSRF = 'name="csrf_token" value="'
 def _signed_in(base_url: str, token: str) -> Iterator[tuple[httpx.Client, str]]:
     """A browser-like client: signed in (Origin sent, as browsers do on a POST), with the
     session's CSRF token read from a page."""
-    with httpx.Client(base_url=base_url, timeout=30) as http:
+    with loopback_http.client(base_url=base_url, timeout=30) as http:
         signed = http.post(
             "/console/sign-in", data={"token": token, "next": "/console/proofs"}, headers={"Origin": base_url}
         )
@@ -117,7 +118,7 @@ def test_forms_need_a_same_origin_origin_or_referer(ledger_config: LedgerConfig)
             for headers in refused:
                 assert post(**headers) == 403, headers
         # Signing in is a form too (no login CSRF from an opaque or foreign origin).
-        with httpx.Client(base_url=base, timeout=30) as http:
+        with loopback_http.client(base_url=base, timeout=30) as http:
             for headers in ({"Origin": "null"}, {}, {"Referer": "https://evil.example/"}):
                 answer = http.post("/console/sign-in", data={"token": tokens["admin"]}, headers=headers)
                 assert answer.status_code == 403 and "citeledger_console" not in answer.headers.get(
@@ -144,7 +145,7 @@ def test_every_console_error_is_a_console_page(ledger_config: LedgerConfig) -> N
     reader = create_token(config.token_path, "acme", ["audit.read"])
     with LoopbackServer(config) as server:
         base = server.base_url
-        with httpx.Client(base_url=base, timeout=30) as anonymous:
+        with loopback_http.client(base_url=base, timeout=30) as anonymous:
             _is_console_page(anonymous.get("/console/no-such-page"), 404)
             _is_console_page(anonymous.get("/console/events/not-a-number"), 404)
             _is_console_page(anonymous.get("/console/static/missing.css"), 404)
@@ -167,7 +168,7 @@ def test_every_console_error_is_a_console_page(ledger_config: LedgerConfig) -> N
             )
     # The deadline's 408 too (a server whose deadline nothing meets).
     slow = api_config(ledger_config, request_deadline_s=0.000001)
-    with LoopbackServer(slow) as server, httpx.Client(base_url=server.base_url, timeout=30) as http:
+    with LoopbackServer(slow) as server, loopback_http.client(base_url=server.base_url, timeout=30) as http:
         slow_sign_in = http.post(
             "/console/sign-in", data={"token": reader}, headers={"Origin": server.base_url}
         )

@@ -10,12 +10,12 @@ import datetime as dt
 import io
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Page
 
 from ledger.config import LedgerConfig
 from ledger.domain.timestamps import parse_timestamp
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.test_console_browser import _auditor_token, _browser, _seed, _sign_in
 
@@ -113,7 +113,7 @@ def _open_filters(page: Page) -> None:
 
 
 def _receipts(server: LoopbackServer, token: str) -> list[dict[str, str]]:
-    answer = httpx.get(
+    answer = loopback_http.get(
         server.base_url + "/v1/receipts", headers={"Authorization": f"Bearer {token}"}, timeout=30
     )
     assert answer.status_code == 200, answer.text

@@ -11,6 +11,7 @@ import httpx
 
 from api.auth import create_token
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 
 QUERY = "how long are audit logs kept?"
@@ -22,12 +23,12 @@ class Http:
         self.base_url, self.tokens = base_url, tokens
 
     def get(self, who: str, path: str, **params: Any) -> httpx.Response:
-        return httpx.get(
+        return loopback_http.get(
             self.base_url + path, params=params, headers={"Authorization": f"Bearer {self.tokens[who]}"}
         )
 
     def post(self, who: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        response = httpx.post(
+        response = loopback_http.post(
             self.base_url + path, json=body, headers={"Authorization": f"Bearer {self.tokens[who]}"}
         )
         assert response.status_code in (200, 201), response.text

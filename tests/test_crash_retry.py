@@ -35,6 +35,7 @@ import pytest
 
 from ledger.config import LedgerConfig
 from ledger.storage.store import LEDGER_STREAM_ID, Store
+from tests import loopback_http
 from tests.api_support import DOC
 from tests.client_support import post_document
 from tests.conftest import fresh_config
@@ -143,7 +144,7 @@ def _load_until_killed(
 
     def client(index: int) -> None:
         nonlocal acks
-        with httpx.Client(base_url=server.base_url, headers=AUTH, timeout=LOAD_TIMEOUT_S) as http:
+        with loopback_http.client(base_url=server.base_url, headers=AUTH, timeout=LOAD_TIMEOUT_S) as http:
             for n in range(MAX_POSTS_PER_THREAD):
                 if stop.is_set():
                     return
@@ -181,7 +182,7 @@ def _retry(base_url: str, attempt: Attempt) -> tuple[Attempt, float]:
     again = Attempt(attempt.key, attempt.body)
     started = time.monotonic()
     try:
-        with httpx.Client(base_url=base_url, headers=AUTH, timeout=RETRY_BUDGET_S) as http:
+        with loopback_http.client(base_url=base_url, headers=AUTH, timeout=RETRY_BUDGET_S) as http:
             again.status, again.answer = _post(http, attempt)
     except httpx.HTTPError as exc:
         again.error = f"{type(exc).__name__}: {exc}"[:160]

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import bearer, serving
 from tests.server_process import run_cli
 
@@ -26,7 +27,10 @@ def _post(http: httpx.Client, token: str, path: str, body: dict[str, object]) ->
 
 
 def test_a_document_is_found_by_its_path(ledger_config: LedgerConfig) -> None:
-    with serving(ledger_config) as (server, _, tokens), httpx.Client(base_url=server.base_url) as http:
+    with (
+        serving(ledger_config) as (server, _, tokens),
+        loopback_http.client(base_url=server.base_url) as http,
+    ):
         admin = tokens["admin"]
         first = _post(
             http,
@@ -162,7 +166,10 @@ def test_the_command_line_shows_erases_and_holds_by_path(tmp_path: Path) -> None
 def test_the_command_line_shows_a_document_from_a_server(ledger_config: LedgerConfig) -> None:
     """`citeledger documents show --path --url` reads `GET /v1/documents` with the token: the
     route's documents, its not-found and its 403 said as the local command says them."""
-    with serving(ledger_config) as (server, _, tokens), httpx.Client(base_url=server.base_url) as http:
+    with (
+        serving(ledger_config) as (server, _, tokens),
+        loopback_http.client(base_url=server.base_url) as http,
+    ):
         body = {"path": "policies/leave.md", "text": "# Leave\n\nSixteen weeks.\n", "source": "hr"}
         made = _post(http, tokens["admin"], "/v1/documents", body)
 

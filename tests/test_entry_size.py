@@ -22,6 +22,7 @@ from ledger.storage.audit import verify_store
 from ledger.storage.store import LEDGER_STREAM_ID
 from ledger.writing.application import Ledger
 from tests import independent_tlog as spec
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 
@@ -37,7 +38,7 @@ def _line(i: int) -> str:
 
 class Client:
     def __init__(self, server: LoopbackServer, tokens: dict[str, str]) -> None:
-        self.http = httpx.Client(base_url=server.base_url, timeout=120)
+        self.http = loopback_http.client(base_url=server.base_url, timeout=120)
         self.tokens = tokens
 
     def post(self, path: str, body: Any, who: str = "admin") -> httpx.Response:
@@ -159,7 +160,7 @@ def test_the_largest_inputs_keep_every_entry_bundle_servable(
         # The console shows it whole (every citation, intact), as does the tenant export.
         # A browser's form carries its origin (the console refuses one without).
         origin = {"Origin": server.base_url}
-        with httpx.Client(base_url=server.base_url, timeout=60, headers=origin) as console:
+        with loopback_http.client(base_url=server.base_url, timeout=60, headers=origin) as console:
             signed_in = console.post("/console/sign-in", data={"token": tokens["admin"]})
             assert signed_in.status_code == 303
             page = console.get(f"/console/receipts/{big_receipt}")

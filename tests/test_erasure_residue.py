@@ -44,6 +44,7 @@ from projections.question_index import (
     tenant_word_key,
     word_hash,
 )
+from tests import loopback_http
 from tests.client_support import retrieval
 from tests.conftest import pg_connect
 from tests.factories import UseCases
@@ -128,7 +129,7 @@ class Running:
         self.server = ServerProcess(
             config.data_dir, server_env(config, TOKEN), log_path=self.log, log_level="debug"
         ).start()
-        self.http = httpx.Client(
+        self.http = loopback_http.client(
             base_url=self.server.base_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
         )
 

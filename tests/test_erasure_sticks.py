@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from ledger.config import LedgerConfig
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.test_cli import citeledger
 
@@ -34,7 +33,10 @@ def test_erased_file_is_skipped_until_readmitted(ledger_config: LedgerConfig, tm
     config = api_config(ledger_config)
     tokens = make_tokens(config)
     headers = {"Authorization": f"Bearer {tokens['admin']}"}
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, headers=headers) as http:
+    with (
+        LoopbackServer(config) as server,
+        loopback_http.client(base_url=server.base_url, headers=headers) as http,
+    ):
         first = _rows(http.post("/v1/sources/hr/sync").json())
         assert first["salary.md"]["status"] == "ingested"
         erased = http.post("/v1/erasures", json={"document_id": first["salary.md"]["document_id"]})

@@ -18,9 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests import loopback_http
 from tests.fixture_ledgers import (
     PG_DSN,
     STORES,
@@ -123,7 +123,7 @@ def test_fixture_ledger_opens_under_this_version(version: str, store: str, tmp_p
                 headers = {"Authorization": f"Bearer {tokens[tenant]}"}
                 return headers if key is None else {**headers, "Idempotency-Key": key}
 
-            with httpx.Client(base_url=server.base_url, timeout=30) as http:
+            with loopback_http.client(base_url=server.base_url, timeout=30) as http:
                 health = http.get("/v1/healthz").json()
                 assert health["integrity"]["ok"] is True, health
 

@@ -25,6 +25,7 @@ from ledger.storage.store import CHECKPOINT_STREAM_ID, LEDGER_STREAM_ID
 from ledger.writing.application import Ledger
 from ledger.writing.integrity import IntegrityHold
 from ledger.writing.integrity_records import RECHECK_S
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.conftest import RawStore
 from tests.server_process import ServerProcess, run_cli, server_env
@@ -36,7 +37,7 @@ WITNESS = "witness.test/w1"
 
 
 def _post(base: str, token: str) -> httpx.Response:
-    return httpx.post(
+    return loopback_http.post(
         f"{base}/v1/documents",
         json={"path": f"d-{uuid.uuid4().hex[:8]}.md", "text": DOC},
         headers={"Authorization": f"Bearer {token}"},
@@ -45,7 +46,7 @@ def _post(base: str, token: str) -> httpx.Response:
 
 
 def _integrity(base: str) -> dict[str, Any]:
-    body: dict[str, Any] = httpx.get(f"{base}/v1/healthz", timeout=30).json()["integrity"]
+    body: dict[str, Any] = loopback_http.get(f"{base}/v1/healthz", timeout=30).json()["integrity"]
     return body
 
 

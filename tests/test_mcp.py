@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
@@ -23,6 +22,7 @@ from ledger.schemas.answers import CitationOut, SearchOut
 from ledger.schemas.reads import ReceiptOut, ReceiptVerificationOut
 from ledger.schemas.requests import DocumentIn, RetrievalIn, SearchIn
 from ledger.storage.store import LEDGER_STREAM_ID
+from tests import loopback_http
 from tests.api_support import serving
 from tests.client_support import retrieval
 from tests.conftest import RawStore
@@ -345,12 +345,14 @@ def test_http_mount_keeps_the_v1_contract(mcp_ledger: Ledger) -> None:
     url = mcp_ledger.base_url + "/mcp"
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    anonymous = httpx.post(url, json=call, headers=accept, timeout=10)
+    anonymous = loopback_http.post(url, json=call, headers=accept, timeout=10)
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "unauthorized"
     assert anonymous.headers["x-run-id"] and anonymous.headers["x-request-duration-ms"]
-    operator = httpx.post(url, json=call, headers={**accept, **mcp_ledger.headers("operator")}, timeout=10)
+    operator = loopback_http.post(
+        url, json=call, headers={**accept, **mcp_ledger.headers("operator")}, timeout=10
+    )
     assert operator.status_code == 403
-    session = httpx.post(
+    session = loopback_http.post(
         url, json=call, headers={**accept, **mcp_ledger.headers(), "Mcp-Session-Id": "abc"}, timeout=10
     )
     assert session.status_code == 400
@@ -359,7 +361,7 @@ def test_http_mount_keeps_the_v1_contract(mcp_ledger: Ledger) -> None:
         "message": "MCP session state is not supported",
         "retryable": False,
     }
-    traced = httpx.post(
+    traced = loopback_http.post(
         url,
         json={
             "jsonrpc": "2.0",
@@ -381,14 +383,14 @@ def test_http_mount_keeps_the_v1_contract(mcp_ledger: Ledger) -> None:
     assert result["structuredContent"]["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
     position = result["structuredContent"]["position"]
     assert _event(mcp_ledger, position)["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
-    protocol_misuse = httpx.post(
+    protocol_misuse = loopback_http.post(
         url,
         json={"jsonrpc": "2.0", "id": 3, "method": "no/such/method", "params": {}},
         headers={**accept, **mcp_ledger.headers()},
         timeout=10,
     )
     assert "error" in protocol_misuse.json() and "result" not in protocol_misuse.json()
-    unknown_tool = httpx.post(
+    unknown_tool = loopback_http.post(
         url,
         json={"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}},
         headers={**accept, **mcp_ledger.headers()},
@@ -397,17 +399,19 @@ def test_http_mount_keeps_the_v1_contract(mcp_ledger: Ledger) -> None:
     assert unknown_tool.json()["error"]["message"] == "Unknown tool: nope"
     # Stateless: no stream to open, no session to end; and the /v1 limits hold.
     for method in ("GET", "DELETE"):
-        refused = httpx.request(method, url, headers={**accept, **mcp_ledger.headers()}, timeout=10)
+        refused = loopback_http.request(method, url, headers={**accept, **mcp_ledger.headers()}, timeout=10)
         assert refused.status_code == 405 and refused.headers["allow"] == "POST"
         assert refused.json()["error"]["code"] == "method_not_allowed"
-    too_large = httpx.post(
+    too_large = loopback_http.post(
         url,
         content=b"[" + b"1," * (mcp_ledger.config.limits.max_body_bytes // 2) + b"1]",
         headers={**accept, **mcp_ledger.headers()},
         timeout=30,
     )
     assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "payload_too_large"
-    elsewhere = httpx.post(url + "/x", json=call, headers={**accept, **mcp_ledger.headers()}, timeout=10)
+    elsewhere = loopback_http.post(
+        url + "/x", json=call, headers={**accept, **mcp_ledger.headers()}, timeout=10
+    )
     assert elsewhere.status_code == 404
 
 
@@ -514,7 +518,7 @@ def test_rate_limit_applies_to_both_transports_and_history_is_an_opt_in_resource
         url = ledger.base_url + "/mcp"
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         headers = {"Accept": "application/json, text/event-stream", **ledger.headers("reader")}
-        statuses = [httpx.post(url, json=call, headers=headers, timeout=10) for _ in range(5)]
+        statuses = [loopback_http.post(url, json=call, headers=headers, timeout=10) for _ in range(5)]
         assert [s.status_code for s in statuses] == [200, 200, 200, 200, 429]
         assert statuses[-1].json()["error"]["code"] == "rate_limited" and statuses[-1].headers["retry-after"]
 

@@ -13,6 +13,7 @@ from google.protobuf import json_format
 from google.rpc import status_pb2
 
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 PROTOBUF = "application/x-protobuf"
@@ -26,7 +27,7 @@ def _post(base_url: str, encoding: str, token: str | None, content: Body) -> htt
     headers = {"Content-Type": encoding}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.post(f"{base_url}/v1/traces", content=content, headers=headers, timeout=30)
+    return loopback_http.post(f"{base_url}/v1/traces", content=content, headers=headers, timeout=30)
 
 
 def _status(response: httpx.Response, encoding: str, status: int, grpc_code: int) -> str:
@@ -72,7 +73,7 @@ def test_a_deadline_passed_before_anything_was_written_is_503_with_retry_after(
         yield b"{}"
 
     with LoopbackServer(config) as server:
-        before = httpx.get(
+        before = loopback_http.get(
             f"{server.base_url}/v1/events",
             headers={"Authorization": f"Bearer {tokens['admin']}"},
             timeout=30,
@@ -82,7 +83,7 @@ def test_a_deadline_passed_before_anything_was_written_is_503_with_retry_after(
             assert "deadline" in _status(response, encoding, 503, 14)  # UNAVAILABLE
             assert response.headers["retry-after"] == "1"
             assert response.headers["x-citeledger-error-code"] == "request_timeout"
-        after = httpx.get(
+        after = loopback_http.get(
             f"{server.base_url}/v1/events",
             headers={"Authorization": f"Bearer {tokens['admin']}"},
             timeout=30,

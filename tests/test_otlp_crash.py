@@ -19,6 +19,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ledger.usecases.span_ingest import ITEMS_PER_COMMIT
+from tests import loopback_http
 from tests.client_support import post_document
 from tests.conftest import fresh_config
 from tests.otlp_support import CORPUS
@@ -57,7 +58,7 @@ def _first_group_committed(base_url: str) -> bool:
     """One receipt of the export is readable: a page of one, so the kill follows the first
     commit within a poll, well before the second group of 512 is prepared and committed."""
     params = {"engine": ENGINE, "limit": 1}
-    page = httpx.get(f"{base_url}/v1/receipts", params=params, headers=AUTH, timeout=30).json()
+    page = loopback_http.get(f"{base_url}/v1/receipts", params=params, headers=AUTH, timeout=30).json()
     return bool(page["receipts"])
 
 
@@ -65,7 +66,7 @@ def _receipts(base_url: str) -> list[str]:
     task_ids: list[str] = []
     params: dict[str, Any] = {"engine": ENGINE, "limit": 500}
     while True:
-        page = httpx.get(f"{base_url}/v1/receipts", params=params, headers=AUTH, timeout=30).json()
+        page = loopback_http.get(f"{base_url}/v1/receipts", params=params, headers=AUTH, timeout=30).json()
         task_ids += [r["task_id"] for r in page["receipts"]]
         if not page.get("next_cursor"):
             return task_ids
@@ -74,7 +75,7 @@ def _receipts(base_url: str) -> list[str]:
 
 def _post(base_url: str, body: bytes) -> httpx.Response:
     headers = {**AUTH, "Content-Type": "application/x-protobuf"}
-    return httpx.post(f"{base_url}/v1/traces", content=body, headers=headers, timeout=120)
+    return loopback_http.post(f"{base_url}/v1/traces", content=body, headers=headers, timeout=120)
 
 
 @pytest.mark.slow

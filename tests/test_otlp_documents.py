@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
+from tests import loopback_http
 from tests.otlp_support import CORPUS, OtlpServer, serve
 
 
@@ -70,7 +70,7 @@ def test_source_and_path_name_the_ledgers_document_and_the_text_names_its_chunk(
 
 
 def _restricted(server: OtlpServer, path: str) -> dict[str, Any]:
-    response = httpx.post(
+    response = loopback_http.post(
         f"{server.base_url}/v1/documents",
         json={"path": path, "text": "# Plan\n\nThe merger closes in May.\n", "sensitivity": "restricted"},
         headers=server.headers(),

@@ -8,11 +8,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import format_span_id, format_trace_id
 
+from tests import loopback_http
 from tests.otlp_support import OtlpServer, serve, tracer_provider
 
 
@@ -189,14 +189,14 @@ def test_carried_text_is_erased_like_any_document(server: OtlpServer) -> None:
     [listed] = server.receipts_of(trace_id)
     [citation] = server.receipt(listed["receipt_id"])["citations"]
     url = f"{server.base_url}/v1/citations/{citation['citation_id']}"
-    assert httpx.get(url, headers=server.headers(), timeout=30).status_code == 200
-    erased = httpx.post(
+    assert loopback_http.get(url, headers=server.headers(), timeout=30).status_code == 200
+    erased = loopback_http.post(
         f"{server.base_url}/v1/erasures",
         json={"document_id": citation["document_id"]},
         headers=server.headers(),
         timeout=30,
     )
     assert erased.status_code == 200, erased.text
-    gone = httpx.get(url, headers=server.headers(), timeout=30)
+    gone = loopback_http.get(url, headers=server.headers(), timeout=30)
     assert gone.status_code == 404 and gone.headers.get("x-replay-reason")
     assert "Alice" not in gone.text

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 import pytest
 from opentelemetry import trace
 
+from tests import loopback_http
 from tests.mcp_support import answer
 from tests.otlp_support import OtlpServer, replay_and_verify, serve, tracer_provider
 from tests.server_process import ROOT, run_cli
@@ -118,7 +118,7 @@ def test_llamaindex_retrieval_becomes_one_receipt_citing_the_synced_chunks(
 
 def _read_on_every_surface(server: OtlpServer, receipt_id: str) -> None:
     """The console, the CLI and MCP show the OTLP receipt like any other: intact."""
-    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+    with loopback_http.client(base_url=server.base_url, timeout=30) as http:
         signed = http.post(
             "/console/sign-in", data={"token": server.tokens["admin"]}, headers={"Origin": server.base_url}
         )

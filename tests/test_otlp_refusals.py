@@ -25,6 +25,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from api.otlp.decoding import OtlpLimits
+from tests import loopback_http
 from tests.otlp_support import OtlpServer, serve
 
 PROTOBUF = "application/x-protobuf"
@@ -57,7 +58,7 @@ def _span(number: int, **attributes: str | float) -> Span:
 
 
 def _post(server: OtlpServer, body: bytes, content_type: str = PROTOBUF, **headers: str) -> httpx.Response:
-    return httpx.post(
+    return loopback_http.post(
         f"{server.base_url}/v1/traces",
         content=body,
         headers=server.headers("writer", **{"Content-Type": content_type, **headers}),
@@ -156,14 +157,14 @@ def test_errors_come_in_the_request_encoding(server: OtlpServer) -> None:
 
 def test_a_token_without_the_write_scope_gets_403(server: OtlpServer) -> None:
     body = _request(_span(6, **{"input.value": "q"})).SerializeToString()
-    response = httpx.post(
+    response = loopback_http.post(
         f"{server.base_url}/v1/traces",
         content=body,
         headers=server.headers("reader", **{"Content-Type": PROTOBUF}),
         timeout=30,
     )
     assert response.status_code == 403
-    response = httpx.post(
+    response = loopback_http.post(
         f"{server.base_url}/v1/traces", content=body, headers={"Content-Type": PROTOBUF}, timeout=30
     )
     assert response.status_code == 401

@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
-
 from ledger.config import LedgerConfig
 from ledger.policy.path_glob import split_path
 from ledger.policy.policy_rules import ChunkFacts, PolicyRules
@@ -23,6 +21,7 @@ from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.policy import bundle_rules
 from ledger.usecases.sources import add_source
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.policy_support import worst_bundle
 
@@ -82,7 +81,7 @@ def test_searches_under_the_worst_allowed_bundle_stay_fast(
     headers = {"Authorization": f"Bearer {tokens['admin']}"}
     with (
         LoopbackServer(config) as server,
-        httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as http,
+        loopback_http.client(base_url=server.base_url, headers=headers, timeout=30) as http,
     ):
         assert http.post("/v1/sources/notes/sync").status_code == 200
 

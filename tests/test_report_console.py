@@ -7,9 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
-
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.client_support import retrieval
 from tests.report_support import verify_report_zip
@@ -22,7 +21,7 @@ def test_console_issues_and_serves_a_report(ledger_config: LedgerConfig, tmp_pat
     today = datetime.now(UTC).date()
     with LoopbackServer(config) as server:
         admin = {"Authorization": f"Bearer {tokens['admin']}"}
-        with httpx.Client(base_url=server.base_url, timeout=60) as http:
+        with loopback_http.client(base_url=server.base_url, timeout=60) as http:
             doc = http.post("/v1/documents", json={"path": "a.md", "text": DOC}, headers=admin).json()
             assert http.post("/v1/retrievals", json=retrieval(doc), headers=admin).status_code == 201
         with _browser() as browser:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
-
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import DOC, LoopbackServer, api_config, make_tokens
 from tests.client_support import retrieval
 from tests.report_support import verify_report_zip
@@ -19,7 +18,10 @@ def test_report_over_http(ledger_config: LedgerConfig, tmp_path: Path) -> None:
     tokens = make_tokens(config)
     today = datetime.now(UTC).date()
     period = {"from": str(today - timedelta(days=1)), "to": str(today + timedelta(days=1))}
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=120) as http:
+    with (
+        LoopbackServer(config) as server,
+        loopback_http.client(base_url=server.base_url, timeout=120) as http,
+    ):
 
         def auth(who: str) -> dict[str, str]:
             return {"Authorization": f"Bearer {tokens[who]}"}

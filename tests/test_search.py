@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 import bm25s
-import httpx
 import numpy as np
 import pytest
 
@@ -28,6 +27,7 @@ from ledger.usecases.search import search
 from ledger.writing.application import Ledger
 from projections.digest import projection_digest
 from projections.search_index import SEARCH_CHUNKS_TABLE
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus
 
@@ -383,7 +383,10 @@ def test_snippets_occur_verbatim_and_are_capped(ledger: Ledger) -> None:
 def test_route_on_a_loopback_server(ledger_config: Any) -> None:
     config = api_config(ledger_config)
     tokens = make_tokens(config)
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, timeout=30) as client:
+    with (
+        LoopbackServer(config) as server,
+        loopback_http.client(base_url=server.base_url, timeout=30) as client,
+    ):
 
         def auth(who: str) -> dict[str, str]:
             return {"Authorization": f"Bearer {tokens[who]}"}

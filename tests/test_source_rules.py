@@ -14,6 +14,7 @@ from ledger.policy.front_matter import MAX_FRONT_MATTER_BYTES
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source, remove_source
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 FILES = {
@@ -46,7 +47,10 @@ def test_front_matter_narrows_never_widens_and_rule_changes_are_recorded(
     config = api_config(ledger_config)
     tokens = make_tokens(config)
     headers = {"Authorization": f"Bearer {tokens['admin']}"}
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, headers=headers) as http:
+    with (
+        LoopbackServer(config) as server,
+        loopback_http.client(base_url=server.base_url, headers=headers) as http,
+    ):
         rows = _sync(http, "ops")
         plain, narrow = rows["plain.md"], rows["narrow.md"]
         assert (plain["status"], plain["sensitivity"], plain["sensitivity_origin"]) == (

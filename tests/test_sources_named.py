@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from ledger.config import LedgerConfig
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 
 
@@ -30,7 +29,10 @@ def test_same_path_in_two_sources_and_roots_by_source_name(
     config = api_config(ledger_config)
     tokens = make_tokens(config)
     headers = {"Authorization": f"Bearer {tokens['admin']}"}
-    with LoopbackServer(config) as server, httpx.Client(base_url=server.base_url, headers=headers) as http:
+    with (
+        LoopbackServer(config) as server,
+        loopback_http.client(base_url=server.base_url, headers=headers) as http,
+    ):
         for name in ("handbook", "wiki"):
             synced = http.post(f"/v1/sources/{name}/sync")
             assert synced.status_code == 200, synced.text

@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.conftest import PG_DSN, pg_connect
 from tests.server_process import UNPRIVILEGED, ServerProcess, server_env
 
@@ -39,7 +39,7 @@ Answer = tuple[int, str | None, str | None, bool | None]  # status, error code, 
 
 def _write(base: str) -> Answer:
     n = next(_counter)
-    response = httpx.post(
+    response = loopback_http.post(
         f"{base}/v1/documents",
         headers=HEADERS,
         json={"path": f"faults/{n}.md", "text": f"# Doc {n}\n\nBody number {n}.\n"},
@@ -52,7 +52,7 @@ def _write(base: str) -> Answer:
 
 
 def _read(base: str) -> int:
-    return httpx.get(f"{base}/v1/events?limit=50", headers=HEADERS, timeout=30).status_code
+    return loopback_http.get(f"{base}/v1/events?limit=50", headers=HEADERS, timeout=30).status_code
 
 
 def _load(base: str, rounds: int = 64) -> list[Answer]:

@@ -18,6 +18,7 @@ from ledger.config import LedgerConfig
 from ledger.tlog.witness_protocol import format_add_checkpoint
 from ledger.writing.application import Ledger
 from tests import independent_tlog as spec
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.factories import TENANT, retrieval_draft
 from tests.witness_support import WitnessProcess
@@ -50,46 +51,46 @@ def test_text_types_once_and_bundles_gzip_on_request(ledger_config: LedgerConfig
             base = server.base_url
 
             # The ledger's text answers.
-            checkpoint = httpx.get(base + "/v1/tlog/checkpoint", timeout=10)
+            checkpoint = loopback_http.get(base + "/v1/tlog/checkpoint", timeout=10)
             assert checkpoint.status_code == 200 and _only(checkpoint) == TEXT
-            metrics = httpx.get(base + "/v1/metrics", timeout=10)
+            metrics = loopback_http.get(base + "/v1/metrics", timeout=10)
             assert metrics.status_code == 200
             assert _only(metrics) == "text/plain; version=0.0.4; charset=utf-8"
 
             # The witness's: its key, its cosigned checkpoint, a cosignature, each refusal.
-            vkey = httpx.get(witness.url + "/vkey", timeout=10)
+            vkey = loopback_http.get(witness.url + "/vkey", timeout=10)
             assert vkey.status_code == 200 and _only(vkey) == TEXT
             origin_hash = hashlib.sha256(ledger.origin.encode()).hexdigest()
-            held = httpx.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=10)
+            held = loopback_http.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=10)
             assert held.status_code == 200 and _only(held) == TEXT, held.text
-            unknown = httpx.get(f"{witness.url}/{'0' * 64}/checkpoint", timeout=10)
+            unknown = loopback_http.get(f"{witness.url}/{'0' * 64}/checkpoint", timeout=10)
             assert unknown.status_code == 404 and _only(unknown) == TEXT
-            again = httpx.post(
+            again = loopback_http.post(
                 witness.url + "/add-checkpoint",
                 content=format_add_checkpoint(size, [], record.note),
                 timeout=10,
             )
             assert again.status_code == 200 and _only(again) == TEXT, again.text
-            behind = httpx.post(
+            behind = loopback_http.post(
                 witness.url + "/add-checkpoint", content=format_add_checkpoint(0, [], record.note), timeout=10
             )
             assert behind.status_code == 409 and _only(behind) == "text/x.tlog.size"
             assert behind.text == f"{size}\n"
-            garbage = httpx.post(witness.url + "/add-checkpoint", content=b"nonsense", timeout=10)
+            garbage = loopback_http.post(witness.url + "/add-checkpoint", content=b"nonsense", timeout=10)
             assert garbage.status_code == 400 and _only(garbage) == TEXT
 
             # Entry bundles: gzip when asked, the same entries once decoded; identity otherwise.
             operator = {"Authorization": f"Bearer {tokens['operator']}"}
             url = base + "/v1/tlog/" + spec.tile_url("entries", 0, size)
-            plain = httpx.get(url, headers={**operator, "Accept-Encoding": "identity"}, timeout=10)
+            plain = loopback_http.get(url, headers={**operator, "Accept-Encoding": "identity"}, timeout=10)
             assert plain.status_code == 200 and "content-encoding" not in plain.headers
             assert "accept-encoding" in plain.headers["vary"].lower()
             leaves = spec.split_hashes(
-                httpx.get(base + "/v1/tlog/" + spec.tile_url(0, 0, size), timeout=10).content
+                loopback_http.get(base + "/v1/tlog/" + spec.tile_url(0, 0, size), timeout=10).content
             )
             assert [spec.leaf(e) for e in spec.entries_of_bundle(plain.content)] == leaves
             for asked in ("gzip", "gzip, deflate, br", "br;q=1.0, gzip;q=0.5", "*"):
-                with httpx.stream(
+                with loopback_http.stream(
                     "GET", url, headers={**operator, "Accept-Encoding": asked}, timeout=10
                 ) as zipped:
                     raw = b"".join(zipped.iter_raw())
@@ -99,7 +100,7 @@ def test_text_types_once_and_bundles_gzip_on_request(ledger_config: LedgerConfig
                 assert gzip.decompress(raw) == plain.content, asked
                 assert len(raw) < len(plain.content) / 2  # JSON entries: well under half
             for refused in ("gzip;q=0", "identity", "deflate", "*;q=0"):
-                answer = httpx.get(url, headers={**operator, "Accept-Encoding": refused}, timeout=10)
+                answer = loopback_http.get(url, headers={**operator, "Accept-Encoding": refused}, timeout=10)
                 assert "content-encoding" not in answer.headers, refused
                 assert answer.content == plain.content
 

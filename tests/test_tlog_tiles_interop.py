@@ -10,11 +10,10 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import httpx
-
 from ledger.config import LedgerConfig
 from ledger.writing.application import Ledger
 from tests import independent_tlog as spec
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.factories import TENANT, retrieval_draft
 from tests.witness_support import WitnessProcess
@@ -37,7 +36,7 @@ def test_tiles_checkpoint_and_cosignature_verify_independently(
                 ledger.append_batch([retrieval_draft(ledger) for _ in range(100)], tenant_id=TENANT)
             record = ledger.cosign(ledger.issue_checkpoint())
             assert record.tree_size == 601
-            http = httpx.Client(base_url=server.base_url + "/v1/tlog/", timeout=10)
+            http = loopback_http.client(base_url=server.base_url + "/v1/tlog/", timeout=10)
             reader = {"Authorization": f"Bearer {tokens['reader']}"}
 
             served = http.get("checkpoint")
@@ -45,7 +44,7 @@ def test_tiles_checkpoint_and_cosignature_verify_independently(
             assert "no-cache" in served.headers["cache-control"]
             text = spec.verify_note(served.text, log_vkey)
             assert spec.verify_cosignature(served.text, witness.vkey) > 0
-            latest = httpx.get(f"{server.base_url}/v1/checkpoints/latest", headers=reader).json()
+            latest = loopback_http.get(f"{server.base_url}/v1/checkpoints/latest", headers=reader).json()
             assert spec.verify_cosignature(latest["checkpoint"]["note"], witness.vkey) > 0
             origin, size, root = spec.checkpoint(text)
             assert size == 601 and origin == ledger.origin
@@ -63,7 +62,7 @@ def test_tiles_checkpoint_and_cosignature_verify_independently(
             assert level1 == [spec.mth(leaves[i * 256 : (i + 1) * 256]) for i in range(size // 256)]
 
             for position in (2, 256, 257, 600, 601):
-                answer = httpx.get(
+                answer = loopback_http.get(
                     f"{server.base_url}/v1/events/{position}/inclusion-proof",
                     params={"tree_size": size},
                     headers=reader,

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import time
 
-import httpx
-
 from api.auth import create_token
 from ledger.config import LedgerConfig
+from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
 from tests.test_console_browser import _browser, _sign_in
 
@@ -22,7 +21,7 @@ def test_a_revoked_or_expired_tokens_console_session_ends(ledger_config: LedgerC
         revoked_page = browser.new_context().new_page()
         _sign_in(revoked_page, server.base_url, auditor, "/console/history")
         assert revoked_page.url.endswith("/console/history"), revoked_page.url
-        revoked = httpx.delete(
+        revoked = loopback_http.delete(
             f"{server.base_url}/v1/operator/tokens/{auditor.split('_')[1]}",
             headers={"Authorization": f"Bearer {tokens['operator']}"},
         )

@@ -17,6 +17,7 @@ import pytest
 from api.auth import create_operator_token, digest, read_token_file
 from ledger.config import LedgerConfig
 from ledger.domain.timestamps import parse_timestamp
+from tests import loopback_http
 from tests.conftest import PG_DSN, fresh_schema
 from tests.server_process import ServerProcess, run_cli, server_env
 
@@ -27,7 +28,7 @@ SLACK_S = 0.5  # for a token just made to be picked up: the bound and a request
 
 
 def _console_session(base: str, bearer: str) -> httpx.Client:
-    client = httpx.Client(base_url=base, follow_redirects=False, timeout=10)
+    client = loopback_http.client(base_url=base, follow_redirects=False, timeout=10)
     signed = client.post(
         "/console/sign-in", data={"token": bearer, "next": "/console/"}, headers={"Origin": base}
     )
@@ -50,7 +51,7 @@ def _latest_acceptance(base: str, bearer: str, console: httpx.Client, tokens_fil
         assert time.time() - revoked_at < 10, "never refused"
         sent = time.time()
         if not api_refused:
-            status = httpx.get(f"{base}/v1/receipts", headers=headers, timeout=10).status_code
+            status = loopback_http.get(f"{base}/v1/receipts", headers=headers, timeout=10).status_code
             assert status in (200, 401), status
             api_refused = status == 401
             latest = latest if api_refused else max(latest, sent - revoked_at)
@@ -71,7 +72,7 @@ def _history(base: str, count: int) -> list[dict[str, Any]]:
     `count` written (another process wrote them: it follows the log within moments)."""
     deadline = time.monotonic() + 15
     while True:
-        events: list[dict[str, Any]] = httpx.get(
+        events: list[dict[str, Any]] = loopback_http.get(
             f"{base}/v1/events?type=TokenIssued&type=TokenRevoked&order=asc",
             headers={"Authorization": f"Bearer {BOOTSTRAP}"},
         ).json()["events"]
@@ -158,7 +159,7 @@ def test_http_revocation_on_one_postgres_server_reaches_the_other(tmp_path: Path
         second = ServerProcess(data_dir, env, log_path=tmp_path / "b.log").start()
         try:
             op = {"Authorization": f"Bearer {operator}"}
-            created = httpx.post(
+            created = loopback_http.post(
                 f"{first.base_url}/v1/operator/tokens",
                 json={"tenant": "default", "scopes": ["audit.read"]},
                 headers=op,
@@ -168,24 +169,26 @@ def test_http_revocation_on_one_postgres_server_reaches_the_other(tmp_path: Path
             bearer, token_id = created.json()["bearer"], created.json()["token"]["token_id"]
             time.sleep(BOUND_S + SLACK_S)
             console = _console_session(second.base_url, bearer)
-            tenant = httpx.get(
+            tenant = loopback_http.get(
                 f"{second.base_url}/v1/operator/tokens", headers={"Authorization": f"Bearer {bearer}"}
             )
             assert tenant.status_code == 403
 
-            gone = httpx.delete(f"{first.base_url}/v1/operator/tokens/{token_id}", headers=op, timeout=30)
+            gone = loopback_http.delete(
+                f"{first.base_url}/v1/operator/tokens/{token_id}", headers=op, timeout=30
+            )
             assert gone.status_code == 200, gone.text
             took = _latest_acceptance(second.base_url, bearer, console, data_dir / "tokens.json")
             assert took <= BOUND_S + CLOCK_SLACK_S, took
             print(f"accepted at most {took:.2f} s after the revocation")
             assert (
-                httpx.get(
+                loopback_http.get(
                     f"{first.base_url}/v1/receipts", headers={"Authorization": f"Bearer {bearer}"}
                 ).status_code
                 == 401
             )
 
-            listed = httpx.get(f"{second.base_url}/v1/operator/tokens", headers=op).json()["tokens"]
+            listed = loopback_http.get(f"{second.base_url}/v1/operator/tokens", headers=op).json()["tokens"]
             assert next(t for t in listed if t["token_id"] == token_id)["status"] == "revoked"
             history = _history(second.base_url, 2)
             operator_actor = "token:" + operator.split("_")[1]

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ledger.config import LedgerConfig
@@ -19,6 +18,7 @@ from ledger.tlog.note import parse_verifier_key, verifier_key
 from ledger.tlog.witness_protocol import format_add_checkpoint
 from ledger.writing.application import Ledger
 from ledger.writing.integrity import IntegrityHold
+from tests import loopback_http
 from tests.api_support import Api, make_api  # noqa: F401 - fixture
 from tests.conftest import RawStore
 from tests.factories import TENANT, retrieval_draft
@@ -106,7 +106,7 @@ def test_a_log_cut_back_after_the_witness_saw_it_is_refused_and_held(
             _fill(restarted, 1)
     # The witness's monitoring view still shows the longer tree.
     origin_hash = __import__("hashlib").sha256(ledger.origin.encode()).hexdigest()
-    seen = httpx.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=5)
+    seen = loopback_http.get(f"{witness.url}/{origin_hash}/checkpoint", timeout=5)
     assert seen.status_code == 200 and seen.text.split("\n")[1] == "41"
 
 
@@ -139,7 +139,7 @@ def test_witness_restart_keeps_its_state(ledger_config: LedgerConfig, log_vkey: 
         witness.stop()
         witness.start()
         # A fresh client that knows nothing sends old 0: the restarted witness answers with its size.
-        answer = httpx.post(
+        answer = loopback_http.post(
             witness.url + "/add-checkpoint", content=format_add_checkpoint(0, [], record.note)
         )
         assert answer.status_code == 409

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests import forked_cli
+from tests import forked_cli, loopback_http
 from tests.server_process import CLI_MODULE, ROOT, free_port, run_cli
 
 
@@ -59,7 +59,7 @@ class WitnessProcess:
                 output.seek(0)
                 raise RuntimeError(output.read().decode(errors="replace") or "exited")
             try:
-                if httpx.get(self.url + "/vkey", timeout=1).status_code == 200:
+                if loopback_http.get(self.url + "/vkey", timeout=1).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)
