@@ -22,8 +22,8 @@ Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
 that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
 byte for byte. `@2`: the context hash covers the context (not scores), one
 citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
-(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`,
-live): `@3` with the whole-file part fused on the chunk evidence's scale. `@5` (`ranking_v5`).
+(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`):
+`@3` with the whole-file part fused on the chunk evidence's scale. `@5` (`ranking_v5`, live).
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
