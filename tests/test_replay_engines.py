@@ -13,17 +13,9 @@ from ledger.schemas.requests import PolicyBundleIn
 from ledger.usecases.context import Caller, UseCaseContext, record
 from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy
-from ledger.usecases.ranking import (
-    ENGINE,
-    ENGINE_V1,
-    ENGINE_V2,
-    ENGINE_V3,
-    ENGINE_V4,
-    ENGINE_V5,
-    SearchRun,
-    rank,
-)
+from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, ENGINE_V3, ENGINE_V4, SearchRun, rank
 from ledger.usecases.replay import replay
+from ledger.usecases.search_run import ENGINE_V5
 from ledger.writing.application import Ledger
 from tests.factories import search_receipt
 from tests.test_search import _ingest, _search

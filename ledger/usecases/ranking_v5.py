@@ -31,54 +31,57 @@ from ledger.usecases.ranking_v3 import family_postings, query_forms, surface_wor
 
 Array = np.ndarray[Any, Any]
 
-# Principal parts of common irregular English verbs whose forms stem apart. Left out: forms
-# that are common words of their own in documentation (`bound`, `left`, `found`, `saw`,
-# `lay`/`laid`, `lead`/`led`).
-IRREGULAR_VERBS: tuple[tuple[str, ...], ...] = (
-    ("write", "writes", "wrote", "written", "writing"),
-    ("rewrite", "rewrites", "rewrote", "rewritten", "rewriting"),
-    ("override", "overrides", "overrode", "overridden", "overriding"),
-    ("hide", "hides", "hid", "hidden", "hiding"),
-    ("choose", "chooses", "chose", "chosen", "choosing"),
-    ("take", "takes", "took", "taken", "taking"),
-    ("give", "gives", "gave", "given", "giving"),
-    ("begin", "begins", "began", "begun", "beginning"),
-    ("run", "runs", "ran", "running"),
-    ("go", "goes", "went", "gone", "going"),
-    ("do", "does", "did", "done", "doing"),
-    ("break", "breaks", "broke", "broken", "breaking"),
-    ("know", "knows", "knew", "known", "knowing"),
-    ("throw", "throws", "threw", "thrown", "throwing"),
-    ("draw", "draws", "drew", "drawn", "drawing"),
-    ("grow", "grows", "grew", "grown", "growing"),
-    ("show", "shows", "showed", "shown", "showing"),
-    ("drive", "drives", "drove", "driven", "driving"),
-    ("forget", "forgets", "forgot", "forgotten", "forgetting"),
-    ("freeze", "freezes", "froze", "frozen", "freezing"),
-    ("speak", "speaks", "spoke", "spoken", "speaking"),
-    ("get", "gets", "got", "gotten", "getting"),
-    ("build", "builds", "built", "building"),
-    ("send", "sends", "sent", "sending"),
-    ("spend", "spends", "spent", "spending"),
-    ("keep", "keeps", "kept", "keeping"),
-    ("lose", "loses", "lost", "losing"),
-    ("mean", "means", "meant", "meaning"),
-    ("hold", "holds", "held", "holding"),
-    ("bring", "brings", "brought", "bringing"),
-    ("buy", "buys", "bought", "buying"),
-    ("think", "thinks", "thought", "thinking"),
-    ("catch", "catches", "caught", "catching"),
-    ("teach", "teaches", "taught", "teaching"),
-    ("seek", "seeks", "sought", "seeking"),
-    ("tell", "tells", "told", "telling"),
-    ("sell", "sells", "sold", "selling"),
-    ("stand", "stands", "stood", "standing"),
-    ("understand", "understands", "understood", "understanding"),
-    ("stick", "sticks", "stuck", "sticking"),
-    ("strike", "strikes", "struck", "striking"),
-    ("feed", "feeds", "fed", "feeding"),
-    ("pay", "pays", "paid", "paying"),
-    ("say", "says", "said", "saying"),
+# Principal parts of common irregular English verbs whose forms stem apart, a family a
+# line. Left out: forms that are common words of their own in documentation (`bound`,
+# `left`, `found`, `saw`, `lay`/`laid`, `lead`/`led`).
+_IRREGULAR_TABLE = """
+write writes wrote written writing
+rewrite rewrites rewrote rewritten rewriting
+override overrides overrode overridden overriding
+hide hides hid hidden hiding
+choose chooses chose chosen choosing
+take takes took taken taking
+give gives gave given giving
+begin begins began begun beginning
+run runs ran running
+go goes went gone going
+do does did done doing
+break breaks broke broken breaking
+know knows knew known knowing
+throw throws threw thrown throwing
+draw draws drew drawn drawing
+grow grows grew grown growing
+show shows showed shown showing
+drive drives drove driven driving
+forget forgets forgot forgotten forgetting
+freeze freezes froze frozen freezing
+speak speaks spoke spoken speaking
+get gets got gotten getting
+build builds built building
+send sends sent sending
+spend spends spent spending
+keep keeps kept keeping
+lose loses lost losing
+mean means meant meaning
+hold holds held holding
+bring brings brought bringing
+buy buys bought buying
+think thinks thought thinking
+catch catches caught catching
+teach teaches taught teaching
+seek seeks sought seeking
+tell tells told telling
+sell sells sold selling
+stand stands stood standing
+understand understands understood understanding
+stick sticks stuck sticking
+strike strikes struck striking
+feed feeds fed feeding
+pay pays paid paying
+say says said saying
+"""
+IRREGULAR_VERBS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(line.split()) for line in _IRREGULAR_TABLE.strip().splitlines()
 )
 _FAMILY_OF: dict[str, tuple[str, ...]] = {word: family for family in IRREGULAR_VERBS for word in family}
 
