@@ -19,7 +19,7 @@ misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hi
 
     python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,...,griffe]
         [--engines @3,@4] [--golden]
-        [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|...]
+        [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|unknown-0.3|...]
 
 `--variant` measures one of `@3`/`@4`'s choices against its alternative (tuning sets only):
 `fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`),
@@ -40,6 +40,7 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -207,6 +208,8 @@ def apply_variant(variant: str) -> None:
             ranking_v3.DOC_COVERAGE = float(part.removeprefix("coverage-"))
         elif part == "oov-max":
             vars(ranking)["needed_document_coverage"] = _needed_oov_max
+        elif part.startswith("unknown-"):  # @4/@5: an unknown word weighs C x the least known idf
+            vars(ranking)["needed_document_coverage_v4"] = partial(_needed_unknown, float(part[8:]))
         else:
             raise SystemExit(f"unknown variant {part}")
 
@@ -222,6 +225,17 @@ def _needed_oov_max(known: list[float], missing: list[str]) -> float:
     content = [term for term in missing if term not in QUESTION_FORM_STEMS]
     total = sum(known) + len(content) * max(known)
     return ranking_v3.DOC_COVERAGE * total + (1e-9 if content else 0.0)
+
+
+def _needed_unknown(weight: float, known: list[float], missing: list[str]) -> float:
+    """`ranking_v4.needed_document_coverage_v4` with an unknown content word weighing
+    `weight` times the least known idf (`@4`: 1.0)."""
+    from ledger.usecases.ranking_steps import QUESTION_FORM_STEMS
+
+    if not known:
+        return float("inf")
+    content = [term for term in missing if term not in QUESTION_FORM_STEMS]
+    return 0.5 * (sum(known) + weight * len(content) * min(known))
 
 
 def main() -> None:

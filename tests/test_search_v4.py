@@ -12,7 +12,7 @@ import pytest
 
 from ledger.retrieval.search_text import stem_word
 from ledger.usecases.context import UseCaseContext
-from ledger.usecases.ranking import ENGINE, ENGINE_V3, ENGINE_V4, SearchRun
+from ledger.usecases.ranking import ENGINE, ENGINE_V3, ENGINE_V4, ENGINE_V5, SearchRun
 from ledger.usecases.ranking_v4 import FUSION_WEIGHT, fused_file_weight, needed_document_coverage_v4
 from ledger.writing.application import Ledger
 from tests.test_search import ACME, _search, corpus_context
@@ -126,16 +126,16 @@ def test_word_forms_still_fold(ctx: UseCaseContext) -> None:
     assert float(dict(run.hits[0].term_scores)[stem_word("verify")]) > 0
 
 
-def test_each_citation_names_its_parts_and_live_search_records_at4(ctx: UseCaseContext) -> None:
+def test_each_citation_names_its_parts_and_live_search_records_the_default(ctx: UseCaseContext) -> None:
     body: dict[str, Any] = _search(ctx, ACME, "rotate keys", top_k=3)
-    assert body["status"] == "ok" and ENGINE == ENGINE_V4
+    assert body["status"] == "ok" and ENGINE == ENGINE_V5  # @4's scores, @5's no-hit rule
     citation = body["output"]["citations"][0]
     components = {c["component"] for c in citation["reason"]["score_breakdown"]}
     assert {"bm25", "title_boost", "heading_boost", "filename_boost", "position", "file_bm25"} <= components
     parts = [float(c["value"]) for c in citation["reason"]["score_breakdown"]]
     assert abs(sum(parts) - float(citation["score"])) < 1e-5
     receipt = ctx.ledger.get(body["position"])
-    assert receipt is not None and receipt.payload["engine"] == ENGINE_V4
+    assert receipt is not None and receipt.payload["engine"] == ENGINE
 
 
 def test_at4_is_deterministic(ctx: UseCaseContext) -> None:

@@ -22,8 +22,8 @@ Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
 that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
 byte for byte. `@2`: the context hash covers the context (not scores), one
 citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
-(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`,
-live): `@3` with the whole-file part fused on the chunk evidence's scale.
+(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`):
+`@3` with the whole-file part fused on the chunk evidence's scale. `@5` (`ranking_v5`, live).
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -79,12 +79,14 @@ from ledger.usecases.ranking_v3 import (
     query_forms,
 )
 from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
+from ledger.usecases.ranking_v5 import gate_evidence
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
     ENGINE_V2,
     ENGINE_V3,
     ENGINE_V4,
+    ENGINE_V5,
     ENGINES,
     SearchHit,
     SearchRun,
@@ -103,6 +105,7 @@ __all__ = [
     "ENGINE_V2",
     "ENGINE_V3",
     "ENGINE_V4",
+    "ENGINE_V5",
     "FILE_WEIGHT",
     "K1",
     "MIN_COVERAGE",
@@ -195,7 +198,7 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v4 = engine == ENGINE_V1, engine == ENGINE_V4
+    v1, v4, v5 = engine == ENGINE_V1, engine in (ENGINE_V4, ENGINE_V5), engine == ENGINE_V5
     v3 = engine == ENGINE_V3 or v4  # @4 is @3 with the whole-file part fused (`ranking_v4`)
 
     def late() -> bool:
@@ -230,21 +233,25 @@ def _rank(
             field_rows, codes = view.field_postings(term)
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        # What the no-hit rule counts: the scored postings, or @5's wider family (`ranking_v5`).
+        gate_rows, gate_fields, gate_idf = (
+            gate_evidence(view, query, query_term, (rows, field_rows, idf)) if v5 else (rows, field_rows, idf)
+        )
         if query_term.cover:
-            total_idf += idf
-            cover_idf.append(idf)
+            total_idf += gate_idf
+            cover_idf.append(gate_idf)
             cover_terms.append(term)
-        if df == 0 and len(field_rows) == 0:
+        if len(gate_rows) == 0 and len(gate_fields) == 0:
             if query_term.cover:
                 missing.append(term)
             continue
         matches = np.zeros(size, dtype=bool)
-        matches[rows] = True
-        matches[field_rows] = True
+        matches[gate_rows] = True
+        matches[gate_fields] = True
         if query_term.cover:
-            matched_idf[matches] += idf
+            matched_idf[matches] += gate_idf
             if document_idf is not None:
-                add_document_coverage(document_idf, view, rows, field_rows, idf)
+                add_document_coverage(document_idf, view, gate_rows, gate_fields, gate_idf)
         if not query_term.score:
             continue
         tf64 = tf.astype(np.float64)
