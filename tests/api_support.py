@@ -137,6 +137,14 @@ def http_to_served(ledger_config: LedgerConfig) -> Iterator[tuple[httpx.Client, 
             yield http, tokens
 
 
+@contextmanager
+def admin_http(ledger_config: LedgerConfig) -> Iterator[httpx.Client]:
+    """`serving`, with an HTTP client that sends the admin token on every request."""
+    with serving(ledger_config) as (server, _, tokens):
+        with loopback_http.client(base_url=server.base_url, headers=bearer(tokens["admin"])) as http:
+            yield http
+
+
 class LoopbackServer:
     """The real app under a real uvicorn on 127.0.0.1, in a thread of this process."""
 

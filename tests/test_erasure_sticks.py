@@ -12,8 +12,7 @@ from ledger.config import LedgerConfig
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
-from tests import loopback_http
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import admin_http
 from tests.test_cli import citeledger
 
 SECRET = "# Salary\n\nThe salary of Ana Ruiz is 91,000.\n"
@@ -30,13 +29,7 @@ def test_erased_file_is_skipped_until_readmitted(ledger_config: LedgerConfig, tm
     (root / "holidays.md").write_text("# Holidays\n\nTwenty-five days a year.\n")
     registry = SourceRegistry(ledger_config.data_dir)
     add_source(registry, SourceLimits(), "hr", str(root), "acme")
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    headers = {"Authorization": f"Bearer {tokens['admin']}"}
-    with (
-        LoopbackServer(config) as server,
-        loopback_http.client(base_url=server.base_url, headers=headers) as http,
-    ):
+    with admin_http(ledger_config) as http:
         first = _rows(http.post("/v1/sources/hr/sync").json())
         assert first["salary.md"]["status"] == "ingested"
         erased = http.post("/v1/erasures", json={"document_id": first["salary.md"]["document_id"]})

@@ -14,8 +14,7 @@ from ledger.policy.front_matter import MAX_FRONT_MATTER_BYTES
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source, remove_source
-from tests import loopback_http
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import admin_http
 
 FILES = {
     "plain.md": "# Plain\n\nThe plain rota is kept here.\n",
@@ -44,13 +43,7 @@ def test_front_matter_narrows_never_widens_and_rule_changes_are_recorded(
         (root / name).write_text(text)
     registry = SourceRegistry(ledger_config.data_dir)
     add_source(registry, SourceLimits(), "ops", str(root), "acme", sensitivity="internal", retention_days=400)
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    headers = {"Authorization": f"Bearer {tokens['admin']}"}
-    with (
-        LoopbackServer(config) as server,
-        loopback_http.client(base_url=server.base_url, headers=headers) as http,
-    ):
+    with admin_http(ledger_config) as http:
         rows = _sync(http, "ops")
         plain, narrow = rows["plain.md"], rows["narrow.md"]
         assert (plain["status"], plain["sensitivity"], plain["sensitivity_origin"]) == (

@@ -10,8 +10,7 @@ from ledger.config import LedgerConfig
 from ledger.retrieval.source_registry import SourceRegistry
 from ledger.retrieval.sources import SourceLimits
 from ledger.usecases.sources import add_source
-from tests import loopback_http
-from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.api_support import admin_http
 
 
 def _folder(root: Path, days: int) -> Path:
@@ -26,13 +25,7 @@ def test_same_path_in_two_sources_and_roots_by_source_name(
     registry = SourceRegistry(ledger_config.data_dir)
     add_source(registry, SourceLimits(), "handbook", str(_folder(tmp_path / "hb", 180)), "acme")
     add_source(registry, SourceLimits(), "wiki", str(_folder(tmp_path / "wk", 90)), "acme")
-    config = api_config(ledger_config)
-    tokens = make_tokens(config)
-    headers = {"Authorization": f"Bearer {tokens['admin']}"}
-    with (
-        LoopbackServer(config) as server,
-        loopback_http.client(base_url=server.base_url, headers=headers) as http,
-    ):
+    with admin_http(ledger_config) as http:
         for name in ("handbook", "wiki"):
             synced = http.post(f"/v1/sources/{name}/sync")
             assert synced.status_code == 200, synced.text
