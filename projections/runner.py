@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 from ledger.domain.entries import RecordedEvent, utc_now
 from ledger.storage import adapters
 from ledger.storage.store import Store
+from ledger.writing.collector import collector_paused
 from projections.base import Projection, UnappliableEvent
-from projections.batches import collector_paused, read_model_transaction
+from projections.batches import read_model_transaction
 from projections.catalog import default_projections
 from projections.tracking import (
     TRACKING_TABLE,
