@@ -19,7 +19,8 @@ misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hi
 
     python scripts/eval_search.py [--sets click,click-word-forms,starlette,attrs,...,griffe]
         [--engines @3,@4] [--golden]
-        [--cache ~/.cache/citeledger-eval] [--misses] [--variant no-forms|file-0.5|file-2.0|unknown-0.3|...]
+        [--cache ~/.cache/citeledger-eval] [--misses]
+        [--variant no-forms|file-0.5|file-2.0|unknown-0.3|saturation-2.0|...]
 
 `--variant` measures one of `@3`/`@4`'s choices against its alternative (tuning sets only):
 `fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`),
@@ -195,7 +196,7 @@ def evaluate(
 
 def apply_variant(variant: str) -> None:
     """Swap some of `@3`'s choices in this process (measurement only)."""
-    from ledger.usecases import ranking, ranking_v3, ranking_v4
+    from ledger.usecases import ranking, ranking_v3, ranking_v4, ranking_v6
 
     for part in [p for p in variant.split("+") if p]:
         if part == "no-forms":
@@ -206,6 +207,8 @@ def apply_variant(variant: str) -> None:
             ranking_v4.FUSION_WEIGHT = float(part.removeprefix("fusion-"))
         elif part.startswith("coverage-"):
             ranking_v3.DOC_COVERAGE = float(part.removeprefix("coverage-"))
+        elif part.startswith("saturation-"):  # @6: the most one word weighs in the no-hit rule
+            ranking_v6.GATE_SATURATION = float(part.removeprefix("saturation-"))
         elif part == "oov-max":
             vars(ranking)["needed_document_coverage"] = _needed_oov_max
         elif part.startswith("unknown-"):  # @4/@5: an unknown word weighs C x the least known idf

@@ -23,7 +23,7 @@ that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
 byte for byte. `@2`: the context hash covers the context (not scores), one
 citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
 (`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`):
-`@3` with the whole-file part fused on the chunk evidence's scale. `@5` (`ranking_v5`, live).
+`@3` with the whole-file part fused on the chunk's scale. `@5`, `@6`: the no-hit rule's evidence.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -79,7 +79,7 @@ from ledger.usecases.ranking_v3 import (
     query_forms,
 )
 from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
-from ledger.usecases.ranking_v5 import gate_evidence
+from ledger.usecases.ranking_v6 import no_hit_evidence
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
@@ -87,6 +87,7 @@ from ledger.usecases.search_run import (
     ENGINE_V3,
     ENGINE_V4,
     ENGINE_V5,
+    ENGINE_V6,
     ENGINES,
     SearchHit,
     SearchRun,
@@ -106,6 +107,7 @@ __all__ = [
     "ENGINE_V3",
     "ENGINE_V4",
     "ENGINE_V5",
+    "ENGINE_V6",
     "FILE_WEIGHT",
     "K1",
     "MIN_COVERAGE",
@@ -198,7 +200,7 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v4, v5 = engine == ENGINE_V1, engine in (ENGINE_V4, ENGINE_V5), engine == ENGINE_V5
+    v1, v4 = engine == ENGINE_V1, engine in (ENGINE_V4, ENGINE_V5, ENGINE_V6)
     v3 = engine == ENGINE_V3 or v4  # @4 is @3 with the whole-file part fused (`ranking_v4`)
 
     def late() -> bool:
@@ -233,9 +235,9 @@ def _rank(
             field_rows, codes = view.field_postings(term)
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        # What the no-hit rule counts: the scored postings, or @5's wider family (`ranking_v5`).
-        gate_rows, gate_fields, gate_idf = (
-            gate_evidence(view, query, query_term, (rows, field_rows, idf)) if v5 else (rows, field_rows, idf)
+        # What the no-hit rule counts: the scored postings, or @5's / @6's (`ranking_v6`).
+        gate_rows, gate_fields, gate_idf = no_hit_evidence(
+            engine, view, query, query_term, (rows, field_rows, idf)
         )
         if query_term.cover:
             total_idf += gate_idf
