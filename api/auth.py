@@ -344,10 +344,14 @@ class TokenStore:
 
 
 def bearer_of(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
-    value = connection.headers.get("authorization")
-    if not value:
+    return bearer_in(connection.headers.get("authorization"))
+
+
+def bearer_in(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value; None for any other."""
+    if not authorization:
         return None
-    scheme, _, token = value.partition(" ")
+    scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()

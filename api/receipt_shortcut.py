@@ -26,12 +26,12 @@ from litestar import Litestar
 from litestar.types import Scope, Send
 
 from api.api_error import ApiError
-from api.auth import Principal
+from api.auth import Principal, bearer_in
 from api.contract import set_principal
 from api.ratelimit import RATE_CHECKED
 from api.routes.common import answered, caller_for
 from api.routes.listing import ID_PATTERN
-from api.routes.receipts import get_receipt, receipt_answer
+from api.routes.receipts import RECEIPT_ID_MAX_CHARS, get_receipt, receipt_answer
 from api.services import Services
 
 Shortcut = Callable[[Scope, Send], Awaitable[bool]]
@@ -39,15 +39,13 @@ Shortcut = Callable[[Scope, Send], Awaitable[bool]]
 _PREFIX = "/v1/receipts/"
 _SCOPE = "audit.read"
 _ID = re.compile(ID_PATTERN)
-_MAX_ID_CHARS = 128  # `api.routes.receipts.ReceiptId`
 
 
 def _bearer(scope: Scope) -> str | None:
-    """`api.auth.bearer_of` on the raw headers."""
+    """`api.auth.bearer_of` on the raw headers (the first Authorization header, as there)."""
     for key, value in scope["headers"]:
         if key == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+            return bearer_in(value.decode("latin-1"))
     return None
 
 
@@ -74,7 +72,7 @@ def receipt_shortcut(app: Litestar) -> Shortcut:
         if scope.get("method") != "GET" or scope["query_string"] or not path.startswith(_PREFIX):
             return False
         receipt_id = path[len(_PREFIX) :]
-        if len(receipt_id) > _MAX_ID_CHARS or not _ID.match(receipt_id) or scope.get("root_path"):
+        if len(receipt_id) > RECEIPT_ID_MAX_CHARS or not _ID.match(receipt_id) or scope.get("root_path"):
             return False
         services: Services | None = getattr(app.state, "services", None)
         principal = principal_of(services, scope) if services is not None else None

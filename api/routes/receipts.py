@@ -27,7 +27,8 @@ from ledger.usecases.receipt_reads import receipt_detail, receipts_page
 from ledger.usecases.receipts import receipt_bundle, receipt_cose, receipt_with_chain
 from ledger.usecases.replay import replay
 
-ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=128)]
+RECEIPT_ID_MAX_CHARS = 128
+ReceiptId = Annotated[str, Parameter(pattern=ID_PATTERN, max_length=RECEIPT_ID_MAX_CHARS)]
 
 
 @get("/{receipt_id:str}", **operation("audit.read", "One receipt", 404))
