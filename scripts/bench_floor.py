@@ -35,6 +35,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +199,7 @@ def _single(backend: str, root: Path, count: int) -> tuple[float, float]:
         keys = [IdempotencyKey(TENANT, uuid.uuid4().hex, uuid.uuid4().hex) for _ in range(count)]
         cpu, wall = time.process_time(), time.perf_counter()
         for body, key in zip(bodies, keys, strict=True):
-            record_retrieval(services.context, caller, body, key)
+            record_retrieval(services.context, replace(caller, idempotency=key), body)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         return cpu * 1e6 / count, count / wall
     finally:
