@@ -4,8 +4,8 @@ For each corpus size (`scripts/make_corpus.py`'s `bulk_corpus`, ingested as `sou
 does): the same queries (`bench_search.bench_queries`: the golden ones, present and absent),
 each timed in turn, query by query, so a burst of load on a shared machine hits all of them
 (the two engines in alternating order):
-bare bm25s `retrieve` over the same heading chunks, `rank` under `@6` (live) and `@5` (as of
-the current position, no receipt), and the search use case (`@6` + policy + snippets + the
+bare bm25s `retrieve` over the same heading chunks, `rank` under `@7` (live) and `@6` (as of
+the current position, no receipt), and the search use case (`@7` + policy + snippets + the
 signed receipt write). Prints a markdown table; p95 ratios against bare bm25s.
 
     python scripts/bench_search_engines.py [--sizes 1000,5000,10000] [--queries 200]
@@ -27,8 +27,9 @@ sys.path.insert(0, str(ROOT))
 from ledger.domain.events import SearchRequest  # noqa: E402
 from ledger.policy.policy_rules import PolicyRules  # noqa: E402
 from ledger.schemas.requests import SearchIn  # noqa: E402
-from ledger.usecases.ranking import ENGINE_V5, ENGINE_V6, rank  # noqa: E402
+from ledger.usecases.ranking import ENGINE_V6, rank  # noqa: E402
 from ledger.usecases.search import search  # noqa: E402
+from ledger.usecases.search_run import ENGINE_V7  # noqa: E402
 from scripts.bench_search import CALLER, bare_ingest, bench_queries, ledger_ingest, percentile  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402
 
@@ -41,7 +42,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
     gc.collect()
     _, tokenizer, model, texts = bare_ingest(folder)
     _, ledger, ctx = ledger_ingest(folder, work / f"ledger-{size}")
-    times: dict[str, list[float]] = {"bare": [], "v6": [], "v5": [], "search": []}
+    times: dict[str, list[float]] = {"bare": [], "v7": [], "v6": [], "search": []}
     try:
         search(ctx, CALLER, SearchIn.model_validate({"input": {"query": "warm up", "top_k": K}}))  # type: ignore[arg-type]
         position = ctx.search_index.refresh()  # type: ignore[attr-defined]
@@ -54,7 +55,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
             times["bare"].append(time.perf_counter() - started)
             # Alternated: the first engine to ask for a query reads its cited chunks into the
             # index's cache, the second finds them there.
-            pair = (("v6", ENGINE_V6), ("v5", ENGINE_V5))
+            pair = (("v7", ENGINE_V7), ("v6", ENGINE_V6))
             for name, engine in pair if number % 2 == 0 else pair[::-1]:
                 started = time.perf_counter()
                 rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None, engine=engine)  # type: ignore[arg-type]
@@ -88,15 +89,15 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores, shared)\n"
     )
     print(
-        "| files | chunks | bare bm25s p50 / p95 (ms) | rank `@6` p50 / p95 (ms) | rank `@5` p50 / p95 (ms) "
-        "| search use case `@6` p50 / p95 (ms) | `@6` rank p95 / bare p95 | search p95 / bare p95 |"
+        "| files | chunks | bare bm25s p50 / p95 (ms) | rank `@7` p50 / p95 (ms) | rank `@6` p50 / p95 (ms) "
+        "| search use case `@7` p50 / p95 (ms) | `@7` rank p95 / bare p95 | search p95 / bare p95 |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['files']:.0f} | {r['chunks']:.0f} | {r['bare_p50']:.2f} / {r['bare_p95']:.2f} | "
-            f"{r['v6_p50']:.2f} / {r['v6_p95']:.2f} | {r['v5_p50']:.2f} / {r['v5_p95']:.2f} | "
-            f"{r['search_p50']:.2f} / {r['search_p95']:.2f} | {r['v6_p95'] / r['bare_p95']:.1f}x | "
+            f"{r['v7_p50']:.2f} / {r['v7_p95']:.2f} | {r['v6_p50']:.2f} / {r['v6_p95']:.2f} | "
+            f"{r['search_p50']:.2f} / {r['search_p95']:.2f} | {r['v7_p95'] / r['bare_p95']:.1f}x | "
             f"{r['search_p95'] / r['bare_p95']:.1f}x |"
         )
 

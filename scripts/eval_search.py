@@ -6,9 +6,9 @@ Each set is `scripts/eval_sets/<package>.yaml` (questions written before any ran
 the corpus; `role: tuning` or `held_out`). The corpus is every `*.md` of the package's sdist,
 fetched with `pip download --no-binary :all: --no-deps <package>==<version>` (the package
 registry, nothing else) into `--cache`: nothing of the corpora is committed, the sets pin the
-versions; a set may name other `suffixes` (pip and flask add `.rst`). Held out: starlette,
-black, structlog, markdown, pymdown-extensions, griffe, cattrs, pip, flask; tuning: click,
-click-word-forms, attrs and hatch (seen by `@4`'s rounds, tuning sets since search32c). The
+versions; a set may name other `suffixes` (pip and flask add `.rst`). Each set's `role` says
+whether it was tuned on (every set some round has run is `tuning`; each file's comment says
+since when) or is held out (written and committed before any ranker ran on it, run once). The
 golden set (tests/golden over tests/corpus) is a tuning row too. Baselines: bm25s (Lucene
 BM25) and rank-bm25 (BM25Okapi) over whole files, the ledger's tokenizer.
 
@@ -23,7 +23,8 @@ misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hi
         [--variant no-forms|file-0.5|file-2.0|unknown-0.3|saturation-2.0|...]
 
 `--variant` measures one of `@3`/`@4`'s choices against its alternative (tuning sets only):
-`fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`),
+`fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`), `boost-G` `@7`'s scale
+on the title, heading and file name boosts (`ranking_v7.FIELD_BOOST_SCALE`),
 `no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
 `coverage-C` the share of the question one document must cover, `oov-max` weighs an unknown
 word as the question's most specific known word (`@2`'s weight) instead of the average one;
@@ -196,7 +197,7 @@ def evaluate(
 
 def apply_variant(variant: str) -> None:
     """Swap some of `@3`'s choices in this process (measurement only)."""
-    from ledger.usecases import ranking, ranking_v3, ranking_v4, ranking_v6
+    from ledger.usecases import ranking, ranking_v3, ranking_v4, ranking_v6, ranking_v7
 
     for part in [p for p in variant.split("+") if p]:
         if part == "no-forms":
@@ -207,6 +208,8 @@ def apply_variant(variant: str) -> None:
             ranking_v4.FUSION_WEIGHT = float(part.removeprefix("fusion-"))
         elif part.startswith("coverage-"):
             ranking_v3.DOC_COVERAGE = float(part.removeprefix("coverage-"))
+        elif part.startswith("boost-"):  # @7: the field boosts' scale against @6's
+            ranking_v7.FIELD_BOOST_SCALE = float(part.removeprefix("boost-"))
         elif part.startswith("saturation-"):  # @6: the most one word weighs in the no-hit rule
             ranking_v6.GATE_SATURATION = float(part.removeprefix("saturation-"))
         elif part == "oov-max":

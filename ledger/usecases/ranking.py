@@ -22,8 +22,8 @@ Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
 that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
 byte for byte. `@2`: the context hash covers the context (not scores), one
 citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
-(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`):
-`@3` with the whole-file part fused on the chunk's scale. `@5`, `@6`: the no-hit rule's evidence.
+(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`): `@3`
+with the whole-file part fused. `@5`, `@6`: the no-hit rule's evidence. `@7`: heavier field boosts.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -79,7 +79,7 @@ from ledger.usecases.ranking_v3 import (
     query_forms,
 )
 from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
-from ledger.usecases.ranking_v6 import no_hit_evidence
+from ledger.usecases.ranking_v7 import FUSED_ENGINES, field_boosts, no_hit_evidence
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
@@ -200,8 +200,7 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v4 = engine == ENGINE_V1, engine in (ENGINE_V4, ENGINE_V5, ENGINE_V6)
-    v3 = engine == ENGINE_V3 or v4  # @4 is @3 with the whole-file part fused (`ranking_v4`)
+    v1, v3, v4 = engine == ENGINE_V1, engine in (ENGINE_V3, *FUSED_ENGINES), engine in FUSED_ENGINES
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -267,6 +266,7 @@ def _rank(
         filename[field_rows[(codes & 4) > 0]] += FILENAME_WEIGHT * idf
     if late():
         return empty_run("timeout", position)
+    title, heading, filename = field_boosts(engine, title, heading, filename)  # @7 (`ranking_v7`)
     touched = np.nonzero(matched_idf > 0)[0]
     seen = np.zeros(int(view.document_numbers.max(initial=0)) + 1, dtype=bool)
     seen[view.document_numbers[touched]] = True

@@ -31,7 +31,7 @@ import numpy as np
 from ledger.retrieval.search_text import Term
 from ledger.usecases.ports import CorpusView
 from ledger.usecases.ranking_v5 import gate_evidence
-from ledger.usecases.search_run import ENGINE_V5, ENGINE_V6
+from ledger.usecases.search_run import ENGINE_V5, ENGINE_V6, ENGINE_V7
 
 GATE_SATURATION = 2.0  # nats: the most one word can weigh in the no-hit rule
 Array = np.ndarray[Any, Any]
@@ -47,8 +47,8 @@ def no_hit_evidence(
 ) -> tuple[Array, Array, float]:
     """(chunk rows, field rows, weight) the no-hit rule counts for `term` under `engine`:
     before `@5` the scored postings and idf (`scored`), under `@5` its irregular verb forms
-    too (`ranking_v5.gate_evidence`), under `@6` those with the idf saturated."""
-    if engine == ENGINE_V6:
+    too (`ranking_v5.gate_evidence`), under `@6` (and `@7`) those with the idf saturated."""
+    if engine in (ENGINE_V6, ENGINE_V7):
         rows, field_rows, idf = gate_evidence(view, query, term, scored)
         return rows, field_rows, saturated_idf(idf)
     return gate_evidence(view, query, term, scored) if engine == ENGINE_V5 else scored
