@@ -9,10 +9,13 @@ committer, write-side lookups, read models) on one shared PostgreSQL schema:
 
 The hold of the sequencer's advisory lock is measured per commit by the adapter
 (`PostgresAdapter.sequencer_holds`): from the moment the server granted the lock (its
-`clock_timestamp()`, selected with the lock) to the end of the transaction's last statement
-(the server's clock again), plus the COMMIT as the client times it. Measuring adds one loopback
-round trip to each hold. A checkout without that instrument (`--repo` of an older main) takes
-the lock at the start of its append transaction: its hold is that transaction's duration.
+`clock_timestamp()`, selected with the lock) to the end of the sequencer's last statement (the
+server's clock again, pipelined with it), plus, on the client's clock, everything from that
+statement's results to the COMMIT's return. A transaction rolled back under the lock (another
+worker moved the head; it signs again before the lock) is a hold too: counted apart
+(`sequencer_rollbacks`; "rollbacks" per commit) and in the lock's busy share. A checkout
+whose adapter selects no grant time (`--repo` of an older main) takes the lock at the start of
+its append transaction: its hold is that transaction's duration.
 
     python scripts/bench_sequencer.py [--events 6000] [--repo DIR]
     python scripts/bench_sequencer.py --base-repo /work/wt/speed-base   # both, same run
@@ -54,12 +57,15 @@ def _body(doc: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def _timed_holds(adapter: Any) -> list[float]:
-    """Each commit's sequencer hold, in seconds, recorded into the returned list."""
+def _timed_holds(adapter: Any) -> tuple[list[float], list[float]]:
+    """Each commit's sequencer hold and each rolled-back one's, in seconds, recorded into the
+    returned lists."""
     holds: list[float] = []
+    rollbacks: list[float] = []
     if hasattr(adapter, "take_sequencer"):
         adapter.sequencer_holds = holds
-        return holds
+        adapter.sequencer_rollbacks = rollbacks  # an older adapter ignores it: none counted
+        return holds, rollbacks
     plain = adapter.append_transaction  # older code: the lock is the transaction's first statement
 
     @contextmanager
@@ -70,7 +76,7 @@ def _timed_holds(adapter: Any) -> list[float]:
         holds.append(time.perf_counter() - started)
 
     adapter.append_transaction = timed
-    return holds
+    return holds, rollbacks
 
 
 def _worker(*args: Any) -> None:
@@ -110,7 +116,7 @@ def _work(
     services = Services(ApiConfig(ledger=config), Metrics())
     caller = Caller("t-acme", "bench", frozenset({"retrieval.write"}))
     bodies = [RetrievalIn.model_validate(_body(doc, seed + n)) for n in range(events)]
-    holds = _timed_holds(services.ledger.store.adapter)
+    holds, rollbacks = _timed_holds(services.ledger.store.adapter)
     barrier.wait()
     started = time.time()
     if mode == "batched":
@@ -143,7 +149,16 @@ def _work(
     finished = time.time()
     commits = services.committer.batches
     services.close()
-    out.put({"started": started, "finished": finished, "events": events, "holds": holds, "commits": commits})
+    out.put(
+        {
+            "started": started,
+            "finished": finished,
+            "events": events,
+            "holds": holds,
+            "rollbacks": rollbacks,
+            "commits": commits,
+        }
+    )
 
 
 def _pg() -> tuple[str, str]:
@@ -203,6 +218,7 @@ def run(repo: str, mode: str, workers: int, events: int) -> dict[str, float]:
     finally:
         _drop(schema)
     holds = [h for r in results for h in r["holds"]]
+    rollbacks = [h for r in results for h in r["rollbacks"]]
     commits = sum(r["commits"] for r in results)
     wall = max(r["finished"] for r in results) - min(r["started"] for r in results)
     return {
@@ -210,7 +226,8 @@ def run(repo: str, mode: str, workers: int, events: int) -> dict[str, float]:
         "hold_ms_median": statistics.median(holds) * 1e3,
         "hold_ms_p95": (statistics.quantiles(holds, n=20)[-1] if len(holds) > 1 else holds[0]) * 1e3,
         "entries_per_commit": sum(r["events"] for r in results) / max(commits, 1),
-        "busy": sum(holds) / wall,
+        "rolled_back": len(rollbacks) / max(commits, 1),
+        "busy": (sum(holds) + sum(rollbacks)) / wall,
     }
 
 
@@ -236,10 +253,12 @@ def table(sides: dict[str, dict[str, dict[str, float]]]) -> str:
     lines = [
         "| path | workers | "
         + " | ".join(
-            f"{n}: events/s | {n}: hold median (p95) ms | {n}: entries/commit | {n}: lock busy" for n in names
+            f"{n}: events/s | {n}: hold median (p95) ms | {n}: entries/commit | {n}: rollbacks"
+            f" | {n}: lock busy"
+            for n in names
         )
         + " |",
-        "|---|---|" + "---|---|---|---|" * len(names),
+        "|---|---|" + "---|---|---|---|---|" * len(names),
     ]
     for key in sides[names[0]]:
         mode, workers = key.split("/")
@@ -248,7 +267,7 @@ def table(sides: dict[str, dict[str, dict[str, float]]]) -> str:
             f = sides[n][key]
             cells.append(
                 f"{f['per_s']:.0f} | {f['hold_ms_median']:.2f} ({f['hold_ms_p95']:.2f}) | "
-                f"{f['entries_per_commit']:.1f} | {f['busy']:.0%}"
+                f"{f['entries_per_commit']:.1f} | {f.get('rolled_back', 0):.2f} | {f['busy']:.0%}"
             )
         lines.append(f"| {mode} | {workers} | " + " | ".join(cells) + " |")
     for mode in ("batched", "single"):

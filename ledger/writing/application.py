@@ -59,10 +59,12 @@ from ledger.writing.writes import (
     Write,
     WriteOutcome,
     _AlreadyRecorded,
+    _HeadMoved,
     _Late,
     _repeat_of,
     _replayed,
     _too_late,
+    keyed_answers,
     prepare_all,
 )
 
@@ -225,6 +227,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                 else:
                     first_of_key[ident] = index
         store = self.store
+        head_moved = False  # since this call's first attempt: sign again under the sequencer
         with self._lock:
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 pending = [i for i in range(len(writes)) if i not in outcomes and i not in repeats]
@@ -234,7 +237,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                 try:
                     with store.adapter.append_transaction() as cursor:
                         events, stored, answers, inserted = self._sequence(
-                            cursor, writes, pending, keyed, bulk_insert=only_at is None
+                            cursor, writes, pending, keyed, bulk_insert=only_at is None, resign=head_moved
                         )
                         if only_at is not None and self.size + 1 != only_at:
                             return [WriteOutcome([], None)], []
@@ -268,6 +271,11 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                     for i in keyed:
                         if i not in too_late.indexes:
                             outcomes.pop(i, None)
+                    continue
+                except _HeadMoved:
+                    head_moved = True
+                    for i in keyed:
+                        outcomes.pop(i, None)
                     continue
                 except _AlreadyRecorded as already:
                     for i, stored_answer in already.settled.items():
@@ -320,6 +328,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         keyed: dict[int, Any],
         *,
         bulk_insert: bool,
+        resign: bool,
     ) -> tuple[
         dict[int, list[RecordedEvent]],
         list[StoredEvent],
@@ -334,28 +343,32 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         done before taking it: the idempotency check, catching up with what other workers
         committed, signing at the head as it then stands, and building and inserting the
         idempotency records. The sequencer inserts the log rows with the lock, in the same
-        round trip, unless another worker committed in between: then the entries are signed
-        again under it (and their records replaced). A writer with the same key waits on the
-        inserted record until this transaction ends (never while holding the sequencer), then
-        meets the primary key, and its retry answers from the record. Elsewhere the caller
-        inserts the records after the log rows. Without `bulk_insert` (a write that must land
-        at one position) the caller checks the position and inserts."""
+        round trip, unless another worker committed in between: then the transaction is rolled
+        back (`_HeadMoved`, the lock released) to sign again before the lock; on that retry
+        (`resign`) a head that moved again is caught up with and signed under the lock, so
+        a writer is never starved. A writer with the same key waits on the inserted record
+        until this transaction ends (never while holding the sequencer), then meets the
+        primary key, and its retry answers from the record. Elsewhere the caller inserts the
+        records after the log rows. Without `bulk_insert` (a write that must land at one
+        position) the caller checks the position and inserts."""
         adapter = self.store.adapter
         if not adapter.serialises_appends:
             events, stored = self._sign_writes(writes, pending)
-            return events, stored, self._answers(keyed, events), None
+            return events, stored, keyed_answers(keyed, events), None
         if keyed:
             self._settle(cursor, keyed)
         self._sync_in(cursor)
         head = self.size
         events, stored = self._sign_writes(writes, pending)
-        answers = self._answers(keyed, events)
+        answers = keyed_answers(keyed, events)
         adapter.idempotency_insert(cursor, [record for _, record in answers.values()])
         inserted = adapter.take_sequencer(cursor, LEDGER_STREAM_ID, head, stored if bulk_insert else [])
         if inserted is None:
+            if not resign:
+                raise _HeadMoved
             self._sync_in(cursor)
             events, stored = self._sign_writes(writes, pending)
-            answers = self._answers(keyed, events)
+            answers = keyed_answers(keyed, events)
             records = [record for _, record in answers.values()]
             adapter.idempotency_delete(cursor, [(r.tenant_id, r.idem_key) for r in records])
             adapter.idempotency_insert(cursor, records)
@@ -368,18 +381,6 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         settled = {i: found[ident] for i, ident in idents.items() if ident in found}
         if settled:
             raise _AlreadyRecorded(settled)
-
-    @staticmethod
-    def _answers(
-        keyed: dict[int, Any], events: dict[int, list[RecordedEvent]]
-    ) -> dict[int, tuple[idempotency.Answer, IdempotencyRecord]]:
-        """Each keyed write's answer and the record that stores it."""
-        answers = {i: (k.key, k.answer(events[i])) for i, k in keyed.items() if k is not None}
-        rows = [
-            (key, answer, events[i][0].position if events[i] else 0) for i, (key, answer) in answers.items()
-        ]
-        stored = idempotency.records(rows)
-        return {i: (answer, record) for (i, (_, answer)), record in zip(answers.items(), stored, strict=True)}
 
     def _sync_in(self, cursor: Any) -> None:
         """`sync` through the append transaction's cursor (under the sequencer lock)."""

@@ -163,6 +163,8 @@ class PostgresAdapter(StoreAdapter):
     # Where the adapter keeps each sequencer hold's duration (seconds) when a benchmark asks
     # (`scripts/bench_sequencer.py`): None, the default, measures nothing.
     sequencer_holds: list[float] | None = None
+    # The holds of append transactions rolled back (another worker had moved the head).
+    sequencer_rollbacks: list[float] | None = None
     # The hold so far: the server's span from the grant to the sequencer's last statement,
     # and the client's clock when that statement's results arrived.
     _held_in_server: float | None = None
@@ -181,17 +183,24 @@ class PostgresAdapter(StoreAdapter):
         part of the hold: the lock is the transaction's, so it ends with the COMMIT's WAL flush
         (acknowledged = durable, `synchronous_commit` as configured)."""
         self._held_in_server = None
-        with self.transaction(commit=True) as cursor:
-            # A ≈2 KB log row is past PostgreSQL's TOAST threshold: pglz tried (and failed) to
-            # compress each one under the sequencer, about half the insert's server time; lz4
-            # does the same in a fraction. Readers see the same bytes either way.
-            compression = "; SET LOCAL default_toast_compression = lz4" if self._has_lz4(cursor) else ""
-            cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout_s}s'{compression}")
-            yield cursor
-        if self._held_in_server is not None and self.sequencer_holds is not None:
-            # Server span up to the sequencer's last statement, then the client's clock from
-            # its results to the COMMIT's return (the holder's own work included).
-            self.sequencer_holds.append(self._held_in_server + time.perf_counter() - self._held_since)
+        committed = False
+        try:
+            with self.transaction(commit=True) as cursor:
+                # A ≈2 KB log row is past PostgreSQL's TOAST threshold: pglz tried (and failed)
+                # to compress each one under the sequencer, about half the insert's server time;
+                # lz4 does it in a fraction. Readers see the same bytes either way.
+                lz4 = "; SET LOCAL default_toast_compression = lz4" if self._has_lz4(cursor) else ""
+                cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout_s}s'{lz4}")
+                yield cursor
+            committed = True
+        finally:
+            if self._held_in_server is not None and self.sequencer_holds is not None:
+                # Server span up to the sequencer's last statement, then the client's clock from
+                # its results to the COMMIT's (or ROLLBACK's) return, the holder's work included.
+                held = self._held_in_server + time.perf_counter() - self._held_since
+                into = self.sequencer_holds if committed else self.sequencer_rollbacks
+                if into is not None:
+                    into.append(held)
 
     def _has_lz4(self, cursor: Any) -> bool:
         if self._lz4 is None:
