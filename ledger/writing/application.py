@@ -357,6 +357,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
             return events, stored, keyed_answers(keyed, events), None
         if keyed:
             self._settle(cursor, keyed)
+        adapter.await_sequencer(cursor)  # a commit under way would move the head signed at
         self._sync_in(cursor)
         head = self.size
         events, stored = self._sign_writes(writes, pending)

@@ -222,6 +222,11 @@ class AdapterCore(ABC):
         as possible: what need not be serial is done in it before that call."""
         return self.transaction(commit=True)
 
+    def await_sequencer(self, cursor: Any) -> None:
+        """Wait until no writer holds the sequencer, without taking it (a head read while one
+        commits is stale before it is signed at). Only a hint: `take_sequencer` checks."""
+        return None
+
     def take_sequencer(
         self, cursor: Any, stream_id: UUID, head: int, stored: Sequence[StoredEvent]
     ) -> list[int] | None:

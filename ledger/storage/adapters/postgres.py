@@ -212,6 +212,16 @@ class PostgresAdapter(StoreAdapter):
             self._lz4 = bool(row is not None and row["lz4"])
         return self._lz4
 
+    def await_sequencer(self, cursor: Any) -> None:
+        # Shared, and released in the same statement: it waits for an exclusive holder (and
+        # queues ahead of a later one) but holds nothing, so writers never wait on each other
+        # through it. (A transaction-scoped shared lock would deadlock two writers upgrading.)
+        cursor.execute(
+            "SELECT pg_advisory_lock_shared(%(k)s)::text AS waited, "
+            "pg_advisory_unlock_shared(%(k)s) AS released",
+            {"k": self.sequencer_lock_id},
+        )
+
     def take_sequencer(
         self, cursor: Any, stream_id: UUID, head: int, stored: Sequence[StoredEvent]
     ) -> list[int] | None:
