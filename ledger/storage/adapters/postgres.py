@@ -213,14 +213,16 @@ class PostgresAdapter(StoreAdapter):
         return self._lz4
 
     def await_sequencer(self, cursor: Any) -> None:
-        # Shared, and released in the same statement: it waits for an exclusive holder (and
-        # queues ahead of a later one) but holds nothing, so writers never wait on each other
-        # through it. (A transaction-scoped shared lock would deadlock two writers upgrading.)
-        cursor.execute(
-            "SELECT pg_advisory_lock_shared(%(k)s)::text AS waited, "
-            "pg_advisory_unlock_shared(%(k)s) AS released",
-            {"k": self.sequencer_lock_id},
-        )
+        # A shared lock waits for an exclusive holder; taken in a savepoint rolled back at
+        # once, it is released in the same round trip whatever happens (held until the
+        # transaction's exclusive request, it would deadlock two writers).
+        with cursor.connection.pipeline():
+            cursor.execute("SAVEPOINT citeledger_await_sequencer")
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock_shared(%s)::text AS waited", (self.sequencer_lock_id,)
+            )
+            cursor.execute("ROLLBACK TO SAVEPOINT citeledger_await_sequencer")
+            cursor.execute("RELEASE SAVEPOINT citeledger_await_sequencer")
 
     def take_sequencer(
         self, cursor: Any, stream_id: UUID, head: int, stored: Sequence[StoredEvent]
@@ -267,10 +269,11 @@ class PostgresAdapter(StoreAdapter):
             if check.fetchone()["moved"]:
                 ids = None
             else:
-                ids = self._copy_log(cursor, stream, head, stored) if stored else []
-                if measuring:
-                    cursor.execute("SELECT clock_timestamp() AS at")
-                    ended = cursor
+                ids = (
+                    self._copy_log(cursor, stream, head, stored, ended if measuring else None)
+                    if stored
+                    else []
+                )
         else:
             found = [int(row["notification_id"]) for row in check.fetchall()]
             ids = found if found else None
@@ -286,18 +289,25 @@ class PostgresAdapter(StoreAdapter):
         recorder._lock_table(cursor)
         recorder._notify_channel(cursor)
 
-    def _copy_log(self, cursor: Any, stream: object, head: int, stored: Sequence[StoredEvent]) -> list[int]:
+    def _copy_log(
+        self, cursor: Any, stream: object, head: int, stored: Sequence[StoredEvent], clock: Any
+    ) -> list[int]:
+        """COPY `stored` and read their notification ids back (with the server's clock on
+        `clock`, a cursor, when measuring: one round trip)."""
         events = self.table(self.events_table)
         columns = "originator_id, originator_version, topic, state"
         with cursor.copy(f"COPY {events} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types([self.recorder.datastore.originator_id_type, "int8", "text", "bytea"])
             for event in stored:
                 copy.write_row((stream, event.originator_version, event.topic, event.state))
-        cursor.execute(
-            f"SELECT notification_id FROM {events} WHERE originator_id = %s AND originator_version > %s "
-            "ORDER BY originator_version",
-            (stream, head),
-        )
+        with cursor.connection.pipeline():
+            cursor.execute(
+                f"SELECT notification_id FROM {events} WHERE originator_id = %s AND originator_version > %s "
+                "ORDER BY originator_version",
+                (stream, head),
+            )
+            if clock is not None:
+                clock.execute("SELECT clock_timestamp() AS at")
         return [int(row["notification_id"]) for row in cursor.fetchall()]
 
     @contextmanager
