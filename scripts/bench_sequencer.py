@@ -278,14 +278,122 @@ def table(sides: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+INSERT_FORMS = {
+    "multi-row VALUES, binary parameters": "values",
+    "binary COPY": "copy_binary",
+    "text COPY": "copy_text",
+}
+TOAST_SETTINGS = {
+    "default (pglz)": "",
+    "lz4 (SET LOCAL default_toast_compression)": "SET LOCAL default_toast_compression = lz4",
+    "toast_tuple_target = 8160 (a storage change)": "ALTER TABLE {t} SET (toast_tuple_target = 8160)",
+}
+
+
+def _insert_once(conn: Any, table: str, form: str, rows: list[tuple[Any, ...]], setting: str) -> float:
+    """One insert of `rows` into `table` as `form`, in a transaction rolled back; seconds."""
+    columns = "originator_id, originator_version, topic, state"
+    with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        if setting:
+            cur.execute(setting.format(t=table))
+        started = time.perf_counter()
+        if form == "values":
+            cur.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {', '.join(['(%s, %s, %s, %s)'] * len(rows))} "
+                "RETURNING notification_id",
+                [value for row in rows for value in row],
+                binary=True,
+            )
+            cur.fetchall()
+        else:
+            binary = form == "copy_binary"
+            with cur.copy(
+                f"COPY {table} ({columns}) FROM STDIN{' (FORMAT BINARY)' if binary else ''}"
+            ) as copy:
+                if binary:
+                    copy.set_types(["uuid", "int8", "text", "bytea"])
+                for row in rows:
+                    copy.write_row(row)
+        return time.perf_counter() - started
+
+
+def insert_forms(repo: str, repeats: int = 10) -> str:
+    """The insert under the sequencer alone: 500 real log rows into a copy of the events table
+    (its indexes included), each form under each TOAST setting; median ms of `repeats`."""
+    import psycopg
+
+    schema, url = _pg()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            from api.config import ApiConfig
+            from api.metrics import Metrics
+            from api.services import Services
+            from ledger.config import LedgerConfig
+            from ledger.schemas.requests import DocumentIn, RetrievalIn
+            from ledger.usecases.context import Caller
+            from ledger.usecases.documents import ingest_document
+            from ledger.usecases.retrievals import BatchItem, record_retrievals
+            from ledger.writing.idempotency import IdempotencyKey
+
+            config = LedgerConfig(data_dir=Path(tmp), database_url=url, run_checkpointer=False)
+            services = Services(ApiConfig(ledger=config), Metrics())
+            ingest = Caller("t-acme", "bench", frozenset({"ingest.write"}))
+            doc = ingest_document(
+                services.context, services.claims, ingest, DocumentIn(path="b.md", text=DOC)
+            ).body
+            items = [
+                BatchItem(
+                    IdempotencyKey("t-acme", uuid.uuid4().hex, uuid.uuid4().hex),
+                    RetrievalIn.model_validate(_body(doc, n)),
+                )
+                for n in range(BATCH)
+            ]
+            record_retrievals(
+                services.context, Caller("t-acme", "bench", frozenset({"retrieval.write"})), items
+            )
+            events = services.ledger.store.adapter.table(services.ledger.store.adapter.events_table)
+            services.close()
+        from tests.conftest import PG_DSN
+
+        with psycopg.connect(PG_DSN) as conn:
+            conn.autocommit = True
+            last = f"ORDER BY notification_id DESC LIMIT {BATCH}"
+            source = conn.execute(f"SELECT originator_version, topic, state FROM {events} {last}").fetchall()
+            table = f'"{schema}".scratch_events'
+            conn.execute(f"CREATE TABLE {table} (LIKE {events} INCLUDING ALL)")
+            lines = [
+                "| insert form | " + " | ".join(TOAST_SETTINGS) + " |",
+                "|---|" + "---|" * len(TOAST_SETTINGS),
+            ]
+            for label, form in INSERT_FORMS.items():
+                cells = []
+                for setting in TOAST_SETTINGS.values():
+                    times = []
+                    for _ in range(repeats):
+                        rows = [
+                            (uuid.uuid4(), version, topic, bytes(state)) for version, topic, state in source
+                        ]
+                        times.append(_insert_once(conn, table, form, rows, setting))
+                    cells.append(f"{statistics.median(times) * 1e3:.2f}")
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    finally:
+        _drop(schema)
+    mean = statistics.mean(len(state) for _, _, state in source)
+    return "\n".join(lines) + f"\n\n{len(source)} rows, {mean:.0f} B of entry each; median ms of {repeats}."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--events", type=int, default=6000, help="batched events per run (single: a quarter)")
     parser.add_argument("--repo", type=Path, default=HERE.parents[1])
     parser.add_argument("--base-repo", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--insert-forms", action="store_true", help="time the log insert's forms alone")
     args = parser.parse_args()
     sys.path.insert(0, str(args.repo.resolve()))
+    if args.insert_forms:
+        print(insert_forms(str(args.repo.resolve())))
+        return
     if args.json:
         print(json.dumps(measure(str(args.repo.resolve()), args.events)))
         return
