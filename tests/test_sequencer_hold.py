@@ -1,7 +1,8 @@
 """The PostgreSQL sequencer's critical section (issue 28): entries are signed before the lock
-at the head as it stands, and signed again under it only when another worker committed in
-between; the hold is measured by the adapter; read models follow right after the commit. And
-the collector pause that batches run under."""
+at the head as it stands; a head moved meanwhile rolls the write back to sign again before the
+lock, and on that retry is caught up with and signed under it; the hold is measured by the
+adapter; read models follow right after the commit. And the collector pause that batches run
+under."""
 
 from __future__ import annotations
 
