@@ -9,10 +9,13 @@ committer, write-side lookups, read models) on one shared PostgreSQL schema:
 
 The hold of the sequencer's advisory lock is measured per commit by the adapter
 (`PostgresAdapter.sequencer_holds`): from the moment the server granted the lock (its
-`clock_timestamp()`, selected with the lock) to the end of the transaction's last statement
-(the server's clock again), plus the COMMIT as the client times it. Measuring adds one loopback
-round trip to each hold. A checkout without that instrument (`--repo` of an older main) takes
-the lock at the start of its append transaction: its hold is that transaction's duration.
+`clock_timestamp()`, selected with the lock) to the end of the sequencer's last statement (the
+server's clock again, pipelined with it), plus, on the client's clock, everything from that
+statement's results to the COMMIT's return. A transaction rolled back under the lock (another
+worker moved the head; it signs again before the lock) is a hold too: counted apart
+(`sequencer_rollbacks`; "rollbacks" per commit) and in the lock's busy share. A checkout
+whose adapter selects no grant time (`--repo` of an older main) takes the lock at the start of
+its append transaction: its hold is that transaction's duration.
 
     python scripts/bench_sequencer.py [--events 6000] [--repo DIR]
     python scripts/bench_sequencer.py --base-repo /work/wt/speed-base   # both, same run
@@ -54,12 +57,15 @@ def _body(doc: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def _timed_holds(adapter: Any) -> list[float]:
-    """Each commit's sequencer hold, in seconds, recorded into the returned list."""
+def _timed_holds(adapter: Any) -> tuple[list[float], list[float]]:
+    """Each commit's sequencer hold and each rolled-back one's, in seconds, recorded into the
+    returned lists."""
     holds: list[float] = []
+    rollbacks: list[float] = []
     if hasattr(adapter, "take_sequencer"):
         adapter.sequencer_holds = holds
-        return holds
+        adapter.sequencer_rollbacks = rollbacks  # an older adapter ignores it: none counted
+        return holds, rollbacks
     plain = adapter.append_transaction  # older code: the lock is the transaction's first statement
 
     @contextmanager
@@ -70,7 +76,7 @@ def _timed_holds(adapter: Any) -> list[float]:
         holds.append(time.perf_counter() - started)
 
     adapter.append_transaction = timed
-    return holds
+    return holds, rollbacks
 
 
 def _worker(*args: Any) -> None:
@@ -110,7 +116,7 @@ def _work(
     services = Services(ApiConfig(ledger=config), Metrics())
     caller = Caller("t-acme", "bench", frozenset({"retrieval.write"}))
     bodies = [RetrievalIn.model_validate(_body(doc, seed + n)) for n in range(events)]
-    holds = _timed_holds(services.ledger.store.adapter)
+    holds, rollbacks = _timed_holds(services.ledger.store.adapter)
     barrier.wait()
     started = time.time()
     if mode == "batched":
@@ -143,7 +149,16 @@ def _work(
     finished = time.time()
     commits = services.committer.batches
     services.close()
-    out.put({"started": started, "finished": finished, "events": events, "holds": holds, "commits": commits})
+    out.put(
+        {
+            "started": started,
+            "finished": finished,
+            "events": events,
+            "holds": holds,
+            "rollbacks": rollbacks,
+            "commits": commits,
+        }
+    )
 
 
 def _pg() -> tuple[str, str]:
@@ -203,6 +218,7 @@ def run(repo: str, mode: str, workers: int, events: int) -> dict[str, float]:
     finally:
         _drop(schema)
     holds = [h for r in results for h in r["holds"]]
+    rollbacks = [h for r in results for h in r["rollbacks"]]
     commits = sum(r["commits"] for r in results)
     wall = max(r["finished"] for r in results) - min(r["started"] for r in results)
     return {
@@ -210,7 +226,8 @@ def run(repo: str, mode: str, workers: int, events: int) -> dict[str, float]:
         "hold_ms_median": statistics.median(holds) * 1e3,
         "hold_ms_p95": (statistics.quantiles(holds, n=20)[-1] if len(holds) > 1 else holds[0]) * 1e3,
         "entries_per_commit": sum(r["events"] for r in results) / max(commits, 1),
-        "busy": sum(holds) / wall,
+        "rolled_back": len(rollbacks) / max(commits, 1),
+        "busy": (sum(holds) + sum(rollbacks)) / wall,
     }
 
 
@@ -236,10 +253,12 @@ def table(sides: dict[str, dict[str, dict[str, float]]]) -> str:
     lines = [
         "| path | workers | "
         + " | ".join(
-            f"{n}: events/s | {n}: hold median (p95) ms | {n}: entries/commit | {n}: lock busy" for n in names
+            f"{n}: events/s | {n}: hold median (p95) ms | {n}: entries/commit | {n}: rollbacks"
+            f" | {n}: lock busy"
+            for n in names
         )
         + " |",
-        "|---|---|" + "---|---|---|---|" * len(names),
+        "|---|---|" + "---|---|---|---|---|" * len(names),
     ]
     for key in sides[names[0]]:
         mode, workers = key.split("/")
@@ -248,7 +267,7 @@ def table(sides: dict[str, dict[str, dict[str, float]]]) -> str:
             f = sides[n][key]
             cells.append(
                 f"{f['per_s']:.0f} | {f['hold_ms_median']:.2f} ({f['hold_ms_p95']:.2f}) | "
-                f"{f['entries_per_commit']:.1f} | {f['busy']:.0%}"
+                f"{f['entries_per_commit']:.1f} | {f.get('rolled_back', 0):.2f} | {f['busy']:.0%}"
             )
         lines.append(f"| {mode} | {workers} | " + " | ".join(cells) + " |")
     for mode in ("batched", "single"):
@@ -259,14 +278,122 @@ def table(sides: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+INSERT_FORMS = {
+    "multi-row VALUES, binary parameters": "values",
+    "binary COPY": "copy_binary",
+    "text COPY": "copy_text",
+}
+TOAST_SETTINGS = {
+    "default (pglz)": "",
+    "lz4 (SET LOCAL default_toast_compression)": "SET LOCAL default_toast_compression = lz4",
+    "toast_tuple_target = 8160 (a storage change)": "ALTER TABLE {t} SET (toast_tuple_target = 8160)",
+}
+
+
+def _insert_once(conn: Any, table: str, form: str, rows: list[tuple[Any, ...]], setting: str) -> float:
+    """One insert of `rows` into `table` as `form`, in a transaction rolled back; seconds."""
+    columns = "originator_id, originator_version, topic, state"
+    with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        if setting:
+            cur.execute(setting.format(t=table))
+        started = time.perf_counter()
+        if form == "values":
+            cur.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {', '.join(['(%s, %s, %s, %s)'] * len(rows))} "
+                "RETURNING notification_id",
+                [value for row in rows for value in row],
+                binary=True,
+            )
+            cur.fetchall()
+        else:
+            binary = form == "copy_binary"
+            with cur.copy(
+                f"COPY {table} ({columns}) FROM STDIN{' (FORMAT BINARY)' if binary else ''}"
+            ) as copy:
+                if binary:
+                    copy.set_types(["uuid", "int8", "text", "bytea"])
+                for row in rows:
+                    copy.write_row(row)
+        return time.perf_counter() - started
+
+
+def insert_forms(repo: str, repeats: int = 10) -> str:
+    """The insert under the sequencer alone: 500 real log rows into a copy of the events table
+    (its indexes included), each form under each TOAST setting; median ms of `repeats`."""
+    import psycopg
+
+    schema, url = _pg()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            from api.config import ApiConfig
+            from api.metrics import Metrics
+            from api.services import Services
+            from ledger.config import LedgerConfig
+            from ledger.schemas.requests import DocumentIn, RetrievalIn
+            from ledger.usecases.context import Caller
+            from ledger.usecases.documents import ingest_document
+            from ledger.usecases.retrievals import BatchItem, record_retrievals
+            from ledger.writing.idempotency import IdempotencyKey
+
+            config = LedgerConfig(data_dir=Path(tmp), database_url=url, run_checkpointer=False)
+            services = Services(ApiConfig(ledger=config), Metrics())
+            ingest = Caller("t-acme", "bench", frozenset({"ingest.write"}))
+            doc = ingest_document(
+                services.context, services.claims, ingest, DocumentIn(path="b.md", text=DOC)
+            ).body
+            items = [
+                BatchItem(
+                    IdempotencyKey("t-acme", uuid.uuid4().hex, uuid.uuid4().hex),
+                    RetrievalIn.model_validate(_body(doc, n)),
+                )
+                for n in range(BATCH)
+            ]
+            record_retrievals(
+                services.context, Caller("t-acme", "bench", frozenset({"retrieval.write"})), items
+            )
+            events = services.ledger.store.adapter.table(services.ledger.store.adapter.events_table)
+            services.close()
+        from tests.conftest import PG_DSN
+
+        with psycopg.connect(PG_DSN) as conn:
+            conn.autocommit = True
+            last = f"ORDER BY notification_id DESC LIMIT {BATCH}"
+            source = conn.execute(f"SELECT originator_version, topic, state FROM {events} {last}").fetchall()
+            table = f'"{schema}".scratch_events'
+            conn.execute(f"CREATE TABLE {table} (LIKE {events} INCLUDING ALL)")
+            lines = [
+                "| insert form | " + " | ".join(TOAST_SETTINGS) + " |",
+                "|---|" + "---|" * len(TOAST_SETTINGS),
+            ]
+            for label, form in INSERT_FORMS.items():
+                cells = []
+                for setting in TOAST_SETTINGS.values():
+                    times = []
+                    for _ in range(repeats):
+                        rows = [
+                            (uuid.uuid4(), version, topic, bytes(state)) for version, topic, state in source
+                        ]
+                        times.append(_insert_once(conn, table, form, rows, setting))
+                    cells.append(f"{statistics.median(times) * 1e3:.2f}")
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    finally:
+        _drop(schema)
+    mean = statistics.mean(len(state) for _, _, state in source)
+    return "\n".join(lines) + f"\n\n{len(source)} rows, {mean:.0f} B of entry each; median ms of {repeats}."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--events", type=int, default=6000, help="batched events per run (single: a quarter)")
     parser.add_argument("--repo", type=Path, default=HERE.parents[1])
     parser.add_argument("--base-repo", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--insert-forms", action="store_true", help="time the log insert's forms alone")
     args = parser.parse_args()
     sys.path.insert(0, str(args.repo.resolve()))
+    if args.insert_forms:
+        print(insert_forms(str(args.repo.resolve())))
+        return
     if args.json:
         print(json.dumps(measure(str(args.repo.resolve()), args.events)))
         return

@@ -1,7 +1,8 @@
 """The PostgreSQL sequencer's critical section (issue 28): entries are signed before the lock
-at the head as it stands, and signed again under it only when another worker committed in
-between; the hold is measured by the adapter; read models follow right after the commit. And
-the collector pause that batches run under."""
+at the head as it stands; a head moved meanwhile rolls the write back to sign again before the
+lock, and on that retry is caught up with and signed under it; the hold is measured by the
+adapter; read models follow right after the commit. And the collector pause that batches run
+under."""
 
 from __future__ import annotations
 
@@ -58,6 +59,40 @@ def test_a_worker_that_commits_while_another_signs_makes_it_sign_again(
     assert len(holds) == 1 and 0.5 <= holds[0] < 30  # the hold spans the hook's wait
     record = lookup(second.store, TENANT, key.key)
     assert record is not None and record.body == {"position": 4}  # not the 2 it was first signed at
+    report = verify_store(second.store, second.root_public_key, deep=True)
+    assert report.ok, report.first_bad
+
+
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # SQLite has no sequencer lock
+def test_a_head_that_moves_again_on_the_retry_is_caught_up_under_the_sequencer(
+    open_ledger: Callable[..., Ledger],
+) -> None:
+    first, second = open_ledger(), open_ledger()
+    adapter: Any = second.store.adapter
+    take = adapter.take_sequencer
+    heads: list[int] = []
+
+    def first_commits_before(cursor: Any, stream_id: Any, head: int, stored: Any) -> list[int] | None:
+        # `second` has signed at `head`; `first` commits there before `second` takes the lock.
+        heads.append(head)
+        if len(heads) <= 2:
+            first.append(retrieval_draft(first), tenant_id=TENANT)
+        return take(cursor, stream_id, head, stored)  # type: ignore[no-any-return]
+
+    adapter.take_sequencer = first_commits_before
+    key = IdempotencyKey(TENANT, "key-3", "fingerprint-3")
+    # A bulk batch (`copy_from_rows` and more): its rows go in by COPY after the check.
+    drafts = prepare_all([retrieval_draft(second) for _ in range(adapter.copy_from_rows)], tenant_id=TENANT)
+    answer = IdempotentWrite(key, lambda events: (1, {"position": events[0].position}))
+    theirs = second.commit_writes([Write(drafts, answer)])[0].events
+    # Rolled back once and signed again before the lock; then signed again under it.
+    assert heads == [1, 2]
+    assert [e.position for e in theirs] == list(range(4, 4 + len(drafts)))
+    at_3 = second.get(3)  # what `first` committed last
+    assert at_3 is not None and theirs[0].envelope["prev_hash"] == at_3.leaf_hash.hex()
+    assert second.conflicts == 0
+    record = lookup(second.store, TENANT, key.key)
+    assert record is not None and record.body == {"position": 4}
     report = verify_store(second.store, second.root_public_key, deep=True)
     assert report.ok, report.first_bad
 

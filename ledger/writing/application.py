@@ -59,10 +59,12 @@ from ledger.writing.writes import (
     Write,
     WriteOutcome,
     _AlreadyRecorded,
+    _HeadMoved,
     _Late,
     _repeat_of,
     _replayed,
     _too_late,
+    keyed_answers,
     prepare_all,
 )
 
@@ -225,6 +227,7 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                 else:
                     first_of_key[ident] = index
         store = self.store
+        head_moved = False  # since this call's first attempt: sign again under the sequencer
         with self._lock:
             for attempt in range(MAX_APPEND_ATTEMPTS):
                 pending = [i for i in range(len(writes)) if i not in outcomes and i not in repeats]
@@ -233,10 +236,15 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                 keyed = {i: writes[i].idempotent for i in pending if writes[i].idempotent is not None}
                 try:
                     with store.adapter.append_transaction() as cursor:
-                        events, stored, answers = self._sequence(cursor, writes, pending, keyed)
+                        events, stored, answers, inserted = self._sequence(
+                            cursor, writes, pending, keyed, bulk_insert=only_at is None, resign=head_moved
+                        )
                         if only_at is not None and self.size + 1 != only_at:
                             return [WriteOutcome([], None)], []
-                        notification_ids = store.insert_log(cursor, stored) if stored else []
+                        if inserted is not None:
+                            notification_ids = inserted
+                        else:
+                            notification_ids = store.insert_log(cursor, stored) if stored else []
                         if keyed:
                             if not store.adapter.serialises_appends:
                                 # Under SQLite's write lock (taken by the log insert): a key
@@ -263,6 +271,11 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
                     for i in keyed:
                         if i not in too_late.indexes:
                             outcomes.pop(i, None)
+                    continue
+                except _HeadMoved:
+                    head_moved = True
+                    for i in keyed:
+                        outcomes.pop(i, None)
                     continue
                 except _AlreadyRecorded as already:
                     for i, stored_answer in already.settled.items():
@@ -308,42 +321,59 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         return [outcomes[i] for i in range(len(writes))], []
 
     def _sequence(
-        self, cursor: Any, writes: Sequence[Write], pending: Sequence[int], keyed: dict[int, Any]
+        self,
+        cursor: Any,
+        writes: Sequence[Write],
+        pending: Sequence[int],
+        keyed: dict[int, Any],
+        *,
+        bulk_insert: bool,
+        resign: bool,
     ) -> tuple[
         dict[int, list[RecordedEvent]],
         list[StoredEvent],
         dict[int, tuple[idempotency.Answer, IdempotencyRecord]],
+        list[int] | None,
     ]:
-        """Sign the pending writes at the next positions and build their keyed answers.
+        """Sign the pending writes at the next positions and build their keyed answers; and
+        the notification ids of their log rows where the sequencer inserted them already
+        (None: the caller inserts them).
 
         Where the store has a sequencer (PostgreSQL), everything that need not be serial is
         done before taking it: the idempotency check, catching up with what other workers
         committed, signing at the head as it then stands, and building and inserting the
-        idempotency records. Under the sequencer only the catch-up is repeated; the entries are
-        signed again (and their records replaced) only if another worker committed in between.
-        A writer with the same key waits on the inserted record until this transaction ends
-        (never while holding the sequencer), then meets the primary key, and its retry answers
-        from the record. Elsewhere the caller inserts the records after the log rows."""
+        idempotency records. The sequencer inserts the log rows with the lock, in the same
+        round trip, unless another worker committed in between: then the transaction is rolled
+        back (`_HeadMoved`, the lock released) to sign again before the lock; on that retry
+        (`resign`) a head that moved again is caught up with and signed under the lock, so
+        a writer is never starved. A writer with the same key waits on the inserted record
+        until this transaction ends (never while holding the sequencer), then meets the
+        primary key, and its retry answers from the record. Elsewhere the caller inserts the
+        records after the log rows. Without `bulk_insert` (a write that must land at one
+        position) the caller checks the position and inserts."""
         adapter = self.store.adapter
         if not adapter.serialises_appends:
             events, stored = self._sign_writes(writes, pending)
-            return events, stored, self._answers(keyed, events)
+            return events, stored, keyed_answers(keyed, events), None
         if keyed:
             self._settle(cursor, keyed)
+        adapter.await_sequencer(cursor)  # a commit under way would move the head signed at
         self._sync_in(cursor)
         head = self.size
         events, stored = self._sign_writes(writes, pending)
-        answers = self._answers(keyed, events)
+        answers = keyed_answers(keyed, events)
         adapter.idempotency_insert(cursor, [record for _, record in answers.values()])
-        adapter.take_sequencer(cursor)
-        self._sync_in(cursor)
-        if self.size != head:
+        inserted = adapter.take_sequencer(cursor, LEDGER_STREAM_ID, head, stored if bulk_insert else [])
+        if inserted is None:
+            if not resign:
+                raise _HeadMoved
+            self._sync_in(cursor)
             events, stored = self._sign_writes(writes, pending)
-            answers = self._answers(keyed, events)
+            answers = keyed_answers(keyed, events)
             records = [record for _, record in answers.values()]
             adapter.idempotency_delete(cursor, [(r.tenant_id, r.idem_key) for r in records])
             adapter.idempotency_insert(cursor, records)
-        return events, stored, answers
+        return events, stored, answers, inserted if bulk_insert else None
 
     def _settle(self, cursor: Any, keyed: dict[int, Any]) -> None:
         """Raise `_AlreadyRecorded` for the keyed writes whose key is recorded already."""
@@ -352,18 +382,6 @@ class Ledger(Checkpointing, KeyRotation, IntegrityHolding):
         settled = {i: found[ident] for i, ident in idents.items() if ident in found}
         if settled:
             raise _AlreadyRecorded(settled)
-
-    @staticmethod
-    def _answers(
-        keyed: dict[int, Any], events: dict[int, list[RecordedEvent]]
-    ) -> dict[int, tuple[idempotency.Answer, IdempotencyRecord]]:
-        """Each keyed write's answer and the record that stores it."""
-        answers = {i: (k.key, k.answer(events[i])) for i, k in keyed.items() if k is not None}
-        rows = [
-            (key, answer, events[i][0].position if events[i] else 0) for i, (key, answer) in answers.items()
-        ]
-        stored = idempotency.records(rows)
-        return {i: (answer, record) for (i, (_, answer)), record in zip(answers.items(), stored, strict=True)}
 
     def _sync_in(self, cursor: Any) -> None:
         """`sync` through the append transaction's cursor (under the sequencer lock)."""

@@ -12,7 +12,7 @@ from typing import Any
 from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.domain.entries import EventDraft, PreparedDraft, RecordedEvent, prepare
 from ledger.domain.payloads import EncodedPayload, EventRejected
-from ledger.storage.adapters import DUPLICATE_KEY_ERRORS
+from ledger.storage.adapters import DUPLICATE_KEY_ERRORS, IdempotencyRecord
 from ledger.writing import idempotency
 from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
 from ledger.writing.question_handover import QuestionHashes
@@ -57,6 +57,10 @@ class WriteOutcome:
 class _AlreadyRecorded(Exception):
     def __init__(self, settled: dict[int, StoredAnswer]) -> None:
         self.settled = settled
+
+
+class _HeadMoved(Exception):
+    """Another worker committed between this one's signing and its taking the sequencer."""
 
 
 class _Late(Exception):
@@ -109,3 +113,13 @@ class LedgerIntegrityError(RuntimeError):
 
 class AppendConflict(RuntimeError):
     """Could not win a position after many attempts (extreme contention)."""
+
+
+def keyed_answers(
+    keyed: dict[int, Any], events: dict[int, list[RecordedEvent]]
+) -> dict[int, tuple[idempotency.Answer, IdempotencyRecord]]:
+    """Each keyed write's answer and the record that stores it."""
+    answers = {i: (k.key, k.answer(events[i])) for i, k in keyed.items() if k is not None}
+    rows = [(key, answer, events[i][0].position if events[i] else 0) for i, (key, answer) in answers.items()]
+    stored = idempotency.records(rows)
+    return {i: (answer, record) for (i, (_, answer)), record in zip(answers.items(), stored, strict=True)}

@@ -222,10 +222,20 @@ class AdapterCore(ABC):
         as possible: what need not be serial is done in it before that call."""
         return self.transaction(commit=True)
 
-    def take_sequencer(self, cursor: Any) -> None:
-        """Become the only writer of log positions until the append transaction ends
-        (nothing to do where the database serialises writers itself)."""
+    def await_sequencer(self, cursor: Any) -> None:
+        """Wait until no writer holds the sequencer, without taking it (a head read while one
+        commits is stale before it is signed at). Only a hint: `take_sequencer` checks."""
         return None
+
+    def take_sequencer(
+        self, cursor: Any, stream_id: UUID, head: int, stored: Sequence[StoredEvent]
+    ) -> list[int] | None:
+        """Become the only writer of log positions until the append transaction ends and, if
+        nothing was appended to `stream_id` after `head` meanwhile, insert `stored` (signed at
+        the positions after `head`): their notification ids. None, with nothing inserted, when
+        the head moved: the caller catches up, signs again and inserts by `insert_log`. Where
+        the database serialises writers itself there is nothing to take."""
+        return self.insert_log(cursor, stored) if stored else []
 
     def read_stream(self, cursor: Any, stream_id: UUID, after: int, limit: int) -> list[tuple[int, bytes]]:
         """(version, state) of `stream_id` after `after`, in order, in the caller's transaction."""

@@ -126,13 +126,10 @@ class PostgresAdapter(StoreAdapter):
             conn.execute(statement)
 
     def insert_log(self, cursor: Any, stored: Sequence[StoredEvent]) -> list[int]:
-        # eventsourcing's table lock keeps notification ids in commit order, and its NOTIFY
-        # wakes followers. The rows go in as one multi-row statement with binary parameters
-        # (the library's array of a composite type took ≈1 ms a row, under the sequencer).
-        recorder = self.recorder
-        recorder._lock_table(cursor)
-        recorder._notify_channel(cursor)
-        as_text = recorder.datastore.originator_id_type != "uuid"
+        # The rows go in as one multi-row statement with binary parameters (the library's
+        # array of a composite type took ≈1 ms a row, under the sequencer).
+        self._table_lock_and_notify(cursor)
+        as_text = self.recorder.datastore.originator_id_type != "uuid"
         params: list[Any] = []
         for event in stored:
             stream = str(event.originator_id) if as_text else event.originator_id
@@ -166,7 +163,14 @@ class PostgresAdapter(StoreAdapter):
     # Where the adapter keeps each sequencer hold's duration (seconds) when a benchmark asks
     # (`scripts/bench_sequencer.py`): None, the default, measures nothing.
     sequencer_holds: list[float] | None = None
-    _granted: Any = None
+    # The holds of append transactions rolled back (another worker had moved the head).
+    sequencer_rollbacks: list[float] | None = None
+    # The hold so far: the server's span from the grant to the sequencer's last statement,
+    # and the client's clock when that statement's results arrived.
+    _held_in_server: float | None = None
+    _held_since: float = 0.0
+    # Whether the server compresses TOASTed values with lz4 (PostgreSQL ≥ 14 built with it).
+    _lz4: bool | None = None
 
     @contextmanager
     def append_transaction(self) -> Iterator[Any]:
@@ -175,28 +179,136 @@ class PostgresAdapter(StoreAdapter):
         when the holder's connection dies). Everything the holder reads afterwards in this
         transaction includes every entry the previous holder committed, so the positions it
         signs are free and its chain is current: writers in several processes never sign a
-        batch twice (they used to race for positions and the loser re-signed)."""
-        self._granted = None
-        held_in_server: float | None = None
-        with self.transaction(commit=True) as cursor:
-            cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout_s}s'")
-            yield cursor
-            if self.sequencer_holds is not None and self._granted is not None:
-                # The hold as the server's clock sees it, up to the COMMIT (timed below).
-                cursor.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp() - %s) AS held", (self._granted,))
-                row = cursor.fetchone()
-                held_in_server = float(row["held"])
-            committing = time.perf_counter()
-        if held_in_server is not None and self.sequencer_holds is not None:
-            self.sequencer_holds.append(held_in_server + time.perf_counter() - committing)
+        batch twice (they used to race for positions and the loser re-signed). The COMMIT is
+        part of the hold: the lock is the transaction's, so it ends with the COMMIT's WAL flush
+        (acknowledged = durable, `synchronous_commit` as configured)."""
+        self._held_in_server = None
+        committed = False
+        try:
+            with self.transaction(commit=True) as cursor:
+                # A ≈2 KB log row is past PostgreSQL's TOAST threshold: pglz tried (and failed)
+                # to compress each one under the sequencer, about half the insert's server time;
+                # lz4 does it in a fraction. Readers see the same bytes either way.
+                lz4 = "; SET LOCAL default_toast_compression = lz4" if self._has_lz4(cursor) else ""
+                cursor.execute(f"SET LOCAL lock_timeout = '{self.lock_timeout_s}s'{lz4}")
+                yield cursor
+            committed = True
+        finally:
+            if self._held_in_server is not None and self.sequencer_holds is not None:
+                # Server span up to the sequencer's last statement, then the client's clock from
+                # its results to the COMMIT's (or ROLLBACK's) return, the holder's work included.
+                held = self._held_in_server + time.perf_counter() - self._held_since
+                into = self.sequencer_holds if committed else self.sequencer_rollbacks
+                if into is not None:
+                    into.append(held)
 
-    def take_sequencer(self, cursor: Any) -> None:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s)::text AS locked, clock_timestamp() AS granted",
-            (self.sequencer_lock_id,),
-        )
-        row = cursor.fetchone()
-        self._granted = row["granted"] if row is not None else None
+    def _has_lz4(self, cursor: Any) -> bool:
+        if self._lz4 is None:
+            cursor.execute(
+                "SELECT coalesce(bool_or('lz4' = ANY(enumvals)), false) AS lz4 FROM pg_settings "
+                "WHERE name = 'default_toast_compression'"
+            )
+            row = cursor.fetchone()
+            self._lz4 = bool(row is not None and row["lz4"])
+        return self._lz4
+
+    def await_sequencer(self, cursor: Any) -> None:
+        # A shared lock waits for an exclusive holder; taken in a savepoint rolled back at
+        # once, it is released in the same round trip whatever happens (held until the
+        # transaction's exclusive request, it would deadlock two writers).
+        with cursor.connection.pipeline():
+            cursor.execute("SAVEPOINT citeledger_await_sequencer")
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock_shared(%s)::text AS waited", (self.sequencer_lock_id,)
+            )
+            cursor.execute("ROLLBACK TO SAVEPOINT citeledger_await_sequencer")
+            cursor.execute("RELEASE SAVEPOINT citeledger_await_sequencer")
+
+    def take_sequencer(
+        self, cursor: Any, stream_id: UUID, head: int, stored: Sequence[StoredEvent]
+    ) -> list[int] | None:
+        """Take the sequencer and, if nothing was appended to `stream_id` after `head` since the
+        caller signed `stored` there, insert them: their notification ids; None (nothing
+        inserted) when the head moved. One round trip (pipelined statements, each with a
+        snapshot taken after the grant) for the lock, eventsourcing's table lock and NOTIFY,
+        and the check with the insert of a few rows; a bulk batch goes in by binary COPY after
+        the check (half the server time of a multi-row INSERT) and its ids are read back."""
+        conn = cursor.connection
+        events = self.table(self.events_table)
+        moved = f"EXISTS (SELECT 1 FROM {events} WHERE originator_id = %s AND originator_version > %s)"
+        stream: object = stream_id if self.recorder.datastore.originator_id_type == "uuid" else str(stream_id)
+        bulk = len(stored) >= (self.copy_from_rows or 0)
+        measuring = self.sequencer_holds is not None
+        with conn.pipeline():
+            granted = conn.cursor()
+            granted.execute(
+                "SELECT pg_advisory_xact_lock(%s)::text AS locked, clock_timestamp() AS at",
+                (self.sequencer_lock_id,),
+            )
+            self._table_lock_and_notify(cursor)
+            check = conn.cursor()
+            if bulk or not stored:
+                check.execute(f"SELECT {moved} AS moved", (stream, head))
+            else:
+                params: list[Any] = []
+                for event in stored:
+                    params.extend((stream, event.originator_version, event.topic, event.state))
+                params.extend((stream, head))
+                check.execute(
+                    f"INSERT INTO {events} (originator_id, originator_version, topic, state) "
+                    f"SELECT * FROM (VALUES {', '.join(['(%s, %s::bigint, %s, %s)'] * len(stored))}) AS v "
+                    f"WHERE NOT {moved} RETURNING notification_id",
+                    params,
+                    binary=True,
+                )
+            ended = conn.cursor()
+            if measuring:
+                ended.execute("SELECT clock_timestamp() AS at")
+        at = granted.fetchone()["at"]
+        if bulk or not stored:
+            if check.fetchone()["moved"]:
+                ids = None
+            else:
+                ids = (
+                    self._copy_log(cursor, stream, head, stored, ended if measuring else None)
+                    if stored
+                    else []
+                )
+        else:
+            found = [int(row["notification_id"]) for row in check.fetchall()]
+            ids = found if found else None
+        if measuring:
+            self._held_in_server = (ended.fetchone()["at"] - at).total_seconds()
+            self._held_since = time.perf_counter()
+        return ids
+
+    def _table_lock_and_notify(self, cursor: Any) -> None:
+        # eventsourcing's table lock keeps notification ids in commit order, and its NOTIFY
+        # wakes followers.
+        recorder = self.recorder
+        recorder._lock_table(cursor)
+        recorder._notify_channel(cursor)
+
+    def _copy_log(
+        self, cursor: Any, stream: object, head: int, stored: Sequence[StoredEvent], clock: Any
+    ) -> list[int]:
+        """COPY `stored` and read their notification ids back (with the server's clock on
+        `clock`, a cursor, when measuring: one round trip)."""
+        events = self.table(self.events_table)
+        columns = "originator_id, originator_version, topic, state"
+        with cursor.copy(f"COPY {events} ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types([self.recorder.datastore.originator_id_type, "int8", "text", "bytea"])
+            for event in stored:
+                copy.write_row((stream, event.originator_version, event.topic, event.state))
+        with cursor.connection.pipeline():
+            cursor.execute(
+                f"SELECT notification_id FROM {events} WHERE originator_id = %s AND originator_version > %s "
+                "ORDER BY originator_version",
+                (stream, head),
+            )
+            if clock is not None:
+                clock.execute("SELECT clock_timestamp() AS at")
+        return [int(row["notification_id"]) for row in cursor.fetchall()]
 
     @contextmanager
     def relaxed_transaction(self) -> Iterator[Any]:
