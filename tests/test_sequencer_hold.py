@@ -23,7 +23,7 @@ from tests.factories import TENANT, retrieval_draft
 
 
 @pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # SQLite has no sequencer lock
-def test_a_worker_that_commits_while_another_signs_makes_it_sign_again(
+def test_a_worker_writing_while_another_holds_the_sequencer_signs_at_the_head_it_leaves(
     open_ledger: Callable[..., Ledger],
 ) -> None:
     first, second = open_ledger(), open_ledger()
