@@ -245,7 +245,7 @@ def lag_under_load(
         env["CITELEDGER_DATABASE_URL"] = config.database_url
     worker = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "project", "--batch-size", "500", "--poll-interval", "0.05"],
-        cwd=ROOT,
+        cwd=os.environ.get("CITELEDGER_BENCH_REPO") or ROOT,  # the measured side's code (its schema)
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
