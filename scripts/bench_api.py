@@ -101,7 +101,7 @@ def receipt(receipt_id: str) -> Response:
         "ON e.originator_id=? AND e.originator_version=r.position WHERE r.tenant_id=? AND r.receipt_id=?",
         (os.environ["CITELEDGER_LOG_STREAM"], "default", receipt_id),
     ).fetchone()
-    return Response(content=row[0].encode() if row else b"{}", media_type="application/json")
+    return Response(content=bytes(row[0]) if row else b"{}", media_type="application/json")
 
 app = Litestar([record, receipt])
 """
