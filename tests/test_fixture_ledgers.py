@@ -173,6 +173,29 @@ def test_fixture_ledger_opens_under_this_version(version: str, store: str, tmp_p
                 assert questions, found.text
                 assert all(q["state"] != "plain" or "external question" in q["text"] for q in questions)
 
+                # The receipts read model (schema version 5) was rebuilt from the old log: each
+                # listed receipt shows what its own entries say, and is found by what it cites.
+                listed = http.get(
+                    "/v1/receipts", params={"limit": 500, "order": "asc"}, headers=auth("default")
+                ).json()["receipts"]
+                assert len(listed) >= len(manifest["replays"]) // 2, listed
+                for row in listed:
+                    shown = http.get(f"/v1/receipts/{row['receipt_id']}", headers=auth("default")).json()
+                    cited = [c["citation_id"] for c in shown["citations"]]
+                    assert (row["position"], row["citation_ids"], row["citation_count"]) == (
+                        shown["position"],
+                        cited,
+                        len(cited),
+                    )
+                    assert row["task_id"] == shown["event"]["payload"]["task"].get("task_id")
+                    for document_id in {c["document_id"] for c in shown["citations"]}:
+                        by_document = http.get(
+                            "/v1/receipts",
+                            params={"document_id": document_id, "limit": 500},
+                            headers=auth("default"),
+                        ).json()["receipts"]
+                        assert row["receipt_id"] in {r["receipt_id"] for r in by_document}
+
                 # The held document stays held, the erased one erased.
                 refused = http.post(
                     "/v1/erasures",
