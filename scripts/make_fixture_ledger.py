@@ -14,10 +14,12 @@ It writes `tests/fixtures/ledgers/<label>-<commit>/` with, for each store:
   and tokens that go with it);
 - `<store>/manifest.json`: the tokens used (test-only secrets), every receipt with the
   verdict its replay got, every idempotent request (key, route, body) with the answer a
-  retry got after all the writes, the log size and the newest checkpoint.
+  retry got after all the writes, the log size, the newest checkpoint and the projection
+  checkpoint (signed read-model digests) issued before the replays.
 
 Everything is made through a real `citeledger serve` over HTTP and the `citeledger` command
-line (init, tokens create, rotate-key, checkpoint, witness init/add-log/serve): no store is
+line (init, tokens create, rotate-key, checkpoint, projection-checkpoint, witness
+init/add-log/serve): no store is
 written directly, so the fixture is exactly what that version's users would have on disk.
 """
 
@@ -308,6 +310,9 @@ class Maker:
             self.retrieval(late, "Written after the key rotation.", key="retrieval-late")
             self.cli("checkpoint")
             self._wait_cosigned()
+            # Read models signed as this version digests them, over a prefix that later entries
+            # (the replays) extend: an upgrade that changes a read model must keep it verifiable.
+            self.notes["projection_checkpoint"] = json.loads(self.cli("projection-checkpoint"))
             # Every receipt's verdict (replays of replays included: refused as nested).
             verdicts: dict[str, Any] = {}
             for tenant, receipt_id in self._all_receipts():
@@ -395,6 +400,7 @@ class Maker:
             "idempotent_retries": self.idempotent,
             "batch": self.notes["batch"],
             "checkpoint": self.notes["checkpoint"],
+            "projection_checkpoint": self.notes["projection_checkpoint"],
             "entry_count": self.notes["entry_count"],
         }
 
