@@ -10,11 +10,17 @@ is kept small: `task_id`, and `document_ids` (each cited document once, spaces a
 `policy_snapshot` keeps the log's three cases apart: SQL NULL when the field
 was absent (legacy post), the JSON object with its null pair when no bundle
 was active, the JSON object with hash and YAML otherwise.
+
+Version 1 (schema versions up to 4) kept a copy of the payload in a `body` column; its digest
+stays computable from this version's rows and the log (`RECEIPTS_V1`), so projection
+checkpoints signed before the upgrade still verify.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from itertools import islice
 from typing import Any, ClassVar
 
 import orjson
@@ -22,7 +28,17 @@ import orjson
 from ledger.domain.entries import RecordedEvent
 from ledger.storage.store import LEDGER_STREAM_ID, Store
 from ledger.tlog.canonical import canonical_json
-from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
+from projections.base import (
+    Column,
+    EarlierVersion,
+    IndexSpec,
+    Projection,
+    TableSpec,
+    declare_table,
+    json_text,
+    payload_field,
+)
+from projections.digest import table_rows
 from projections.history import trace_id_of
 
 RECEIPTS_TABLE = "citeledger_rm_receipts"
@@ -43,10 +59,32 @@ _COLUMNS = TABLE.insert_columns
 _READ_CHUNK = 500  # positions per statement (bound parameters)
 
 
+def _v1_table() -> TableSpec:
+    """Version 1's table: this one's columns without the references and filters, and `body`
+    after `citation_count` (its column order is its digest's order)."""
+    columns = [c for c in TABLE.columns if c.name not in ("task_id", "document_ids", "parts")]
+    after = [c.name for c in columns].index("citation_count") + 1
+    return replace(TABLE, columns=(*columns[:after], Column("body", "TEXT NOT NULL"), *columns[after:]))
+
+
+def _v1_rows(spec: TableSpec, model: Store, log: Store, as_of: int | None) -> Iterator[dict[str, Any]]:
+    """Version 1's rows: each of this version's, with `body` the receipt's payload read from
+    the log and encoded as version 1 stored it (canonical JSON text, applied parts merged)."""
+    rows = table_rows(TABLE, model, as_of)
+    while chunk := list(islice(rows, _READ_CHUNK)):
+        for row, body in zip(chunk, receipt_bodies(log, chunk), strict=True):
+            text = canonical_json(body, checked=False).decode()
+            yield {c.name: text if c.name == "body" else row[c.name] for c in spec.columns}
+
+
+RECEIPTS_V1 = EarlierVersion(1, (_v1_table(),), _v1_rows)
+
+
 class ReceiptsProjection(Projection):
     name: ClassVar[str] = "receipts"
     version: ClassVar[int] = 2
     tables: ClassVar[tuple[TableSpec, ...]] = (TABLE,)
+    earlier_versions: ClassVar[tuple[EarlierVersion, ...]] = (RECEIPTS_V1,)
 
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
         TABLE.index("position", "tenant_id, position"),
