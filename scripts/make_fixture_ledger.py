@@ -308,6 +308,24 @@ class Maker:
             )
             self.search("written after the key rotation", key="search-late")
             self.retrieval(late, "Written after the key rotation.", key="retrieval-late")
+            # A receipt too large for one entry (RetrievalContinued parts, each adding citations
+            # and filters), which read models merge back into one receipt.
+            lines = [f"part {i} " + "\U0001f600" * 7_000 for i in range(4)]
+            long = self.document({"path": "handbook/long.md", "text": "\n\n".join(lines) + "\n"})
+            chunks = [c["chunk_id"] for c in long["chunks"]]
+            self.retrieval(
+                long,
+                "",
+                key="retrieval-parts",
+                selected_entries=[
+                    {"document_id": long["document_id"], "chunk_id": chunk, "score": "1", "snippet": line}
+                    for chunk, line in zip(chunks, lines, strict=True)
+                ],
+                filters_applied=[
+                    {"chunk_id": chunk, "rule_id": f"rule-{i}", "action": "boost"}
+                    for i, chunk in enumerate(chunks[:2])
+                ],
+            )
             self.cli("checkpoint")
             self._wait_cosigned()
             # Read models signed as this version digests them, over a prefix that later entries
