@@ -173,6 +173,8 @@ def verify_projections(data_dir: DataDir = None) -> None:
         "checkpoint_seq": report.digest_set.seq if report.digest_set else None,
         "log_size": report.digest_set.log_size if report.digest_set else None,
         "problems": report.problems,
+        # The version of each read model the signed digest matched (older checkpoints: earlier ones).
+        "versions": report.versions,
     }
     typer.echo(json.dumps(summary))
     if report.ok:

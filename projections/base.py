@@ -9,7 +9,7 @@ then rolls the batch back and stops that projection at that position.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -101,6 +101,19 @@ class TableSpec:
         )
 
 
+@dataclass(frozen=True)
+class EarlierVersion:
+    """A version of a read model that the current one replaced, kept so that digests signed
+    over it (projection checkpoints issued by earlier code) stay verifiable: its tables' shape
+    (for the digest only, never created) and `rows(spec, model, log, as_of)`: that table's
+    rows in key order as that version held them as of the position, derived from the current
+    version's rows in the store `model` and the log of the store `log`."""
+
+    version: int
+    tables: tuple[TableSpec, ...]
+    rows: Callable[[TableSpec, Store, Store, int | None], Iterable[Mapping[str, Any]]]
+
+
 def declare_table(
     name: str,
     columns: str,
@@ -152,6 +165,8 @@ class Projection(ABC):
     indexes: ClassVar[tuple[IndexSpec, ...]] = ()
     # False for current-state models (rows updated in place): no as-of digest exists for them.
     as_of_digest: ClassVar[bool] = True
+    # Every version this one replaced, newest first: a checkpoint may have signed any of them.
+    earlier_versions: ClassVar[tuple[EarlierVersion, ...]] = ()
 
     def table_ddl(self, store: Store) -> list[str]:
         """CREATE TABLE IF NOT EXISTS statements, from the tables' column declarations."""

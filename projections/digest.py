@@ -9,13 +9,13 @@ log of size p), leaving out ciphertext columns that a later scrub erases.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
 
 from ledger.storage.store import Store
-from projections.base import Projection, TableSpec
+from projections.base import EarlierVersion, Projection, TableSpec
 
 _PAGE = 5_000
 
@@ -34,7 +34,8 @@ def _select(spec: TableSpec, store: Store, as_of: int | None, after: tuple[Any, 
     )
 
 
-def _rows(spec: TableSpec, store: Store, as_of: int | None) -> Iterator[Any]:
+def table_rows(spec: TableSpec, store: Store, as_of: int | None) -> Iterator[Any]:
+    """The digested columns of the table's rows (as of the position), in key order."""
     after: tuple[Any, ...] | None = None
     while True:
         params: list[Any] = []
@@ -66,8 +67,12 @@ def _encode(spec: TableSpec, row: Any, as_of: int | None) -> bytes:
 
 
 def table_digest(spec: TableSpec, store: Store, *, as_of: int | None = None) -> hashlib._Hash:
+    return _rows_digest(spec, table_rows(spec, store, as_of), as_of)
+
+
+def _rows_digest(spec: TableSpec, rows: Iterable[Any], as_of: int | None) -> hashlib._Hash:
     digest = hashlib.sha256(f"{spec.name}\n".encode())
-    for row in _rows(spec, store, as_of):
+    for row in rows:
         digest.update(_encode(spec, row, as_of))
     return digest
 
@@ -77,6 +82,18 @@ def projection_digest(projection: Projection, store: Store, *, as_of: int | None
     outer = hashlib.sha256(f"{projection.name}@{projection.version}\n".encode())
     for spec in projection.tables:
         outer.update(table_digest(spec, store, as_of=as_of).digest())
+    return outer.hexdigest()
+
+
+def earlier_digest(
+    projection: Projection, earlier: EarlierVersion, model: Store, log: Store, *, as_of: int | None = None
+) -> str:
+    """The digest that `earlier`, a version `projection` replaced, would have of the same log:
+    its rows derived from the current version's in `model` and from `log`'s entries, digested
+    as that version's code digested its own (`{name}@{version}`, its columns in its order)."""
+    outer = hashlib.sha256(f"{projection.name}@{earlier.version}\n".encode())
+    for spec in earlier.tables:
+        outer.update(_rows_digest(spec, earlier.rows(spec, model, log, as_of), as_of).digest())
     return outer.hexdigest()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from ledger.domain.entries import utc_now
 from ledger.storage.store import Store
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.signing import verify_signature
-from projections.digest import digests
+from projections.digest import digests, earlier_digest
 from projections.runner import ProjectionRunner
 from projections.tracking import NotificationSource
 
@@ -68,6 +69,9 @@ class SignedDigestSet:
 class DigestSetReport:
     digest_set: SignedDigestSet | None
     problems: list[str] = field(default_factory=list)
+    # Per signed read model, the version of it whose rebuild matched the signed digest: the
+    # current one, or an earlier one for a checkpoint signed before an upgrade replaced it.
+    versions: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -159,26 +163,61 @@ class DigestSets:
             return report
         if ledger.tree.root(record.log_size).hex() != record.log_root:
             report.problems.append(f"log root at size {record.log_size} differs from the signed one")
-        rebuilt = rebuild_in_scratch(self.store, [p.name for p in self.runner.projections], record.log_size)
+        names = [p.name for p in self.runner.projections]
+        rebuilt, report.versions = rebuild_and_match(self.store, names, record.log_size, record.digests)
         live = digests(self.runner.projections, self.store, as_of=record.log_size)
+        current = {p.name: p.version for p in self.runner.projections}
         for name, signed in sorted(record.digests.items()):
-            if rebuilt.get(name) != signed:
+            version = report.versions.get(name)
+            if version is None:
                 report.problems.append(f"{name}: signed digest differs from a rebuild of the log prefix")
-            if live.get(name) != signed:
-                report.problems.append(f"{name}: live read model differs from the signed digest")
+            if version is None or version == current[name]:
+                if live.get(name) != signed:
+                    report.problems.append(f"{name}: live read model differs from the signed digest")
+            # Signed over an earlier version: the live model (this version) is held to the
+            # rebuild of the same prefix, the one that reproduced the signed digest.
+            elif live.get(name) != rebuilt.get(name):
+                report.problems.append(
+                    f"{name}: live read model (version {current[name]}) differs from a rebuild of "
+                    f"the log prefix whose version {version} matches the signed digest"
+                )
         return report
 
 
 def rebuild_in_scratch(store: Store, names: list[str], log_size: int) -> dict[str, str]:
     """Digests (as of `log_size`) of the read models rebuilt from `store`'s log in a
     throwaway SQLite file."""
+    return rebuild_and_match(store, names, log_size, {})[0]
+
+
+def rebuild_and_match(
+    store: Store, names: list[str], log_size: int, signed: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, int]]:
+    """`rebuild_in_scratch`'s digests, and for each name in `signed`, the version of that read
+    model whose digest of the rebuild equals the signed one: the current version, else the
+    first of its declared earlier versions that does (none: the name is left out). An earlier
+    version's digest is computed from the same rebuild and the log's entries of the same
+    prefix, never from the checked store's read models."""
     with tempfile.TemporaryDirectory(prefix="citeledger-verify-") as directory:
         scratch = Store(LedgerConfig(data_dir=Path(directory), run_checkpointer=False))
         try:
             runner = ProjectionRunner(scratch, source=NotificationSource(store), batch_size=2_000)
             selected = [runner.projection(name) for name in names]
             runner.catch_up(stop_position=log_size, names=names)
-            return digests(selected, scratch, as_of=log_size)
+            rebuilt = digests(selected, scratch, as_of=log_size)
+            matched: dict[str, int] = {}
+            for projection in selected:
+                wanted = signed.get(projection.name)
+                if wanted is None:
+                    continue
+                if rebuilt.get(projection.name) == wanted:
+                    matched[projection.name] = projection.version
+                    continue
+                for earlier in projection.earlier_versions:
+                    if earlier_digest(projection, earlier, scratch, store, as_of=log_size) == wanted:
+                        matched[projection.name] = earlier.version
+                        break
+            return rebuilt, matched
         finally:
             scratch.close()
 

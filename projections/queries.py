@@ -22,7 +22,7 @@ from projections.citations import CITATIONS_TABLE
 from projections.corpus import CORPUS_TABLE
 from projections.history import HISTORY_TABLE
 from projections.question_query import question_rows
-from projections.receipt_index import RECEIPTS_TABLE
+from projections.receipt_index import RECEIPTS_TABLE, receipt_bodies
 from projections.rows import from_row
 from projections.tracking import ProjectionLag, read_lag
 from projections.views import (
@@ -63,7 +63,7 @@ class ReadModels:
             f"SELECT * FROM {self.store.table(RECEIPTS_TABLE)} WHERE tenant_id=? AND receipt_id=?",
             (tenant_id, receipt_id),
         )
-        return receipt_view(rows[0]) if rows else None
+        return self._receipt_views(rows)[0] if rows else None
 
     def receipts(
         self,
@@ -80,12 +80,14 @@ class ReadModels:
             if value is not None:
                 conditions.append(f"{column}=?")
                 params.append(value)
-        # No column of their own: matched in the receipt's canonical JSON, key and value
-        # together (ids cannot hold a quote), within the tenant's rows.
-        for key, value in (("task_id", filters.task_id), ("document_id", filters.document_id)):
-            if value is not None:
-                conditions.append("body LIKE ? ESCAPE '!'")
-                params.append(f'%"{key}":"{_like_literal(value)}"%')
+        # No index of their own: matched within the tenant's rows with LIKE, as when they were
+        # matched in the receipt's JSON (so SQLite still ignores ASCII case, PostgreSQL does not).
+        if filters.task_id is not None:
+            conditions.append("task_id LIKE ? ESCAPE '!'")
+            params.append(_like_literal(filters.task_id))
+        if filters.document_id is not None:  # every cited id, each with a space around it
+            conditions.append("document_ids LIKE ? ESCAPE '!'")
+            params.append(f"% {_like_literal(filters.document_id)} %")
         if filters.kind is not None:
             _kind(conditions, params, filters.kind)
         _ranges(conditions, params, filters.from_position, filters.to_position)
@@ -104,13 +106,13 @@ class ReadModels:
                 limit=limit + 1,
                 descending=order == "desc",
             )
-            page = _paged([receipt_view(r) for r in rows], limit, len(rows))
+            page = _paged(self._receipt_views(rows), limit, len(rows))
             if cursor is None and page.next_cursor is None:
                 return page  # one page holds every match: its count is exact
             # Counting every match would cost the whole intersection: "more than" this page's rows.
             return replace(page, total=len(page.items), total_exact=False)
         rows, total = self._page(RECEIPTS_TABLE, conditions, params, cursor, limit, order, count)
-        return _paged([receipt_view(r) for r in rows], limit, total)
+        return _paged(self._receipt_views(rows), limit, total)
 
     def receipts_as_of(
         self, tenant_id: str, position: int, *, limit: int = MAX_AS_OF_ROWS
@@ -120,7 +122,13 @@ class ReadModels:
             "WHERE tenant_id=? AND position<=? ORDER BY position LIMIT ?",
             (tenant_id, position, limit),
         )
-        return [receipt_view(r) for r in rows]
+        return self._receipt_views(rows)
+
+    def _receipt_views(self, rows: list[Any]) -> list[ReceiptView]:
+        """Views of receipt index rows, each with its payload read from the log (one read)."""
+        return [
+            receipt_view(row, body) for row, body in zip(rows, receipt_bodies(self.store, rows), strict=True)
+        ]
 
     # -- citations ---------------------------------------------------------------
     def citation(

@@ -1,22 +1,44 @@
 """The receipt index read model (`receipts`): one row per RetrievalRecorded, keyed by
-(tenant, receipt_id); a receipt's `RetrievalContinued` entries extend its row's body and citation count.
+(tenant, receipt_id); a receipt's `RetrievalContinued` entries extend its citation count and parts.
+
+A row refers to its receipt's log entries instead of copying them (version 2, schema version
+5): the head's `position` and `parts`, the number of the last `RetrievalContinued` part applied
+(1: the head alone; part k is the entry at `position + k - 1`). `receipt_bodies` reads a
+page's entries back in one statement. What the lists filter on without an index of their own
+is kept small: `task_id`, and `document_ids` (each cited document once, spaces around each).
 
 `policy_snapshot` keeps the log's three cases apart: SQL NULL when the field
 was absent (legacy post), the JSON object with its null pair when no bundle
 was active, the JSON object with hash and YAML otherwise.
+
+Version 1 (schema versions up to 4) kept a copy of the payload in a `body` column; its digest
+stays computable from this version's rows and the log (`RECEIPTS_V1`), so projection
+checkpoints signed before the upgrade still verify.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from itertools import islice
 from typing import Any, ClassVar
 
 import orjson
 
 from ledger.domain.entries import RecordedEvent
-from ledger.storage.store import Store
+from ledger.storage.store import LEDGER_STREAM_ID, Store
 from ledger.tlog.canonical import canonical_json
-from projections.base import IndexSpec, Projection, TableSpec, declare_table, json_text, payload_field
+from projections.base import (
+    Column,
+    EarlierVersion,
+    IndexSpec,
+    Projection,
+    TableSpec,
+    declare_table,
+    json_text,
+    payload_field,
+)
+from projections.digest import table_rows
 from projections.history import trace_id_of
 
 RECEIPTS_TABLE = "citeledger_rm_receipts"
@@ -28,17 +50,41 @@ TABLE = declare_table(
     "trace_id TEXT, engine TEXT NOT NULL, mode TEXT NOT NULL, status TEXT NOT NULL, "
     "parent_receipt_id TEXT, subject_id TEXT, context_hash TEXT NOT NULL, "
     "policy_snapshot TEXT, policy_bundle_hash TEXT, citation_count INTEGER NOT NULL, "
-    "body TEXT NOT NULL, kid TEXT NOT NULL, signature TEXT NOT NULL",
+    "task_id TEXT, document_ids TEXT NOT NULL, parts INTEGER NOT NULL, "
+    "kid TEXT NOT NULL, signature TEXT NOT NULL",
     key=("tenant_id", "receipt_id"),
     position_column="position",
 )
 _COLUMNS = TABLE.insert_columns
+_READ_CHUNK = 500  # positions per statement (bound parameters)
+
+
+def _v1_table() -> TableSpec:
+    """Version 1's table: this one's columns without the references and filters, and `body`
+    after `citation_count` (its column order is its digest's order)."""
+    columns = [c for c in TABLE.columns if c.name not in ("task_id", "document_ids", "parts")]
+    after = [c.name for c in columns].index("citation_count") + 1
+    return replace(TABLE, columns=(*columns[:after], Column("body", "TEXT NOT NULL"), *columns[after:]))
+
+
+def _v1_rows(spec: TableSpec, model: Store, log: Store, as_of: int | None) -> Iterator[dict[str, Any]]:
+    """Version 1's rows: each of this version's, with `body` the receipt's payload read from
+    the log and encoded as version 1 stored it (canonical JSON text, applied parts merged)."""
+    rows = table_rows(TABLE, model, as_of)
+    while chunk := list(islice(rows, _READ_CHUNK)):
+        for row, body in zip(chunk, receipt_bodies(log, chunk), strict=True):
+            text = canonical_json(body, checked=False).decode()
+            yield {c.name: text if c.name == "body" else row[c.name] for c in spec.columns}
+
+
+RECEIPTS_V1 = EarlierVersion(1, (_v1_table(),), _v1_rows)
 
 
 class ReceiptsProjection(Projection):
     name: ClassVar[str] = "receipts"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2
     tables: ClassVar[tuple[TableSpec, ...]] = (TABLE,)
+    earlier_versions: ClassVar[tuple[EarlierVersion, ...]] = (RECEIPTS_V1,)
 
     indexes: ClassVar[tuple[IndexSpec, ...]] = (
         TABLE.index("position", "tenant_id, position"),
@@ -80,7 +126,9 @@ class ReceiptsProjection(Projection):
                     json_text(snapshot) if "policy_snapshot" in payload else None,
                     snapshot.get("bundle_hash") if isinstance(snapshot, dict) else None,
                     len(payload_field(event, "selected_entries")),
-                    canonical_json(payload, checked=False).decode(),
+                    (payload.get("task") or {}).get("task_id"),
+                    " " + _document_ids(payload),
+                    1,
                     envelope["kid"],
                     envelope["signature"],
                 )
@@ -95,25 +143,68 @@ class ReceiptsProjection(Projection):
 
     def _continue(self, cursor: Any, store: Store, event: RecordedEvent) -> None:
         """A receipt's further entries (`RetrievalContinued`, right after its head): its row
-        reads as the whole receipt. Keyed by the head's position too, so a later receipt
+        counts them and refers to them. Keyed by the head's position too, so a later receipt
         reusing the id never changes the first."""
-        table = store.table(RECEIPTS_TABLE)
-        head = event.position - int(payload_field(event, "part")) + 1
-        key = (event.tenant_id, payload_field(event, "receipt_id"), head)
-        cursor.execute(
-            store.sql(f"SELECT body FROM {table} WHERE tenant_id=? AND receipt_id=? AND position=?"), key
-        )
-        found = cursor.fetchone()
-        if found is None:
-            return
-        body = orjson.loads(found["body"])
+        part = int(payload_field(event, "part"))
+        head = event.position - part + 1
         added = event.payload.get("selected_entries", [])
-        for name in ("selected_entries", "filters_applied"):
-            body[name] = [*body.get(name, []), *event.payload.get(name, [])]
         cursor.execute(
             store.sql(
-                f"UPDATE {table} SET body=?, citation_count=citation_count+? "
-                "WHERE tenant_id=? AND receipt_id=? AND position=?"
+                f"UPDATE {store.table(RECEIPTS_TABLE)} SET citation_count=citation_count+?, parts=?, "
+                "document_ids=document_ids||? WHERE tenant_id=? AND receipt_id=? AND position=?"
             ),
-            (canonical_json(body, checked=False).decode(), len(added), *key),
+            (len(added), part, _document_ids(event.payload), event.tenant_id,
+             payload_field(event, "receipt_id"), head),
+        )  # fmt: skip
+
+
+def _document_ids(payload: dict[str, Any]) -> str:
+    """The documents `payload` cites, each once and followed by a space (a row's column starts
+    with one: `LIKE '% id %'` matches whole ids)."""
+    cited = dict.fromkeys(str(e.get("document_id")) for e in payload.get("selected_entries", []))
+    return "".join(f"{document_id} " for document_id in cited)
+
+
+def receipt_bodies(store: Store, rows: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each row's receipt payload as the log holds it (head and applied parts merged as one
+    receipt), read in one statement per `_READ_CHUNK` positions by the log's key."""
+    wanted = sorted(
+        {p for row in rows for p in range(int(row["position"]), int(row["position"]) + int(row["parts"]))}
+    )
+    entries: dict[int, dict[str, Any]] = {}
+    table, stream = store.table(store.events_table), store.adapter.stream_param(LEDGER_STREAM_ID)
+    for start in range(0, len(wanted), _READ_CHUNK):
+        chunk = wanted[start : start + _READ_CHUNK]
+        found = store.rows(
+            f"SELECT originator_version, state FROM {table} WHERE originator_id=? "
+            f"AND originator_version IN ({', '.join('?' * len(chunk))})",
+            (stream, *chunk),
         )
+        for row in found:
+            entries[int(row["originator_version"])] = orjson.loads(bytes(row["state"]))
+    return [_body(row, entries) for row in rows]
+
+
+def _body(row: Any, entries: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The row's payload: the head's, then each applied part's lists, as the version-1 model
+    stored it (a part adds both lists, empty or not; canonical key order)."""
+    head = int(row["position"])
+    envelope = entries.get(head)
+    if envelope is None:
+        raise LookupError(f"receipt {row['receipt_id']}: log entry {head} not found")
+    body: dict[str, Any] = envelope["payload"]
+    merged = False
+    for part in range(2, int(row["parts"]) + 1):
+        entry = entries.get(head + part - 1)
+        if entry is None or entry["type"] != "RetrievalContinued" or entry["tenant_id"] != row["tenant_id"]:
+            continue
+        payload = entry["payload"]
+        if payload.get("receipt_id") != row["receipt_id"] or payload.get("part") != part:
+            continue
+        body = dict(body) if not merged else body
+        merged = True
+        for name in ("selected_entries", "filters_applied"):
+            body[name] = [*body.get(name, []), *payload.get(name, [])]
+    if merged:
+        body = orjson.loads(canonical_json(body, checked=False))
+    return body

@@ -147,13 +147,15 @@ def decode_cursor(cursor: str) -> int:
         raise InvalidCursor("cursor is not one this API returned") from None
 
 
-def receipt_view(row: Any) -> ReceiptView:
+def receipt_view(row: Any, body: dict[str, Any]) -> ReceiptView:
+    """The view of a receipt index row; `body` is its payload as the log holds it
+    (`projections.receipt_index.receipt_bodies`)."""
     return from_row(
         ReceiptView,
         row,
         has_policy_snapshot=row["policy_snapshot"] is not None,
         policy_snapshot=json_column(row["policy_snapshot"]),
-        body=orjson.loads(row["body"]),
+        body=body,
     )
 
 

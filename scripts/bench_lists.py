@@ -6,13 +6,16 @@ its own process, side by side in one run. This checkout also counts the matches 
     python scripts/bench_lists.py --base /tmp/base --size 200000 --out docs/benchmarks/lists.md
 
 The ledger is `scripts/bench_replay.py`'s workload (10 tenants, ~95% `external:` receipts),
-built once in `<ledger-root>/ledger-<size>` and reused.
+built once by the base's code in `<ledger-root>/ledger-<size>` and reused; this checkout reads
+a copy upgraded as docs/upgrades.md says (`migrate`, `rebuild`), so a base at an older schema
+version compares too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,7 +50,7 @@ with Ledger(LedgerConfig(data_dir=directory, run_checkpointer=False)) as ledger:
             tenant, ReceiptFilter(status="ok"), limit=50, order="desc"),
         "receipts, since (most of the log)": lambda: models.receipts(
             tenant, ReceiptFilter(recorded_from=middle), limit=50, order="desc"),
-        "receipts, task_id (body match)": lambda: models.receipts(
+        "receipts, task_id": lambda: models.receipts(
             tenant, ReceiptFilter(task_id=task), limit=50, order="desc"),
         "events, no filter": lambda: models.events(tenant, HistoryFilter(), limit=50, order="desc"),
     }
@@ -67,39 +70,62 @@ print(json.dumps(out))
 """
 
 
-def probe(checkout: Path, directory: Path, rounds: int) -> dict:
+# The bench ledger made by one checkout's code (`bench_api_receipts.ensure_ledger`).
+BUILD = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, "scripts")
+from bench_api_receipts import ensure_ledger
+print(ensure_ledger(Path(sys.argv[1]), int(sys.argv[2])))
+"""
+
+
+def run_with(checkout: Path, code: str, *argv: str) -> str:
+    """`python -c code argv...` with `checkout`'s code on the path; its output."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(directory), str(rounds)],
+        [sys.executable, "-c", code, *argv],
         cwd=checkout,
         env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    if done.returncode != 0:
+        raise SystemExit(f"{checkout}: {done.stderr[-2000:]}")
+    return done.stdout.strip()
+
+
+def probe(checkout: Path, directory: Path, rounds: int) -> dict:
+    return json.loads(run_with(checkout, PROBE, str(directory), str(rounds)).splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--base", type=Path, required=True, help="a base checkout (the same schema)")
+    parser.add_argument("--base", type=Path, required=True, help="a base checkout (same or older schema)")
     parser.add_argument("--size", type=int, default=200_000, help="log entries")
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--ledger-root", type=Path, default=Path(tempfile.gettempdir()) / "citeledger-bench")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    from bench_api_receipts import ensure_ledger  # type: ignore[import-not-found]
-
     directory = args.ledger_root / f"ledger-{args.size}"
     directory.mkdir(parents=True, exist_ok=True)
-    print(ensure_ledger(directory, args.size), flush=True)
+    # Built by the base's code, so both read the same log: this checkout reads a copy upgraded
+    # the documented way (`citeledger migrate`, then its read models rebuilt by `rebuild`).
+    print(run_with(args.base, BUILD, str(directory), str(args.size)), flush=True)
+    upgraded = args.ledger_root / f"ledger-{args.size}-upgraded"
+    shutil.rmtree(upgraded, ignore_errors=True)
+    shutil.copytree(directory, upgraded)
+    for command in (["migrate"], ["rebuild"]):
+        run_with(ROOT, "import runpy; runpy.run_module('cli.main', run_name='__main__')",
+                 *command, "--data-dir", str(upgraded))  # fmt: skip
     base = probe(args.base, directory, args.rounds)
-    head = probe(ROOT, directory, args.rounds)
+    head = probe(ROOT, upgraded, args.rounds)
     lines = [
         f"Log of {args.size:,} entries (SQLite), the largest tenant's {head['tenant_receipts']:,} receipts; "
         f"a page of 50, newest first; {args.rounds} rounds each, base and this checkout in one run.",
         "",
-        "| query | base p50 ms | with totals p50 ms | ratio | base p95 ms | with totals p95 ms | total |",
+        "| query | base p50 ms | this p50 ms | ratio | base p95 ms | this p95 ms | total |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for name, mine in head.items():

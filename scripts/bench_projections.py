@@ -182,6 +182,44 @@ def rebuild_rate(ledger: Ledger, cpu: list[float]) -> float:
     return ledger.size / seconds
 
 
+def bytes_on_disk(ledger: Ledger, schema: str | None, dsn: str) -> dict[str, int]:
+    """Bytes each table takes with its indexes: SQLite's `dbstat` (the pages of each b-tree,
+    free pages not counted), PostgreSQL's `pg_total_relation_size` (heap, TOAST, indexes)."""
+    if schema is None:
+        import sqlite3
+
+        with sqlite3.connect(ledger.config.sqlite_path) as conn:
+            owner = dict(
+                conn.execute("SELECT name, tbl_name FROM sqlite_master WHERE type IN ('table', 'index')")
+            )
+            sizes: dict[str, int] = {}
+            for name, size in conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name"):
+                table = owner.get(name, name)
+                sizes[table] = sizes.get(table, 0) + int(size)
+            return sizes
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchall()
+    return {str(name): int(size) for name, size in rows}
+
+
+def bytes_figures(sizes: dict[str, int], log_table: str, entries: int, receipts: int) -> dict[str, float]:
+    """Bytes per entry of the whole store, the log, the read models; the receipts read
+    model's bytes per receipt."""
+    log = sizes.get(log_table, 0)
+    models = sum(size for name, size in sizes.items() if name.startswith("citeledger_rm_"))
+    return {
+        "bytes_per_entry": sum(sizes.values()) / entries,
+        "log_bytes_per_entry": log / entries,
+        "models_bytes_per_entry": models / entries,
+        "receipts_bytes_per_receipt": sizes.get("citeledger_rm_receipts", 0) / max(receipts, 1),
+        "receipts_share_of_models": sizes.get("citeledger_rm_receipts", 0) / max(models, 1),
+    }
+
+
 def as_of_latency(ledger: Ledger, samples: int = 300) -> tuple[float, float, float]:
     reads = ReadModels(ledger.store)
     rng = random.Random(3)
@@ -207,7 +245,7 @@ def lag_under_load(
         env["CITELEDGER_DATABASE_URL"] = config.database_url
     worker = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "project", "--batch-size", "500", "--poll-interval", "0.05"],
-        cwd=ROOT,
+        cwd=os.environ.get("CITELEDGER_BENCH_REPO") or ROOT,  # the measured side's code (its schema)
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -278,6 +316,13 @@ def figures(backend: str, args: argparse.Namespace, root: Path) -> dict[str, flo
             raws.append(read_rate(ledger, parse=False, cpu=raw_cpu))
             parses.append(read_rate(ledger, parse=True))
             rebuilds.append(rebuild_rate(ledger, rebuild_cpu))
+        counted = ledger.store.rows(
+            f"SELECT COUNT(*) AS n FROM {ledger.store.table('citeledger_rm_receipts')}"
+        )
+        receipts = int(counted[0]["n"])
+        on_disk = bytes_figures(
+            bytes_on_disk(ledger, schema, args.pg_dsn), ledger.store.events_table, size, receipts
+        )
         p50, p95, mean_rows = as_of_latency(ledger)
         print(f"[{backend}] lag under 1,000 appends/s", file=sys.stderr, flush=True)
         lag50, lag95, samples = lag_under_load(ledger, config, workload, args.lag_seconds)
@@ -292,7 +337,7 @@ def figures(backend: str, args: argparse.Namespace, root: Path) -> dict[str, flo
         "rebuilt_x_raw": max(rebuilds) / raw, "as_of_p50": p50, "as_of_p95": p95, "as_of_rows": mean_rows,
         "lag50": lag50, "lag95": lag95, "lag_samples": samples,
         "raw_cpu_us": min(raw_cpu) / size * 1e6, "rebuild_cpu_us": min(rebuild_cpu) / size * 1e6,
-        "rebuild_cpu_x_raw": min(raw_cpu) / min(rebuild_cpu),
+        "rebuild_cpu_x_raw": min(raw_cpu) / min(rebuild_cpu), **on_disk,
     }  # fmt: skip
 
 
@@ -343,6 +388,17 @@ def table_rows(label: str, f: dict[str, float], previous: dict[str, float] | Non
             "and raw read's CPU per entry ÷ it",
             f"{f.get('rebuild_cpu_us', 0):,.0f} µs (raw read {f.get('raw_cpu_us', 0):,.1f} µs)", "-",
             f"{f.get('rebuild_cpu_x_raw', 0):.2f}x raw", "rebuild_cpu_us",
+        ),
+        (
+            "bytes on disk per entry after the rebuild, whole store (log; read models): tables with "
+            "their indexes (SQLite `dbstat`, PostgreSQL `pg_total_relation_size`)",
+            f"{f.get('bytes_per_entry', 0):,.0f} B ({f.get('log_bytes_per_entry', 0):,.0f}; "
+            f"{f.get('models_bytes_per_entry', 0):,.0f})", "<= 4 KB per retrieval", "-", "bytes_per_entry",
+        ),
+        (
+            "receipts read model: bytes per receipt, and its share of the read models' bytes",
+            f"{f.get('receipts_bytes_per_receipt', 0):,.0f} B ({f.get('receipts_share_of_models', 0):.0%})",
+            "-", "-", "receipts_bytes_per_receipt",
         ),
         (
             f"`citeledger project` worker lag at 1,000 appends/s, p50 / p95 ({f['lag_samples']:.0f} batches)",

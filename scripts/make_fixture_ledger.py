@@ -14,10 +14,12 @@ It writes `tests/fixtures/ledgers/<label>-<commit>/` with, for each store:
   and tokens that go with it);
 - `<store>/manifest.json`: the tokens used (test-only secrets), every receipt with the
   verdict its replay got, every idempotent request (key, route, body) with the answer a
-  retry got after all the writes, the log size and the newest checkpoint.
+  retry got after all the writes, the log size, the newest checkpoint and the projection
+  checkpoint (signed read-model digests) issued before the replays.
 
 Everything is made through a real `citeledger serve` over HTTP and the `citeledger` command
-line (init, tokens create, rotate-key, checkpoint, witness init/add-log/serve): no store is
+line (init, tokens create, rotate-key, checkpoint, projection-checkpoint, witness
+init/add-log/serve): no store is
 written directly, so the fixture is exactly what that version's users would have on disk.
 """
 
@@ -306,8 +308,29 @@ class Maker:
             )
             self.search("written after the key rotation", key="search-late")
             self.retrieval(late, "Written after the key rotation.", key="retrieval-late")
+            # A receipt too large for one entry (RetrievalContinued parts, each adding citations
+            # and filters), which read models merge back into one receipt.
+            lines = [f"part {i} " + "\U0001f600" * 7_000 for i in range(4)]
+            long = self.document({"path": "handbook/long.md", "text": "\n\n".join(lines) + "\n"})
+            chunks = [c["chunk_id"] for c in long["chunks"]]
+            self.retrieval(
+                long,
+                "",
+                key="retrieval-parts",
+                selected_entries=[
+                    {"document_id": long["document_id"], "chunk_id": chunk, "score": "1", "snippet": line}
+                    for chunk, line in zip(chunks, lines, strict=True)
+                ],
+                filters_applied=[
+                    {"chunk_id": chunk, "rule_id": f"rule-{i}", "action": "boost"}
+                    for i, chunk in enumerate(chunks[:2])
+                ],
+            )
             self.cli("checkpoint")
             self._wait_cosigned()
+            # Read models signed as this version digests them, over a prefix that later entries
+            # (the replays) extend: an upgrade that changes a read model must keep it verifiable.
+            self.notes["projection_checkpoint"] = json.loads(self.cli("projection-checkpoint"))
             # Every receipt's verdict (replays of replays included: refused as nested).
             verdicts: dict[str, Any] = {}
             for tenant, receipt_id in self._all_receipts():
@@ -395,6 +418,7 @@ class Maker:
             "idempotent_retries": self.idempotent,
             "batch": self.notes["batch"],
             "checkpoint": self.notes["checkpoint"],
+            "projection_checkpoint": self.notes["projection_checkpoint"],
             "entry_count": self.notes["entry_count"],
         }
 

@@ -152,6 +152,12 @@ def test_the_largest_inputs_keep_every_entry_bundle_servable(
         shown = client.get(f"/v1/receipts/{big_receipt}")
         assert shown.status_code == 200 and len(shown.json()["citations"]) == 60
         assert len(shown.json()["continued_events"]) >= 59
+        # Listed whole too: the receipt index row refers to every part's entry, and the
+        # document filter finds ids that only continuation entries cite.
+        listed = client.get("/v1/receipts", document_id=doc["document_id"], kind="external").json()
+        (row,) = [r for r in listed["receipts"] if r["receipt_id"] == big_receipt]
+        assert row["citation_count"] == 60
+        assert row["citation_ids"] == [c["citation_id"] for c in shown.json()["citations"]]
         bundle = client.get(f"/v1/receipts/{big_receipt}/bundle").json()["bundle"]
         assert len(bundle["continued"]) == len(shown.json()["continued_events"])
         cited = {c["document"]["entry"]["position"] for c in bundle["citations"]}

@@ -16,11 +16,19 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import pytest
 
+from ledger.storage.store import LEDGER_STREAM_ID
+from ledger.writing.application import Ledger
+from projections.digest_sets import DigestSets
+from projections.receipt_index import RECEIPTS_TABLE
+from projections.runner import ProjectionRunner
 from tests import loopback_http
+from tests.conftest import RawStore
 from tests.fixture_ledgers import (
     PG_DSN,
     STORES,
@@ -38,6 +46,9 @@ UPGRADES = ROOT / "docs" / "upgrades.md"
 
 # A bootstrap token is only made for a ledger without tokens: the fixture has its own.
 UNUSED_BOOTSTRAP = "fixture-test-unused-bootstrap-000000"
+
+# The version of the receipts read model a fixture's projection checkpoint signed (later: 2).
+RECEIPTS_SIGNED = {"v4-e6af2c2": 1}
 
 
 def _cli(restored: Restored, env: dict[str, str], *args: str) -> str:
@@ -78,6 +89,48 @@ def _verify_deep(restored: Restored, env: dict[str, str]) -> dict[str, object]:
     report: dict[str, object] = json.loads(done.stdout)
     assert report["ok"] is True and report["first_bad_position"] is None, report
     return report
+
+
+def _pre_upgrade_projection_checkpoint(
+    restored: Restored, env: dict[str, str], receipts_version: int
+) -> None:
+    """The projection checkpoint the fixture's code signed verifies after the upgrade (the
+    auditor's command), each read model matched at the version it was signed at; it stops
+    verifying when a receipt row or a log payload under it changes."""
+    signed = restored.manifest["projection_checkpoint"]
+    done = run_cli(["verify-projections", "--data-dir", str(restored.data_dir)], env)
+    report = json.loads(done.stdout.splitlines()[0])
+    assert done.returncode == 0 and report["ok"] and report["checkpoint_seq"] == signed["seq"], report
+    assert set(report["versions"]) == set(signed["digests"]), report
+    assert report["versions"]["receipts"] == receipts_version, report
+
+    raw = RawStore(restored.config)
+    head = raw.execute(
+        f"SELECT position, status FROM {RECEIPTS_TABLE} WHERE position<=? ORDER BY position LIMIT 1",
+        (signed["log_size"],),
+    )[0]
+    with Ledger(replace(restored.config, run_checkpointer=False)) as ledger:
+        checkpoints = DigestSets(ledger, ProjectionRunner(ledger.store))
+        raw.execute(f"UPDATE {RECEIPTS_TABLE} SET status='tampered' WHERE position=?", (head[0],))
+        assert checkpoints.verify().problems == [
+            f"receipts: live read model (version 2) differs from a rebuild of the log prefix whose "
+            f"version {receipts_version} matches the signed digest"
+            if receipts_version != 2
+            else "receipts: live read model differs from the signed digest"
+        ]
+        raw.execute(f"UPDATE {RECEIPTS_TABLE} SET status=? WHERE position=?", (head[1], head[0]))
+        # A receipt's payload changed in the log where no other read model looks (its filters).
+        stream = raw.stream_value(LEDGER_STREAM_ID)
+        query = "SELECT state FROM stored_events WHERE originator_id=? AND originator_version=?"
+        entry = orjson.loads(bytes(raw.execute(query, (stream, head[0]))[0][0]))
+        entry["payload"]["filters_applied"] = [*entry["payload"]["filters_applied"], "tampered"]
+        raw.execute(
+            "UPDATE stored_events SET state=? WHERE originator_id=? AND originator_version=?",
+            (orjson.dumps(entry), stream, head[0]),
+        )
+        problems = checkpoints.verify().problems
+    assert "receipts: signed digest differs from a rebuild of the log prefix" in problems, problems
+    assert all(problem.startswith("receipts: ") for problem in problems), problems
 
 
 @pytest.mark.parametrize("store", STORES)
@@ -173,6 +226,29 @@ def test_fixture_ledger_opens_under_this_version(version: str, store: str, tmp_p
                 assert questions, found.text
                 assert all(q["state"] != "plain" or "external question" in q["text"] for q in questions)
 
+                # The receipts read model (schema version 5) was rebuilt from the old log: each
+                # listed receipt shows what its own entries say, and is found by what it cites.
+                listed = http.get(
+                    "/v1/receipts", params={"limit": 500, "order": "asc"}, headers=auth("default")
+                ).json()["receipts"]
+                assert len(listed) >= len(manifest["replays"]) // 2, listed
+                for row in listed:
+                    shown = http.get(f"/v1/receipts/{row['receipt_id']}", headers=auth("default")).json()
+                    cited = [c["citation_id"] for c in shown["citations"]]
+                    assert (row["position"], row["citation_ids"], row["citation_count"]) == (
+                        shown["position"],
+                        cited,
+                        len(cited),
+                    )
+                    assert row["task_id"] == shown["event"]["payload"]["task"].get("task_id")
+                    for document_id in {c["document_id"] for c in shown["citations"]}:
+                        by_document = http.get(
+                            "/v1/receipts",
+                            params={"document_id": document_id, "limit": 500},
+                            headers=auth("default"),
+                        ).json()["receipts"]
+                        assert row["receipt_id"] in {r["receipt_id"] for r in by_document}
+
                 # The held document stays held, the erased one erased.
                 refused = http.post(
                     "/v1/erasures",
@@ -185,3 +261,7 @@ def test_fixture_ledger_opens_under_this_version(version: str, store: str, tmp_p
         after = _verify_deep(restored, env)
         assert int(str(after["entries"])) > count + 1
         assert int(str(after["latest_checkpoint_size"])) >= count
+
+        # Read models signed before the upgrade (docs/upgrades.md, schema version 5) still verify.
+        if "projection_checkpoint" in manifest:
+            _pre_upgrade_projection_checkpoint(restored, env, RECEIPTS_SIGNED.get(version, 2))
