@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from bootstrap import ledger_context
+from ledger.domain.events import SearchRequest
+from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases import ranking_v8
-from ledger.usecases.context import UseCaseContext
-from ledger.usecases.ranking import ENGINE
+from ledger.usecases.context import Caller, UseCaseContext
+from ledger.usecases.ranking import ENGINE, rank
 from ledger.usecases.search_run import ENGINE_V7, ENGINE_V8
 from ledger.writing.application import Ledger
-from tests.test_search import corpus_context
+from tests.test_search import _ingest, corpus_context
 from tests.test_search_v5 import _run  # a page of 10
 
 FILLER = " ".join(f"w{i}" for i in range(30))
@@ -71,3 +74,15 @@ def test_a_near_file_needs_its_share_too(ctx: UseCaseContext, monkeypatch: pytes
     assert 0.5 <= ranking_v8.NEAR_SHARE <= 0.7
     monkeypatch.setattr(ranking_v8, "NEAR_SHARE", 0.9)  # 80% of the bar is then not near
     assert _run(ctx, TOGETHER, ENGINE_V8).status == "no_hit"
+
+
+def test_a_restricted_near_file_is_not_named_in_the_gaps(ledger: Ledger) -> None:
+    scoped = Caller("acme", "svc-audit", frozenset({"retrieval.write", "knowledge.restricted.read"}))
+    ctx = ledger_context(ledger)
+    for path, text in FILES.items():
+        _ingest(ctx, scoped, path, text, sensitivity="restricted" if path == "ops/queue.md" else "internal")
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=10, corpus_position=ctx.search_index.refresh())
+    run = rank(ctx, "acme", SCATTERED, request, NO_POLICY, scoped.scopes, None, engine=ENGINE_V8)
+    assert run.status == "no_hit" and run.gaps[0].startswith("the first-ranked file holds 80% ")
+    assert "ops/queue.md" not in str(run.gaps)

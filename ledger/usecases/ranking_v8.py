@@ -17,7 +17,7 @@ So under `@8` the first-ranked candidate also answers when it holds at least `NE
 known word the document holds within `PROXIMITY_WINDOW` search terms (stopwords do not count).
 The passage's text is unsealed for that one check (the snippet of every cited chunk is made the
 same way); a chunk whose key is gone counts as not holding the words. A `no_hit` whose first
-candidate was near but scattered says so in its gaps.
+candidate was near but scattered says so in its gaps (naming the file unless it is restricted).
 """
 
 from __future__ import annotations
@@ -92,8 +92,10 @@ def gate_gaps(
     if words_together(sources, query, view, numbers[0]):
         return None
     words = [t.text for t in query_terms(query)]
+    # A restricted file is not named: the gaps outlive the caller's scope (a replay shows them).
+    named = "the first-ranked file" if view.restricted[allowed[0][3]] else allowed[0][1]
     scattered = (
-        f"{allowed[0][1]} holds {document_mass[numbers[0]] / needed:.0%} of what the question needs, "
+        f"{named} holds {document_mass[numbers[0]] / needed:.0%} of what the question needs, "
         f"but no passage holds its words within {PROXIMITY_WINDOW} words of each other"
     )
     return [scattered, *_gaps(words, [], True, [])][:MAX_GAPS]
