@@ -24,6 +24,7 @@ byte for byte. `@2`: the context hash covers the context (not scores), one
 citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
 (`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`): `@3`
 with the whole-file part fused. `@5`, `@6`: the no-hit rule's evidence. `@7`: heavier field boosts.
+`@8` (`ranking_v8`): the no-hit rule also takes a first candidate whose words stand together.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by
 path, then position in the file; the same corpus, query and policy give the
@@ -79,7 +80,7 @@ from ledger.usecases.ranking_v3 import (
     query_forms,
 )
 from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
-from ledger.usecases.ranking_v7 import FUSED_ENGINES, field_boosts, no_hit_evidence
+from ledger.usecases.ranking_v8 import FUSED_ENGINES, field_boosts, gate_bar, gate_gaps, no_hit_evidence
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
@@ -276,7 +277,7 @@ def _rank(
     covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
         needed = (needed_document_coverage_v4 if v4 else needed_document_coverage)(known, missing)
-        covering = document_idf >= needed - 1e-12
+        covering = document_idf >= gate_bar(engine, needed) - 1e-12  # @8: near ones too
         qualified = touched[scored] if covering.any() else touched[:0]
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
@@ -322,8 +323,8 @@ def _rank(
         return empty_run("timeout", position, files=files_scanned)
     window = ranked[: top_k * FILTER_WINDOW]
     allowed = [item for item in ranked if not item[4].denied][: top_k * FILTER_WINDOW]
-    if covering is not None and not any(covering[view.document_numbers[item[3]]] for item in allowed):
-        allowed = []  # @3: what may be cited only fills a page that a covering document answers
+    why = gate_gaps(engine, (ctx, index, tenant_id), query, view, (covering, document_idf, needed), allowed)
+    allowed = allowed if why is None else []  # @3: a page only when a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])
     filters: list[tuple[str, str, str]] = []
@@ -349,9 +350,8 @@ def _rank(
                 files=files_scanned,
                 filters=filters,
             )
-        return empty_run(
-            "no_hit", position, _gaps([t.text for t in wanted], missing, True, roots), files=files_scanned
-        )
+        gaps = why or _gaps([t.text for t in wanted], missing, True, roots)  # @8 may say why
+        return empty_run("no_hit", position, gaps, files=files_scanned)
     term_sets = {t.text for t in wanted if t.score}
     sorted_postings = _sorted_postings(per_term)  # once, not per hit
     hits: list[SearchHit] = []
