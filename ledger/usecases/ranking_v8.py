@@ -39,6 +39,7 @@ from ledger.writing.sealing import KeyDestroyed, SealBroken
 
 NEAR_SHARE = 0.6  # of `@7`'s bar: the least a document whose words stand together must hold
 PROXIMITY_WINDOW = 6  # search terms from the first held word to the last, in one passage
+MAX_PASSAGES = 32  # chunks of the first-ranked document unsealed for that check, at most
 FUSED_ENGINES = (*ranking_v7.FUSED_ENGINES, ENGINE_V8)
 Array = np.ndarray[Any, Any]
 Ranked = tuple[Any, ...]  # `ranking_steps.Ranked`: (score, path, ordinal, row, verdict, base)
@@ -110,20 +111,23 @@ def words_together(
     ctx, index, tenant_id = sources
     own = view.document_numbers == document
     held: list[set[str]] = []
-    rows_holding: set[int] = set()
+    passages: set[int] | None = None  # the document's chunks whose text holds every held word
     for term in query_terms(query):
         if not term.cover:
             continue
         forms = query_forms_v5(query, term)
         rows, _tf, field_rows, _codes = family_postings(view, forms)
-        body = [int(r) for r in rows if own[r]]
+        body = {int(r) for r in rows if own[r]}
         if body or any(own[r] for r in field_rows):
             held.append(set(forms))
-            rows_holding.update(body)
-    if len(held) < 2:
+            passages = body if passages is None else passages & body
+    if len(held) < 2 or not passages:
         return False
-    states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(rows_holding)])
-    for row in sorted(rows_holding):
+    # Only a chunk holding every word can hold them together; at most MAX_PASSAGES of those
+    # are unsealed (a long changelog may hold common words in hundreds of them).
+    checked = sorted(passages)[:MAX_PASSAGES]
+    states = index.chunk_states(tenant_id, [view.chunk(row) for row in checked])
+    for row in checked:
         state = states.get(row)
         if state is None or state.text is None:
             continue
