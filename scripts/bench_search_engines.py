@@ -4,9 +4,10 @@ For each corpus size (`scripts/make_corpus.py`'s `bulk_corpus`, ingested as `sou
 does): the same queries (`bench_search.bench_queries`: the golden ones, present and absent),
 each timed in turn, query by query, so a burst of load on a shared machine hits all of them
 (the two engines in alternating order):
-bare bm25s `retrieve` over the same heading chunks, `rank` under `@7` (live) and `@6` (as of
-the current position, no receipt), and the search use case (`@7` + policy + snippets + the
-signed receipt write). Prints a markdown table; p95 ratios against bare bm25s.
+bare bm25s `retrieve` over the same heading chunks, `rank` under the live engine (`LIVE`) and
+the one before it (`PREVIOUS`; as of the current position, no receipt), and the search use case
+(the live engine + policy + snippets + the signed receipt write). Prints a markdown table;
+p95 ratios against bare bm25s.
 
     python scripts/bench_search_engines.py [--sizes 1000,5000,10000] [--queries 200]
 """
@@ -27,13 +28,15 @@ sys.path.insert(0, str(ROOT))
 from ledger.domain.events import SearchRequest  # noqa: E402
 from ledger.policy.policy_rules import PolicyRules  # noqa: E402
 from ledger.schemas.requests import SearchIn  # noqa: E402
-from ledger.usecases.ranking import ENGINE_V6, rank  # noqa: E402
+from ledger.usecases.ranking import rank  # noqa: E402
 from ledger.usecases.search import search  # noqa: E402
-from ledger.usecases.search_run import ENGINE_V7  # noqa: E402
+from ledger.usecases.search_run import ENGINE, ENGINES  # noqa: E402
 from scripts.bench_search import CALLER, bare_ingest, bench_queries, ledger_ingest, percentile  # noqa: E402
 from scripts.make_corpus import bulk_corpus, write  # noqa: E402
 
 K = 10
+LIVE = ENGINE  # what a live search runs
+PREVIOUS = ENGINES[ENGINES.index(ENGINE) - 1]  # the live engine before it
 
 
 def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
@@ -42,7 +45,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
     gc.collect()
     _, tokenizer, model, texts = bare_ingest(folder)
     _, ledger, ctx = ledger_ingest(folder, work / f"ledger-{size}")
-    times: dict[str, list[float]] = {"bare": [], "v7": [], "v6": [], "search": []}
+    times: dict[str, list[float]] = {"bare": [], "live": [], "previous": [], "search": []}
     try:
         search(ctx, CALLER, SearchIn.model_validate({"input": {"query": "warm up", "top_k": K}}))  # type: ignore[arg-type]
         position = ctx.search_index.refresh()  # type: ignore[attr-defined]
@@ -55,7 +58,7 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
             times["bare"].append(time.perf_counter() - started)
             # Alternated: the first engine to ask for a query reads its cited chunks into the
             # index's cache, the second finds them there.
-            pair = (("v7", ENGINE_V7), ("v6", ENGINE_V6))
+            pair = (("live", LIVE), ("previous", PREVIOUS))
             for name, engine in pair if number % 2 == 0 else pair[::-1]:
                 started = time.perf_counter()
                 rank(ctx, "acme", query, request, PolicyRules(), CALLER.scopes, None, engine=engine)  # type: ignore[arg-type]
@@ -70,6 +73,10 @@ def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
         row[f"{name}_p50"] = percentile(values, 50) * 1000
         row[f"{name}_p95"] = percentile(values, 95) * 1000
     return row
+
+
+def _id(engine: str) -> str:
+    return "@" + engine.rsplit("@", 1)[-1]
 
 
 def main() -> None:
@@ -89,15 +96,17 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores, shared)\n"
     )
     print(
-        "| files | chunks | bare bm25s p50 / p95 (ms) | rank `@7` p50 / p95 (ms) | rank `@6` p50 / p95 (ms) "
-        "| search use case `@7` p50 / p95 (ms) | `@7` rank p95 / bare p95 | search p95 / bare p95 |"
+        f"| files | chunks | bare bm25s p50 / p95 (ms) | rank `{_id(LIVE)}` p50 / p95 (ms) "
+        f"| rank `{_id(PREVIOUS)}` p50 / p95 (ms) | search use case `{_id(LIVE)}` p50 / p95 (ms) "
+        f"| `{_id(LIVE)}` rank p95 / bare p95 | search p95 / bare p95 |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['files']:.0f} | {r['chunks']:.0f} | {r['bare_p50']:.2f} / {r['bare_p95']:.2f} | "
-            f"{r['v7_p50']:.2f} / {r['v7_p95']:.2f} | {r['v6_p50']:.2f} / {r['v6_p95']:.2f} | "
-            f"{r['search_p50']:.2f} / {r['search_p95']:.2f} | {r['v7_p95'] / r['bare_p95']:.1f}x | "
+            f"{r['live_p50']:.2f} / {r['live_p95']:.2f} | "
+            f"{r['previous_p50']:.2f} / {r['previous_p95']:.2f} | "
+            f"{r['search_p50']:.2f} / {r['search_p95']:.2f} | {r['live_p95'] / r['bare_p95']:.1f}x | "
             f"{r['search_p95'] / r['bare_p95']:.1f}x |"
         )
 
