@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ledger.domain.entries import RecordedEvent
-from ledger.storage.store import LEDGER_STREAM_ID, Store
+from ledger.storage.store import IN_BATCH, Store
 from ledger.tlog.canonical import canonical_json
 from projections.base import (
     Column,
@@ -56,7 +56,6 @@ TABLE = declare_table(
     position_column="position",
 )
 _COLUMNS = TABLE.insert_columns
-_READ_CHUNK = 500  # positions per statement (bound parameters)
 
 
 def _v1_table() -> TableSpec:
@@ -71,7 +70,7 @@ def _v1_rows(spec: TableSpec, model: Store, log: Store, as_of: int | None) -> It
     """Version 1's rows: each of this version's, with `body` the receipt's payload read from
     the log and encoded as version 1 stored it (canonical JSON text, applied parts merged)."""
     rows = table_rows(TABLE, model, as_of)
-    while chunk := list(islice(rows, _READ_CHUNK)):
+    while chunk := list(islice(rows, IN_BATCH)):
         for row, body in zip(chunk, receipt_bodies(log, chunk), strict=True):
             text = canonical_json(body, checked=False).decode()
             yield {c.name: text if c.name == "body" else row[c.name] for c in spec.columns}
@@ -167,21 +166,11 @@ def _document_ids(payload: dict[str, Any]) -> str:
 
 def receipt_bodies(store: Store, rows: Sequence[Any]) -> list[dict[str, Any]]:
     """Each row's receipt payload as the log holds it (head and applied parts merged as one
-    receipt), read in one statement per `_READ_CHUNK` positions by the log's key."""
+    receipt), read by the log's key (`Store.log_entries_at`)."""
     wanted = sorted(
         {p for row in rows for p in range(int(row["position"]), int(row["position"]) + int(row["parts"]))}
     )
-    entries: dict[int, dict[str, Any]] = {}
-    table, stream = store.table(store.events_table), store.adapter.stream_param(LEDGER_STREAM_ID)
-    for start in range(0, len(wanted), _READ_CHUNK):
-        chunk = wanted[start : start + _READ_CHUNK]
-        found = store.rows(
-            f"SELECT originator_version, state FROM {table} WHERE originator_id=? "
-            f"AND originator_version IN ({', '.join('?' * len(chunk))})",
-            (stream, *chunk),
-        )
-        for row in found:
-            entries[int(row["originator_version"])] = orjson.loads(bytes(row["state"]))
+    entries = {position: orjson.loads(state) for position, state in store.log_entries_at(wanted)}
     return [_body(row, entries) for row in rows]
 
 

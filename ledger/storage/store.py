@@ -162,5 +162,19 @@ class Store:
         )
         return [(int(row["originator_version"]), bytes(row["state"])) for row in rows]
 
+    def log_entries_at(self, positions: Sequence[int]) -> list[tuple[int, bytes]]:
+        """(position, entry bytes) of the log entries at `positions` that exist, by the log's
+        key: one statement per `IN_BATCH` positions."""
+        stream = self.adapter.stream_param(LEDGER_STREAM_ID)
+        found: list[tuple[int, bytes]] = []
+        for batch, marks in in_batches(positions):
+            rows = self.rows(
+                f"SELECT originator_version, state FROM {self.table(self.events_table)} "
+                f"WHERE originator_id = ? AND originator_version IN ({marks})",
+                (stream, *batch),
+            )
+            found += [(int(row["originator_version"]), bytes(row["state"])) for row in rows]
+        return found
+
     def close(self) -> None:
         self.adapter.close()
