@@ -136,7 +136,11 @@ def test_a_witness_refusal_holds_across_restarts_until_repair(
                     assert time.monotonic() - done < RECHECK_S + 3, answer.text
                     time.sleep(0.05)
                 assert answer.status_code == 201, answer.text
-            assert _integrity(server.base_url)["findings"] == []
+            # A POST that succeeded says nothing of the worker a health check lands on: each
+            # must drop the finding within the same bound of the repair (kernel-balanced).
+            while (findings := _integrity(server.base_url)["findings"]) != []:
+                assert time.monotonic() - done < RECHECK_S + 3, findings
+                time.sleep(0.05)
             assert run_cli(["lag"], env).returncode == 0
         finally:
             server.stop()
