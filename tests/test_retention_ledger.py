@@ -3,7 +3,7 @@ the text gone from the database files, the history still verifying."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,14 @@ def test_expiry_respects_the_floor_and_rounds_up_to_midnight() -> None:
     assert rules.expires_at(recorded, 30) == datetime(2027, 5, 23, tzinfo=UTC)  # floor wins: 180 days
     assert rules.expires_at(recorded, 400) == datetime(2027, 12, 29, tzinfo=UTC)
     assert rules.expires_at(recorded, None) == datetime(2027, 11, 24, tzinfo=UTC)
+    # The clock's UTC moments take a per-day cache; a midnight, the last microsecond of a day, and
+    # the same moments in another zone or naive (taken as UTC) end the same days.
+    for moment in (
+        datetime(2026, 11, 23, tzinfo=UTC),
+        datetime(2026, 11, 23, 23, 59, 59, 999999, tzinfo=UTC),
+    ):
+        for same in (moment, moment.astimezone(timezone(timedelta(hours=-5))), moment.replace(tzinfo=None)):
+            assert rules.expires_at(same, 400) == datetime(2027, 12, 29, tzinfo=UTC)
     assert (
         expiry_key_for(TENANT, datetime(2027, 5, 23, tzinfo=UTC), "doc-1")
         == f"expiry/{TENANT}/2027-05-22:doc-1"

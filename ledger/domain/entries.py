@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ledger.domain.entry_limit import check_size, envelope_bytes
 from ledger.domain.events import CONTINUATION_OF, CONTINUED_LISTS, Schema
 from ledger.domain.fields import MAX_ENVELOPE_BYTES, SYSTEM_TENANT, EnvelopeTenantId, Identifier, TenantId
-from ledger.domain.payloads import PAYLOAD_MODELS, EncodedPayload, EventRejected, encode_payload
+from ledger.domain.payloads import PAYLOAD_MODELS, EncodedPayload, EventRejected, PlainPayload, encode_payload
 from ledger.domain.timestamps import utc_now
 from ledger.tlog.canonical import canonical_json
 from ledger.tlog.merkle import leaf_hash
@@ -78,7 +78,7 @@ class EventDraft:
     @classmethod
     def of(
         cls,
-        payload: Schema,
+        payload: Schema | PlainPayload,
         *,
         tenant_id: str,
         actor: str,
@@ -87,14 +87,17 @@ class EventDraft:
     ) -> EventDraft:
         """The one way to build a draft: its type is its payload's class
         (`ledger.usecases.context.draft` for a caller, the ledger's own key entries)."""
-        event_type = type(payload).__name__
-        if PAYLOAD_MODELS.get(event_type) is not type(payload):
+        value: Schema | dict[str, Any] = payload.json if isinstance(payload, PlainPayload) else payload
+        # A JSON form (`PlainPayload`) names its type; a model is its class.
+        event_type = payload.event_type if isinstance(payload, PlainPayload) else type(payload).__name__
+        model = PAYLOAD_MODELS.get(event_type)
+        if model is None or not (isinstance(payload, PlainPayload) or type(payload) is model):
             raise TypeError(f"{event_type} is not an event payload")
         return cls(
             type=event_type,
             tenant_id=tenant_id,
             actor=actor,
-            payload=payload,
+            payload=value,
             run_id=run_id,
             trace_id=trace_id,
         )

@@ -6,6 +6,7 @@ readers consult, and the encoding rule that keeps "absent" and "null" apart fore
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -133,3 +134,18 @@ def encode_payload(event_type: str, payload: Schema | dict[str, Any]) -> Encoded
     signature and the stored entry alike."""
     dumped = payload_to_json(event_type, payload)
     return dumped, canonical_json(dumped, checked=False)
+
+
+@dataclass(frozen=True)
+class PlainPayload:
+    """A payload given as its JSON form (what `payload_to_json` would return), built by a use
+    case from values its request model and the ledger's own records already checked: the hot
+    write path encodes it once, with no model built or dumped. `model()` is the same payload
+    validated, for the paths that need one (a receipt split over several entries, a single
+    write); `tests/test_plain_receipt.py` holds both encodings equal."""
+
+    event_type: str
+    json: dict[str, Any]
+
+    def model(self) -> Schema:
+        return PAYLOAD_MODELS[self.event_type].model_validate(self.json)

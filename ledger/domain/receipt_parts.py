@@ -11,7 +11,7 @@ from ledger.domain.document_parts import PAYLOAD_BUDGET, ItemTooLarge, pack
 from ledger.domain.entry_limit import EntryTooLarge
 from ledger.domain.events import FilterApplied, RetrievalContinued, RetrievalRecorded, Schema, SelectedEntry
 from ledger.domain.fields import MAX_FILTERS_APPLIED, MAX_SELECTED_ENTRIES
-from ledger.domain.payloads import EncodedPayload, encode_payload, payload_to_json
+from ledger.domain.payloads import EncodedPayload, PlainPayload, encode_payload, payload_to_json
 from ledger.tlog.canonical import canonical_json
 
 _MOST_PARTS = MAX_SELECTED_ENTRIES + MAX_FILTERS_APPLIED
@@ -71,11 +71,20 @@ def _split(
 
 def entry_parts(payload: Schema) -> list[Schema]:
     """The entries one payload is written as (a receipt may take several)."""
-    return [part for part, _ in encoded_parts(payload)]
+    return [part for part, _ in _split(payload)] if isinstance(payload, RetrievalRecorded) else [payload]
 
 
-def encoded_parts(payload: Schema) -> list[tuple[Schema, EncodedPayload | None]]:
-    """`entry_parts`, each with its encoding where splitting already made it (None: not yet)."""
+def encoded_parts(
+    payload: Schema | PlainPayload,
+) -> list[tuple[Schema | PlainPayload, EncodedPayload | None]]:
+    """`entry_parts`, each with its encoding where splitting already made it (None: not yet).
+    A plain payload that fits one entry is encoded as it is; one that does not is split as
+    its model is."""
+    if isinstance(payload, PlainPayload):
+        encoded = canonical_json(payload.json, checked=False)  # values checked where they were built
+        if len(encoded) <= PAYLOAD_BUDGET:
+            return [(payload, (payload.json, encoded))]
+        payload = payload.model()
     if isinstance(payload, RetrievalRecorded):
         return list(_split(payload))
     return [(payload, None)]

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from ledger.deadline import Deadline
 from ledger.domain.entries import EventDraft, RecordedEvent
 from ledger.domain.events import Schema
+from ledger.domain.payloads import PlainPayload
 from ledger.domain.receipt_parts import encoded_parts, entry_parts
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
 from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
@@ -84,7 +85,7 @@ class UseCaseContext:
         return (self.write_all or self.ledger.commit_writes)(writes)
 
 
-def draft(caller: Caller, payload: Schema) -> EventDraft:
+def draft(caller: Caller, payload: Schema | PlainPayload) -> EventDraft:
     """An event of the caller's tenant; its type is its payload's class."""
     return EventDraft.of(
         payload,
@@ -126,16 +127,21 @@ class Pending:
     commits alone and a batch commits with others (one transaction, `UseCaseContext.commit_all`)."""
 
     caller: Caller
-    payloads: Sequence[Schema]
+    # Models, or JSON forms built from checked values (`PlainPayload`: the batch's hot path).
+    payloads: Sequence[Schema | PlainPayload]
     answer: Callable[[Sequence[RecordedEvent]], dict[str, Any]]
     idempotency: IdempotencyKey | None = None
     # Its receipt's question words, hashed before sealing, for the question index
     # (`ledger.writing.question_handover`): the index then never unseals a fresh question.
     question_hashes: QuestionHashes | None = None
+    # Its answer holds no protected parts (`ledger.writing.idempotency.Protected`): `reveal`
+    # would only copy it, so it is returned as built.
+    plain_answer: bool = False
 
     def drafts(self) -> list[EventDraft]:
         # A receipt too large for one log entry is written as several (`ledger.domain.receipt_parts`).
-        return [draft(self.caller, part) for payload in self.payloads for part in entry_parts(payload)]
+        models = [p.model() if isinstance(p, PlainPayload) else p for p in self.payloads]
+        return [draft(self.caller, part) for payload in models for part in entry_parts(payload)]
 
     def idempotent(self) -> IdempotentWrite | None:
         def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:
@@ -167,8 +173,9 @@ class Pending:
             raise outcome.error
         if outcome.answer is not None:
             created, body = outcome.answer
-            return Result(reveal(body), created=bool(created))
-        return Result(reveal({**self.answer(outcome.events), "dedup": False}))
+            return Result(body if self.plain_answer else reveal(body), created=bool(created))
+        body = {**self.answer(outcome.events), "dedup": False}
+        return Result(body if self.plain_answer else reveal(body))
 
 
 # What every write answers about its entry: where it is and who signed it.

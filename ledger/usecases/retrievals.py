@@ -17,15 +17,12 @@ from typing import Any
 from ledger.domain.entries import RecordedEvent, utc_now
 from ledger.domain.events import AccessDenied as AccessDeniedEvent
 from ledger.domain.events import (
-    FilterApplied,
     Locator,
     PolicySnapshot,
-    RetrievalRecorded,
     ScoreComponent,
     Sealed,
     SelectedEntry,
     Span,
-    TaskEnvelope,
     UnverifiedCitation,
 )
 from ledger.domain.payloads import EventRejected
@@ -42,6 +39,7 @@ from ledger.usecases.errors import (
     UseCaseError,
 )
 from ledger.usecases.ports import ChunkState, PolicyState
+from ledger.usecases.receipt_json import entry_json, policy_json, receipt_payload
 from ledger.usecases.scopes import RESTRICTED_SCOPE
 from ledger.usecases.visibility import may_see, narrowed
 from ledger.writing.application import MAX_BATCH_EVENTS, Write
@@ -84,7 +82,7 @@ def _snippet_span(
     index: int,
     chunk_id: str,
     texts: ChunkTexts,
-) -> Span:
+) -> tuple[int, int]:
     """Where the snippet occurs in the chunk text the ledger recorded at ingest: a citation
     may quote its chunk, never text the client made up. `texts` keeps the chunks already
     unsealed by this request (in memory, for this request only)."""
@@ -104,7 +102,7 @@ def _snippet_span(
             f"selected_entries[{index}].snippet: does not occur in chunk {chunk_id} as the ledger holds it",
             code="snippet_not_in_chunk",
         )
-    return Span(start=start, end=start + len(snippet))
+    return start, start + len(snippet)
 
 
 def seal_entry(
@@ -124,17 +122,7 @@ def seal_entry(
     """One selected entry of a receipt: a fresh citation id and the snippet sealed under
     the document's key *and* its expiry-day key (shredded by erasing the document or by
     the day passing). Shared by recorded and ledger-run retrievals."""
-    doc_ref = document_key_ref(tenant, chunk.document_id)
-    layers = [expiry_key_for(tenant, expires, chunk.document_id)]
-    try:
-        snapshot = ctx.sealer.seal(snippet, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
-        sealed_explanation = (
-            ctx.sealer.seal(explanation, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
-            if explanation
-            else None
-        )
-    except KeyDestroyed:
-        raise ChunkScrubbed(f"{where}: the cited document's text was scrubbed") from None
+    snapshot, sealed_explanation = seal_texts(ctx, tenant, chunk, expires, snippet, explanation, where)
     return SelectedEntry(
         citation_id=os.urandom(16).hex(),
         document_id=chunk.document_id,
@@ -156,13 +144,42 @@ def seal_entry(
     )
 
 
+def seal_texts(
+    ctx: UseCaseContext,
+    tenant: str,
+    chunk: ChunkState,
+    expires: dt.datetime,
+    snippet: str,
+    explanation: str | None,
+    where: str,
+) -> tuple[Sealed, Sealed | None]:
+    """A selected entry's snippet and explanation, sealed under the document's key and its
+    expiry-day key."""
+    doc_ref = document_key_ref(tenant, chunk.document_id)
+    layers = [expiry_key_for(tenant, expires, chunk.document_id)]
+    try:
+        snapshot = ctx.sealer.seal(snippet, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
+        sealed_explanation = (
+            ctx.sealer.seal(explanation, tenant_id=tenant, key_ref=doc_ref, extra_key_refs=layers)
+            if explanation
+            else None
+        )
+    except KeyDestroyed:
+        raise ChunkScrubbed(f"{where}: the cited document's text was scrubbed") from None
+    return snapshot, sealed_explanation
+
+
+def context_hash_of(cited: list[list[str]]) -> str:
+    """The context hash of [document id, chunk id, commitment of the cited text] per entry."""
+    # Validated identifiers and hex commitments only: nothing for the domain walk to refuse.
+    return hashlib.sha256(canonical_json(cited, checked=False)).hexdigest()
+
+
 def entries_context_hash(entries: Sequence[SelectedEntry]) -> str:
     """The context hash of a receipt whose engine gave none: what it cited (document, chunk,
     and the commitment of the cited text), in order. A replay of an `external:` receipt
     computes its own the same way."""
-    # Validated identifiers and hex commitments only: nothing for the domain walk to refuse.
-    cited = [[e.document_id, e.chunk_id, e.snapshot.commitment] for e in entries]
-    return hashlib.sha256(canonical_json(cited, checked=False)).hexdigest()
+    return context_hash_of([[e.document_id, e.chunk_id, e.snapshot.commitment] for e in entries])
 
 
 def seal_query(
@@ -236,7 +253,7 @@ def retrieval_write(
     caller: Caller,
     item: BatchItem,
     texts: ChunkTexts,
-    frozen_policy: PolicySnapshot | None = None,
+    frozen_policy: dict[str, Any] | None = None,
     hashed_words: dict[str, int] | None = None,
 ) -> Pending:
     """The item's checked, sealed entry, ready to commit alone (an item of its own, keyed as
@@ -261,51 +278,45 @@ def retrieval_write(
     rules = ctx.retention_for(tenant)
     now = ctx.clock()
     receipt_expiry = rules.expires_at(now, None)
-    entries: list[SelectedEntry] = []
+    # The receipt is built as its JSON form (`ledger.usecases.receipt_json`): no models.
+    entries: list[dict[str, Any]] = []
+    sealed: list[Sealed | None] = []
     for index, selected in enumerate(body.selected_entries):
         chunk = chunks[(selected.document_id, selected.chunk_id)]
         span = _snippet_span(ctx, tenant, chunk.text, selected.snippet, index, selected.chunk_id, texts)
         expires = _expiry(rules, now, chunk.retention_days, selected.expires_at, index)
-        entry = seal_entry(
-            ctx,
-            tenant,
-            chunk,
-            expires,
-            snippet=selected.snippet,
-            span=span,
-            score=selected.score,
-            score_breakdown=[(c.component, c.value) for c in selected.score_breakdown],
-            explanation=selected.explanation,
-            where=f"selected_entries[{index}]",
+        snapshot, explanation = seal_texts(
+            ctx, tenant, chunk, expires, selected.snippet, selected.explanation, f"selected_entries[{index}]"
         )
+        entries.append(
+            entry_json(
+                chunk,
+                selected,
+                snapshot=snapshot,
+                explanation=explanation,
+                span=span,
+                expires_at=format_timestamp(expires),
+            )
+        )
+        sealed += (snapshot, explanation)
         receipt_expiry = max(receipt_expiry, expires)
-        entries.append(entry)
     query = seal_query(ctx, tenant, body.query, body.subject_id, receipt_expiry)
-    context_hash = body.context_hash or entries_context_hash(entries)
+    context_hash = body.context_hash or context_hash_of(
+        [[e["document_id"], e["chunk_id"], e["snapshot"]["commitment"]] for e in entries]
+    )
     receipt_id = os.urandom(16).hex()
-    payload = RetrievalRecorded(
+    payload = receipt_payload(
         receipt_id=receipt_id,
         query=query,
-        subject_id=body.subject_id,
-        task=TaskEnvelope(
-            trace_id=caller.trace_id,
-            task_id=body.task.task_id,
-            deadline_ms=body.task.deadline_ms,
-            # A claim is narrowed to the token's scopes, never widened (an unknown or unheld
-            # scope named in it is dropped from the signed record).
-            auth_scope=sorted(narrowed(caller.scopes, body.task.auth_scope)),
-        ),
-        engine=body.engine,
-        mode="live",
-        policy_snapshot=frozen_policy or policy_snapshot(ctx.lookups.live_policy(tenant)),
-        selected_entries=entries,
-        filters_applied=[
-            FilterApplied(rule_id=f.rule_id, chunk_id=f.chunk_id, action=f.action)
-            for f in body.filters_applied
-        ],
+        body=body,
+        trace_id=caller.trace_id,
+        # A claim is narrowed to the token's scopes, never widened (an unknown or unheld
+        # scope named in it is dropped from the signed record).
+        auth_scope=sorted(narrowed(caller.scopes, body.task.auth_scope)),
+        policy=frozen_policy or policy_json(policy_snapshot(ctx.lookups.live_policy(tenant))),
+        entries=entries,
         context_hash=context_hash,
-        status=body.status,
-        unverifiable=list(item.unverifiable) or None,
+        unverifiable=item.unverifiable,
         data_source=item.data_source,
     )
 
@@ -313,14 +324,14 @@ def retrieval_write(
         event = events[0]
         return {
             "receipt_id": receipt_id,
-            "citation_ids": [e.citation_id for e in entries],
+            "citation_ids": [e["citation_id"] for e in entries],
             "citations": [
                 {
-                    "citation_id": e.citation_id,
-                    "document_id": e.document_id,
-                    "chunk_id": e.chunk_id,
-                    "path": e.path,
-                    "locator": {"start_line": e.locator.start_line, "end_line": e.locator.end_line},
+                    "citation_id": e["citation_id"],
+                    "document_id": e["document_id"],
+                    "chunk_id": e["chunk_id"],
+                    "path": e["path"],
+                    "locator": {line: e["locator"][line] for line in ("start_line", "end_line")},
                 }
                 for e in entries
             ],
@@ -331,10 +342,11 @@ def retrieval_write(
         }
 
     # The request quotes the query and the snippets: its record is bound to their keys.
-    texts_refs = sealed_refs(query, *(e.snapshot for e in entries), *(e.explanation for e in entries))
+    texts_refs = sealed_refs(query, *sealed)
     # The question's word hashes ride with the write for the question index (only hashes).
     hashes = ctx.ledger.word_hasher.hand_over(tenant, body.query, query.nonce, hashed_words)
-    return Pending(caller, [payload], answer, bound(item.idempotency, ctx.sealer, texts_refs), hashes)
+    key = bound(item.idempotency, ctx.sealer, texts_refs)
+    return Pending(caller, [payload], answer, key, hashes, plain_answer=True)  # ids, positions, hashes
 
 
 @dataclass(frozen=True)
@@ -395,7 +407,8 @@ def _record_retrievals(
     # question words it hashed for the question index, dropped when it returns.
     texts = texts if texts is not None else {}
     hashed_words: dict[str, int] = {}
-    frozen_policy = policy_snapshot(ctx.lookups.live_policy(caller.tenant_id))  # one moment per batch
+    # One moment per batch, its JSON form shared by the batch's receipts.
+    frozen_policy = policy_json(policy_snapshot(ctx.lookups.live_policy(caller.tenant_id)))
     for index, item in enumerate(items):
         try:
             if item.problem is not None or item.body is None or item.idempotency is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 from ledger.domain import timestamps
@@ -47,7 +47,15 @@ class RetentionRules:
         ever scrubbed before its window (or the floor) has run out.
         """
         days = max(document_retention_days or self.default_days, self.floor_days)
+        if recorded_at.tzinfo is UTC:  # the clock's: only its day matters, computed once per (day, window)
+            return _end_of_day_after(recorded_at.date(), days)
         return end_of_utc_day(recorded_at + timedelta(days=days))
+
+
+@lru_cache(maxsize=4096)
+def _end_of_day_after(day: date, days: int) -> datetime:
+    """`end_of_utc_day` of any moment of UTC `day` plus `days`: a batch's citations share a few."""
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=days + 1)
 
 
 # Both are pure, and a batch asks them for the same few expiry days again and again.
