@@ -60,20 +60,21 @@ class DataKeyStatements(AdapterCore):
         return {row["key_ref"]: (str(row["destroyed_at"]), str(row["destroy_reason"] or "")) for row in rows}
 
     def _key_rows(self, columns: str, condition: str, key_refs: Sequence[str]) -> list[Any]:
-        """Rows of the key table for `key_refs` (each once), 500 refs a statement."""
+        """Rows of the key table for `key_refs` (each once), 500 refs a statement (each one
+        read alone, `read_rows`: no BEGIN and ROLLBACK around it)."""
         rows: list[Any] = []
         refs = list(dict.fromkeys(key_refs))
         for start in range(0, len(refs), 500):
             part = refs[start : start + 500]
-            with self.transaction(commit=False) as cursor:
-                cursor.execute(
+            rows.extend(
+                self.read_rows(
                     self.sql(  # `columns` and `condition` are this module's constants, never input
                         f"SELECT {columns} FROM {self.table(KEYS_TABLE)} "
                         f"WHERE {condition}key_ref IN ({', '.join('?' * len(part))})"
                     ),
                     tuple(part),
                 )
-                rows.extend(cursor.fetchall())
+            )
         return rows
 
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:
