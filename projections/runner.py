@@ -383,7 +383,7 @@ class ProjectionRunner:
                 self._apply_after_commit(committed)
             last = committed[-1][1].position
             through, applied = self._applied_with_entries
-            self._embedded.settled(applied if through == last else set())
+            self._embedded.settled(applied if through == last else set(), (committed[-1][0], last))
             if through == last and len(applied) == len(self.projections):
                 return  # every read model took this batch in its own transaction
             self.catch_up(until_position=last)

@@ -41,19 +41,19 @@ class EmbeddedApply:
         self.store = store
         self.projections = list(projections)
         self._known: Standing | None = None  # as of this runner's last commit (None: read them)
-        self._pending: Standing = {}  # what the transaction under way moves them to
 
-    def settled(self, applied: set[str]) -> None:
-        """The transaction that applied `applied` committed (every projection: remember where
-        they stand now; else forget, the catch-up that follows moves them)."""
-        if len(applied) == len(self.projections) and set(self._pending) == applied:
-            self._known = dict(self._pending)
+    def settled(self, applied: set[str], through: tuple[int, int]) -> None:
+        """The transaction that applied `applied` to the entries up to `through` (notification
+        id, position) committed: with every projection, remember that they stand there; else
+        forget (the catch-up that follows moves them). Commits of other threads may be
+        reported out of order: a stale memory only fails the next compare-and-set."""
+        if len(applied) == len(self.projections):
+            self._known = dict.fromkeys((p.name for p in self.projections), through)
         else:
             self._known = None
 
     def apply(self, cursor: Any, committed: Sequence[tuple[int, RecordedEvent]]) -> set[str]:
         """Apply `committed` to each projection right behind it; the names applied."""
-        self._pending = {}
         first_id, first = committed[0][0], committed[0][1].position
         events = [event for _, event in committed]
         moved_to = (committed[-1][0], events[-1].position)
@@ -68,8 +68,7 @@ class EmbeddedApply:
                 except Exception:  # moved meanwhile, or one failed: one by one
                     log.debug("read models not applied together; one at a time", exc_info=True)
                 else:
-                    self._pending = dict.fromkeys((p.name for p in self.projections), moved_to)
-                    return set(self._pending)
+                    return {p.name for p in self.projections}
         return self._apply_each(cursor, committed, events, moved_to)
 
     def _apply_all(
@@ -140,5 +139,4 @@ class EmbeddedApply:
                     "projection %s: not applied in the write transaction", projection.name, exc_info=True
                 )
             cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-        self._pending = dict.fromkeys(applied, moved_to)
         return applied
