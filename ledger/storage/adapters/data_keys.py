@@ -90,8 +90,9 @@ class DataKeyStatements(AdapterCore):
             )
             return self.rowcount(cursor) == 1
 
-    def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> None:
-        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction.
+    def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> int:
+        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction; how
+        many of them it stored (a ref that exists is left as it is and not counted).
 
         Its commit does not wait for the disk (`relaxed_transaction`): the keys are made for
         entries about to be appended, and the append's own commit, which waits for the disk,
@@ -106,6 +107,7 @@ class DataKeyStatements(AdapterCore):
                 ),
                 [(key_ref, tenant_id, wrapped, created_at) for key_ref, tenant_id, wrapped in rows],
             )
+            return self.rowcount(cursor)
 
     def data_key_destroy(self, key_ref: str, tenant_id: str, reason: str, now: str) -> bool:
         """Shred a key; a ref never used gets a tombstone so it can never be created
