@@ -334,7 +334,9 @@ def retrieval_write(
     texts_refs = sealed_refs(query, *(e.snapshot for e in entries), *(e.explanation for e in entries))
     # The question's word hashes ride with the write for the question index (only hashes).
     hashes = ctx.ledger.word_hasher.hand_over(tenant, body.query, query.nonce, hashed_words)
-    return Pending(caller, [payload], answer, bound(item.idempotency, ctx.sealer, texts_refs), hashes)
+    idempotent = bound(item.idempotency, ctx.sealer, texts_refs)
+    # Its answer quotes no protected text (ids and places only): nothing for `reveal` to open.
+    return Pending(caller, [payload], answer, idempotent, hashes, plain=True)
 
 
 @dataclass(frozen=True)
