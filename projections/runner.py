@@ -48,7 +48,7 @@ from projections.tracking import (
     read_lag,
     read_states,
 )
-from projections.write_apply import EmbeddedApply
+from projections.write_apply import apply_with_entries
 
 if TYPE_CHECKING:
     from ledger.writing.application import Ledger
@@ -90,7 +90,6 @@ class ProjectionRunner:
         self._lock = threading.RLock()  # one catch-up at a time per process
         # (last position, names) of the batch the write transaction applied read models for.
         self._applied_with_entries: tuple[int, set[str]] = (0, set())
-        self._embedded = EmbeddedApply(store, self.projections)
         self.ensure()
 
     # -- setup ---------------------------------------------------------------------
@@ -369,8 +368,12 @@ class ProjectionRunner:
         the projections right behind them take part (`projections.write_apply`)."""
         if not committed:
             return
-        self._applied_with_entries = (committed[-1][1].position, set())  # should `apply` raise
-        self._applied_with_entries = (committed[-1][1].position, self._embedded.apply(cursor, committed))
+        last = committed[-1][1].position
+        self._applied_with_entries = (last, set())  # should the apply raise
+        self._applied_with_entries = (
+            last,
+            apply_with_entries(self.store, self.projections, cursor, committed),
+        )
 
     def attach(self, ledger: Ledger) -> None:
         """Apply each local commit's entries in its own transaction; anything not applied
@@ -383,7 +386,6 @@ class ProjectionRunner:
                 self._apply_after_commit(committed)
             last = committed[-1][1].position
             through, applied = self._applied_with_entries
-            self._embedded.settled(applied if through == last else set(), (committed[-1][0], last))
             if through == last and len(applied) == len(self.projections):
                 return  # every read model took this batch in its own transaction
             self.catch_up(until_position=last)

@@ -290,10 +290,10 @@ def test_a_failing_event_in_the_write_transaction_stops_only_that_projection(
     assert [e.position for e in reads.events(TENANT).items] == [e.position for e in [*good, bad, later]]
 
 
-def test_tracking_moved_by_another_runner_is_read_again(ledger: Ledger, reads: ReadModels) -> None:
-    """Where its tracking rows stand is remembered from the runner's own commits; moved by
-    another runner meanwhile (here: reset, then caught up by it), the next write's entries are
-    still applied exactly once to every read model."""
+def test_projections_behind_or_not_are_each_applied_once(ledger: Ledger, reads: ReadModels) -> None:
+    """All together in the write transaction when every tracking row is right behind the
+    entries; when one is not (another runner reset it), the others one by one and that one
+    by the catch-up after the commit: every entry applied exactly once to every read model."""
     runner = embedded(ledger)
     first = [ledger.append(retrieval_draft(ledger)) for _ in range(2)]
     other = ProjectionRunner(ledger.store)
