@@ -48,6 +48,7 @@ from projections.tracking import (
     read_lag,
     read_states,
 )
+from projections.write_apply import apply_with_entries
 
 if TYPE_CHECKING:
     from ledger.writing.application import Ledger
@@ -363,49 +364,16 @@ class ProjectionRunner:
         return min((states[p.name].position for p in self.projections), default=0)
 
     def apply_in_transaction(self, cursor: Any, committed: Sequence[tuple[int, RecordedEvent]]) -> None:
-        """Apply entries inside the transaction that inserts them (one commit per batch).
-
-        Only projections whose tracking is right behind the entries take part, each under
-        a savepoint: one that fails is rolled back alone and left to the after-commit
-        catch-up, which isolates the failing event as usual."""
+        """Apply entries inside the transaction that inserts them (one commit per batch):
+        the projections right behind them take part (`projections.write_apply`)."""
         if not committed:
             return
-        store = self.store
-        first_id, first = committed[0][0], committed[0][1].position
-        events = [event for _, event in committed]
-        self._applied_with_entries = (events[-1].position, set())
-        cursor.execute(
-            f"SELECT projection, notification_id, position, status FROM {store.table(TRACKING_TABLE)}"
+        last = committed[-1][1].position
+        self._applied_with_entries = (last, set())  # should the apply raise
+        self._applied_with_entries = (
+            last,
+            apply_with_entries(self.store, self.projections, cursor, committed),
         )
-        states = {row["projection"]: row for row in cursor.fetchall()}
-        for projection in self.projections:
-            state = states.get(projection.name)
-            if (
-                state is None
-                or state["status"] != "running"
-                or int(state["position"]) != first - 1
-                or int(state["notification_id"]) >= first_id
-            ):
-                continue
-            cursor.execute("SAVEPOINT citeledger_projection")
-            try:
-                if not store.adapter.tracking_advance(
-                    cursor,
-                    projection.name,
-                    expected_notification_id=int(state["notification_id"]),
-                    notification_id=committed[-1][0],
-                    position=events[-1].position,
-                    updated_at=utc_now(),
-                ):
-                    raise _LostRace
-                projection.apply(cursor, store, events)
-                self._applied_with_entries[1].add(projection.name)
-            except Exception:
-                cursor.execute("ROLLBACK TO SAVEPOINT citeledger_projection")
-                log.debug(
-                    "projection %s: not applied in the write transaction", projection.name, exc_info=True
-                )
-            cursor.execute("RELEASE SAVEPOINT citeledger_projection")
 
     def attach(self, ledger: Ledger) -> None:
         """Apply each local commit's entries in its own transaction; anything not applied

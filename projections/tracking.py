@@ -88,12 +88,10 @@ class ProjectionLag:
 
 def read_states(store: Store) -> dict[str, TrackingState]:
     """Where each projection stands, as its tracking row says."""
-    with store.transaction(commit=False) as cursor:
-        cursor.execute(
-            "SELECT projection, version, notification_id, position, status, error, failed_position "
-            f"FROM {store.table(TRACKING_TABLE)}"
-        )
-        rows = cursor.fetchall()
+    rows = store.rows(  # one statement: no BEGIN and ROLLBACK around it
+        "SELECT projection, version, notification_id, position, status, error, failed_position "
+        f"FROM {store.table(TRACKING_TABLE)}"
+    )
     return {
         row["projection"]: TrackingState(
             projection=row["projection"],

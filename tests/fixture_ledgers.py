@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,10 +106,15 @@ def _age_postgres(schema: str, manifest: dict[str, Any]) -> None:
 
 def stable(body: Any) -> Any:
     """`body` without the fields a later run may legitimately change."""
+    return without_fields(body, VOLATILE)
+
+
+def without_fields(body: Any, names: Collection[str]) -> Any:
+    """`body` without the members named `names`, at any depth."""
     if isinstance(body, dict):
-        return {key: stable(value) for key, value in body.items() if key not in VOLATILE}
+        return {key: without_fields(value, names) for key, value in body.items() if key not in names}
     if isinstance(body, list):
-        return [stable(item) for item in body]
+        return [without_fields(item, names) for item in body]
     return body
 
 

@@ -419,6 +419,20 @@ def test_ensure_creates_missing_keys_and_never_revives_a_destroyed_one(ledger: L
     assert ledger.sealer.unseal(again, tenant_id=TENANT) == "new text"
 
 
+def test_keys_ensure_made_are_the_stored_ones(ledger: Ledger) -> None:
+    """`ensure` keeps the keys it stored without reading them back: another process, reading
+    them from the store, opens what this one sealed under them (and the other way round)."""
+    from ledger.writing.sealing import DataKeyStore, Sealer, document_key_ref, expiry_key_ref
+
+    refs = [document_key_ref(TENANT, "doc-new"), expiry_key_ref(TENANT, "2030-01-01", "doc-new")]
+    ledger.data_keys.ensure(refs, TENANT)
+    sealed = ledger.sealer.seal("the text", tenant_id=TENANT, key_ref=refs[0], extra_key_refs=refs[1:])
+    other = Sealer(DataKeyStore(ledger.store, ledger.keydir.master_key()))
+    assert other.unseal(sealed, tenant_id=TENANT) == "the text"
+    back = other.seal("and back", tenant_id=TENANT, key_ref=refs[1])
+    assert ledger.sealer.unseal(back, tenant_id=TENANT) == "and back"
+
+
 def test_line_deleted_from_an_export_is_named(ledger: Ledger, tmp_path: Any) -> None:
     for _ in range(6):
         ledger.append(retrieval_draft(ledger), tenant_id=TENANT)

@@ -264,6 +264,49 @@ def test_a_failing_event_stops_only_that_projection(
     assert runner.states()["exploding"].position == good.position
 
 
+def _boom_draft(ledger: Ledger) -> Any:
+    bad_draft = retrieval_draft(ledger)
+    payload = bad_draft.payload.model_copy(  # type: ignore[union-attr]
+        update={"task": bad_draft.payload.task.model_copy(update={"task_id": "boom"})}  # type: ignore[union-attr]
+    )
+    return draft(Caller(TENANT, "svc-rag"), payload)
+
+
+def test_a_failing_event_in_the_write_transaction_stops_only_that_projection(
+    ledger: Ledger, reads: ReadModels
+) -> None:
+    """Applied with the entries (all projections under one savepoint, their tracking moved by
+    one statement): a projection that fails is rolled back alone, nothing of it stays, and
+    the catch-up after the commit stops it at that event; the other goes on."""
+    runner = embedded(ledger, [*default_projections()[:1], ExplodingReceipts()])
+    good = [ledger.append(retrieval_draft(ledger)) for _ in range(2)]  # the second: all at once
+    bad = ledger.append(_boom_draft(ledger))
+    later = ledger.append(retrieval_draft(ledger))
+    states = runner.states()
+    assert states["exploding"].status == "failed" and states["exploding"].position == good[-1].position
+    assert reads.receipt(TENANT, bad.payload["receipt_id"]) is None
+    assert reads.receipt(TENANT, good[-1].payload["receipt_id"]) is not None
+    assert states["history"].position == later.position
+    assert [e.position for e in reads.events(TENANT).items] == [e.position for e in [*good, bad, later]]
+
+
+def test_projections_behind_or_not_are_each_applied_once(ledger: Ledger, reads: ReadModels) -> None:
+    """All together in the write transaction when every tracking row is right behind the
+    entries; when one is not (another runner reset it), the others one by one and that one
+    by the catch-up after the commit: every entry applied exactly once to every read model."""
+    runner = embedded(ledger)
+    first = [ledger.append(retrieval_draft(ledger)) for _ in range(2)]
+    other = ProjectionRunner(ledger.store)
+    other.reset(["history"])
+    second = ledger.append(retrieval_draft(ledger))
+    other.catch_up()
+    third = ledger.append(retrieval_draft(ledger))
+    positions = [e.position for e in [*first, second, third]]
+    assert [e.position for e in reads.events(TENANT).items] == positions
+    assert {state.position for state in runner.states().values()} == {third.position}
+    assert all(item.lag == 0 for item in runner.lag())
+
+
 def test_an_unknown_event_type_stops_projections_at_that_position(
     ledger: Ledger, runner: ProjectionRunner
 ) -> None:

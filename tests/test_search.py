@@ -4,6 +4,7 @@ deadlines, policy filters, the bm25s reference, and the route on a real server."
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import bm25s
@@ -25,10 +26,12 @@ from ledger.usecases.ranking import K1, B, SearchRun, rank
 from ledger.usecases.retention import erase
 from ledger.usecases.search import search
 from ledger.writing.application import Ledger
+from ledger.writing.idempotency import IdempotencyKey
 from projections.digest import projection_digest
 from projections.search_index import SEARCH_CHUNKS_TABLE
 from tests import loopback_http
 from tests.api_support import LoopbackServer, api_config, make_tokens
+from tests.fixture_ledgers import without_fields
 from tests.golden_support import bm25s_tokenizer, corpus_files, ingest_corpus
 
 ACME = Caller("acme", "svc-search", frozenset({"retrieval.write"}))
@@ -127,6 +130,37 @@ def _docs_at(ctx: UseCaseContext, path: str) -> set[str]:
         (path,),
     )
     return {row["document_id"] for row in rows}
+
+
+# What each write makes anew.
+_PER_WRITE = frozenset(
+    {"receipt_id", "position", "event_id", "signature", "latency_ms", "citation_id", "corpus_position"}
+)
+
+
+def test_a_keyed_search_answers_as_an_unkeyed_one(ledger: Ledger) -> None:
+    """Only a keyed search's answer is stored (its text sealed there, in plain in the answer);
+    an unkeyed one is built in plain: the same answer, heading, snippet, terms and gaps, but
+    what each write makes anew. A retry with the key gets the stored answer back."""
+    ctx = corpus_context(
+        ledger,
+        {
+            "handbook/leave.md": "# Leave\n\n## Parental\n\nParental leave is 20 weeks.",
+            "handbook/travel.md": "# Travel\n\nThe hotel limit per night is 180 euros.",
+        },
+    )
+    for number, query in enumerate(["parental leave weeks", "hotel limit per night", "submarine reactor"]):
+        plain = _search(ctx, ACME, query)
+        keyed_caller = replace(ACME, idempotency=IdempotencyKey("acme", f"search-{number}", query))
+        keyed = _search(ctx, keyed_caller, query)
+        assert without_fields(plain, _PER_WRITE) == without_fields(keyed, _PER_WRITE), query
+        assert _search(ctx, keyed_caller, query) == {**keyed, "dedup": True}
+        if plain["status"] == "ok":
+            citation = plain["output"]["citations"][0]
+            assert citation["snippet"] and citation["reason"]["terms"], citation
+            assert citation["locator"]["heading_path"] in ("Leave / Parental", "Travel"), citation
+        else:
+            assert plain["output"]["gaps"] and plain["output"]["query"] == query
 
 
 def test_two_runs_on_the_same_corpus_give_the_same_bytes(ledger: Ledger) -> None:

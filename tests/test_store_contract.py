@@ -173,6 +173,20 @@ class StoreContract:
         assert row is not None
         assert (row.tenant_id, row.wrapped, row.destroyed) == ("a", b"wrapped-1", False)
 
+    def test_data_keys_create_many_counts_the_keys_it_stored(self, adapter: StoreAdapter) -> None:
+        """What `DataKeyStore.ensure` relies on to skip reading its new keys back: a ref that
+        exists (another process created it first) is left as it is and not counted."""
+        assert adapter.data_key_create("tenant/a", "a", b"first", "2024-01-01T00:00:00Z")
+        rows = [("tenant/a", "a", b"second"), ("tenant/b", "b", b"only")]
+        assert adapter.data_keys_create_many(rows, "2024-01-01T00:00:01Z") == 1
+        assert adapter.data_keys_create_many([("tenant/c", "c", b"c")], "2024-01-01T00:00:02Z") == 1
+        stored = adapter.data_keys_get_many(["tenant/a", "tenant/b", "tenant/c"])
+        assert {ref: row.wrapped for ref, row in stored.items()} == {
+            "tenant/a": b"first",
+            "tenant/b": b"only",
+            "tenant/c": b"c",
+        }
+
     def test_data_key_destroy_is_final_and_idempotent(self, adapter: StoreAdapter) -> None:
         adapter.data_key_create("document/a/d1", "a", b"wrapped", "2024-01-01T00:00:00Z")
         assert adapter.data_key_destroy("document/a/d1", "a", "erasure", "2024-01-02T00:00:00Z")

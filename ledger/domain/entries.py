@@ -62,6 +62,9 @@ class EventDraft:
     trace_id: str | None = None
     # 128 random bits as uuid4().hex spells them, without building a UUID (a hot path).
     event_id: str = field(default_factory=lambda: os.urandom(16).hex())
+    # The payload's `encode_payload`, where building the draft made it already (a receipt
+    # measured for its split): `prepare` signs these bytes instead of encoding it again.
+    encoded: EncodedPayload | None = field(default=None, compare=False, repr=False)
 
     def size_bound(self, payload_bytes: int) -> int:
         """An upper bound of the signed entry's size with a payload of `payload_bytes`."""
@@ -84,9 +87,11 @@ class EventDraft:
         actor: str,
         run_id: str | None = None,
         trace_id: str | None = None,
+        encoded: EncodedPayload | None = None,
     ) -> EventDraft:
         """The one way to build a draft: its type is its payload's class
-        (`ledger.usecases.context.draft` for a caller, the ledger's own key entries)."""
+        (`ledger.usecases.context.draft` for a caller, the ledger's own key entries).
+        `encoded`: `encode_payload(type, payload)` when the caller made it already."""
         value: Schema | dict[str, Any] = payload.json if isinstance(payload, PlainPayload) else payload
         # A JSON form (`PlainPayload`) names its type; a model is its class.
         event_type = payload.event_type if isinstance(payload, PlainPayload) else type(payload).__name__
@@ -100,6 +105,7 @@ class EventDraft:
             payload=value,
             run_id=run_id,
             trace_id=trace_id,
+            encoded=encoded,
         )
 
 
@@ -130,18 +136,17 @@ def _check_header(tenant_id: str, actor: str, run_id: str | None, trace_id: str 
         raise EventRejected(str(first["loc"][0]), first["msg"]) from None
 
 
-def prepare(
-    draft: EventDraft, *, system: bool = False, encoded: EncodedPayload | None = None
-) -> PreparedDraft:
-    """Validate everything that does not depend on the log position. `encoded`: the
-    payload's `encode_payload` when the caller made it already (measuring a receipt).
+def prepare(draft: EventDraft, *, system: bool = False) -> PreparedDraft:
+    """Validate everything that does not depend on the log position. The payload is encoded
+    here unless the draft carries its encoding already (`EventDraft.encoded`: a receipt
+    measured for its split).
 
     Raises EventRejected naming the field; nothing has been written.
     """
     _check_header(draft.tenant_id, draft.actor, draft.run_id, draft.trace_id, system)
     if draft.type in _SYSTEM_ONLY and not system:
         raise EventRejected("type", f"{draft.type} is written only by the ledger itself")
-    payload, payload_json = encoded or encode_payload(draft.type, draft.payload)
+    payload, payload_json = draft.encoded or encode_payload(draft.type, draft.payload)
     if len(payload_json) > MAX_ENVELOPE_BYTES - 2048:
         raise EventRejected("payload", f"event larger than the {MAX_ENVELOPE_BYTES} byte limit")
     check_size(draft.size_bound(len(payload_json)))

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from ledger.deadline import Deadline
 from ledger.domain.entries import EventDraft, RecordedEvent
 from ledger.domain.events import Schema
-from ledger.domain.payloads import PlainPayload
-from ledger.domain.receipt_parts import encoded_parts, entry_parts
+from ledger.domain.payloads import EncodedPayload, PlainPayload
+from ledger.domain.receipt_parts import encoded_parts
 from ledger.usecases.ports import SearchIndexReader, WriteLookups
 from ledger.writing.application import Ledger, Write, WriteOutcome, prepare_all
 from ledger.writing.idempotency import IdempotencyKey, IdempotentWrite, reveal
@@ -85,14 +85,18 @@ class UseCaseContext:
         return (self.write_all or self.ledger.commit_writes)(writes)
 
 
-def draft(caller: Caller, payload: Schema | PlainPayload) -> EventDraft:
-    """An event of the caller's tenant; its type is its payload's class."""
+def draft(
+    caller: Caller, payload: Schema | PlainPayload, encoded: EncodedPayload | None = None
+) -> EventDraft:
+    """An event of the caller's tenant; its type is its payload's class. `encoded`: the
+    payload's encoding where it was made already (kept by the draft: encoded once)."""
     return EventDraft.of(
         payload,
         tenant_id=caller.tenant_id,
         actor=caller.actor,
         run_id=caller.run_id,
         trace_id=caller.trace_id,
+        encoded=encoded,
     )
 
 
@@ -134,14 +138,20 @@ class Pending:
     # Its receipt's question words, hashed before sealing, for the question index
     # (`ledger.writing.question_handover`): the index then never unseals a fresh question.
     question_hashes: QuestionHashes | None = None
-    # Its answer holds no protected parts (`ledger.writing.idempotency.Protected`): `reveal`
-    # would only copy it, so it is returned as built.
+    # Its answer holds no protected parts (`ledger.writing.idempotency.Protected`: a recorded
+    # retrieval's, an unkeyed search's built in plain): `reveal` would only copy it, so it is
+    # returned as built.
     plain_answer: bool = False
 
     def drafts(self) -> list[EventDraft]:
-        # A receipt too large for one log entry is written as several (`ledger.domain.receipt_parts`).
-        models = [p.model() if isinstance(p, PlainPayload) else p for p in self.payloads]
-        return [draft(self.caller, part) for payload in models for part in entry_parts(payload)]
+        """A receipt too large for one log entry is written as several
+        (`ledger.domain.receipt_parts`); each draft keeps the encoding its split measured
+        (signed and stored as it is, not encoded again)."""
+        return [
+            draft(self.caller, part, encoded)
+            for payload in self.payloads
+            for part, encoded in encoded_parts(payload)
+        ]
 
     def idempotent(self) -> IdempotentWrite | None:
         def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:
@@ -152,15 +162,8 @@ class Pending:
     def prepared(self) -> Write:
         """Validated for the caller's tenant (raises `EventRejected`), each payload encoded
         once: a receipt measured for its split keeps the bytes it was measured by."""
-        parts = [
-            (draft(self.caller, part), encoded) for p in self.payloads for part, encoded in encoded_parts(p)
-        ]
         return Write(
-            prepare_all(
-                [each for each, _ in parts],
-                tenant_id=self.caller.tenant_id,
-                encoded=[encoded for _, encoded in parts],
-            ),
+            prepare_all(self.drafts(), tenant_id=self.caller.tenant_id),
             self.idempotent(),
             deadline=self.caller.deadline,
             question_hashes=self.question_hashes,

@@ -206,11 +206,13 @@ def _record(
         )
 
     # Sealed before the commit (a shredded key fails this search alone, not the group commit):
-    # what the stored answer keeps of the query, snippets, headings and terms.
+    # what the stored answer keeps of the query, snippets, headings and terms. Only a keyed
+    # search's answer is stored; an unkeyed one is built in plain (nothing to seal or reveal).
+    keyed = caller.idempotency is not None
     try:
         citations = _merged(
             [
-                _citation(ctx.sealer, tenant, hit, entry, query)
+                _citation(ctx.sealer, tenant, hit, entry, query, keyed=keyed)
                 for hit, entry in zip(run.hits, entries, strict=True)
             ]
         )
@@ -218,8 +220,8 @@ def _record(
             protect_json(
                 ctx.sealer, list(run.gaps), tenant_id=tenant, key_refs=sealed_refs(query), withheld=[]
             )
-            if run.gaps
-            else []
+            if run.gaps and keyed
+            else list(run.gaps)
         )
     except KeyDestroyed:
         raise ChunkScrubbed("a cited document's text was scrubbed during the search; retry") from None
@@ -247,7 +249,7 @@ def _record(
             "task_id": body.task_id,
             "status": run.status,
             "output": {
-                "query": Protected(body.input.query, query, withheld=""),
+                "query": Protected(body.input.query, query, withheld="") if keyed else body.input.query,
                 "target_roots": list(request.target_roots),
                 "citations": citations,
                 "gaps": gaps,
@@ -266,7 +268,7 @@ def _record(
     # The question's word hashes for the question index, from the plain question (`Pending`).
     hashes = ctx.ledger.word_hasher.hand_over(tenant, body.input.query, query.nonce)
     idempotent = bound(caller.idempotency, ctx.sealer, sealed_refs(query))
-    return commit(ctx, Pending(caller, [payload], answer, idempotent, hashes))
+    return commit(ctx, Pending(caller, [payload], answer, idempotent, hashes, plain_answer=not keyed))
 
 
 def _merged(citations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -286,40 +288,52 @@ def _merged(citations: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _citation(
-    sealer: Sealer, tenant: str, hit: SearchHit, entry: SelectedEntry, query: Sealed
+    sealer: Sealer, tenant: str, hit: SearchHit, entry: SelectedEntry, query: Sealed, *, keyed: bool
 ) -> dict[str, Any]:
     """One hit of the answer. Its text is `Protected` under the keys that seal it in the
     receipt: the snippet is the entry's sealed snapshot, the heading the chunk's sealed
-    heading, and the matched terms (words of the query and of the chunk) both keys' layers."""
+    heading, and the matched terms (words of the query and of the chunk) both keys' layers.
+    Not `keyed` (no stored answer): the same values in plain."""
     heading = hit.chunk.heading_path
     terms = [{"term": t, "bm25": v} for t, v in hit.term_scores]
+    heading_path = hit.heading_path if heading is not None else None
+    if not keyed:
+        return _answer_citation(hit, entry, hit.snippet, heading_path, terms)
+    return _answer_citation(
+        hit,
+        entry,
+        Protected(hit.snippet, entry.snapshot, withheld=""),
+        Protected(heading_path, Sealed.model_validate(heading)) if heading_path is not None else None,
+        protect_json(
+            sealer, terms, tenant_id=tenant, key_refs=sealed_refs(entry.snapshot, query), withheld=[]
+        )
+        if terms
+        else [],
+    )
+
+
+def _answer_citation(
+    hit: SearchHit, entry: SelectedEntry, snippet: Any, heading_path: Any, terms: Any
+) -> dict[str, Any]:
     return {
         "citation_id": entry.citation_id,
         "document_id": hit.document_id,
         "chunk_id": hit.chunk_id,
         "source": entry.source,
         "path": hit.path,
-        "snippet": Protected(hit.snippet, entry.snapshot, withheld=""),
+        "snippet": snippet,
         "snippet_span": (
             {"start": hit.snippet_span[0], "end": hit.snippet_span[1]} if hit.snippet_span else None
         ),
         "locator": {
             "start_line": hit.start_line,
             "end_line": hit.end_line,
-            "heading_path": (
-                Protected(hit.heading_path, Sealed.model_validate(heading))
-                if heading is not None and hit.heading_path is not None
-                else None
-            ),
+            "heading_path": heading_path,
         },
         "score": hit.score,
         "reason": {
             "score_breakdown": [{"component": c, "value": v} for c, v in hit.score_breakdown],
-            "terms": protect_json(
-                sealer, terms, tenant_id=tenant, key_refs=sealed_refs(entry.snapshot, query), withheld=[]
-            )
-            if terms
-            else [],
+            "terms": terms,
             "policy": [{"rule_id": r, "action": a} for r, a in hit.policy_rules],
         },
         "sensitivity": hit.sensitivity,

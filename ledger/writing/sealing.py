@@ -196,9 +196,12 @@ class DataKeyStore:
         missing = [ref for ref in wanted if ref not in found]
         if missing:
             rows = [(ref, tenant_id, self._wrap_key(ref, os.urandom(32), os.urandom(32))) for ref in missing]
-            self.adapter.data_keys_create_many(rows, utc_now(timespec="seconds"))
-            # Read back: where another process created a ref first, its key is the one stored.
-            found.update(self.adapter.data_keys_get_many(missing))
+            made = {ref: adapters.DataKeyRow(tenant_id, wrapped, False) for ref, _, wrapped in rows}
+            if self.adapter.data_keys_create_many(rows, utc_now(timespec="seconds")) == len(rows):
+                # Every one stored by this call: the keys just made are the stored ones.
+                found.update(made)
+            else:  # read back: where another process created a ref first, its key is the one stored
+                found.update(self.adapter.data_keys_get_many(missing))
         for ref, row in found.items():
             if row.destroyed or row.wrapped is None:
                 self._forget(ref)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ledger.deadline import Deadline, DeadlineExceeded
 from ledger.domain.entries import EventDraft, PreparedDraft, RecordedEvent, prepare
-from ledger.domain.payloads import EncodedPayload, EventRejected
+from ledger.domain.payloads import EventRejected
 from ledger.storage.adapters import DUPLICATE_KEY_ERRORS, IdempotencyRecord
 from ledger.writing import idempotency
 from ledger.writing.idempotency import IdempotencyKey, IdempotencyKeyReused, IdempotentWrite, StoredAnswer
@@ -89,21 +89,16 @@ def _repeat_of(first: WriteOutcome, write: Write, first_write: Write, sealer: Se
     return _replayed(stored, write.idempotent.key, sealer)
 
 
-def prepare_all(
-    drafts: Sequence[EventDraft],
-    *,
-    tenant_id: str | None = None,
-    encoded: Sequence[EncodedPayload | None] = (),
-) -> list[PreparedDraft]:
+def prepare_all(drafts: Sequence[EventDraft], *, tenant_id: str | None = None) -> list[PreparedDraft]:
     """Validate drafts for one caller; an event for another tenant than `tenant_id` is refused.
-    `encoded`: the drafts' payloads already encoded (None where not), in order."""
+    (A draft built with its payload's encoding keeps it: `EventDraft.encoded`.)"""
     if len(drafts) > MAX_BATCH_EVENTS:
         raise EventRejected("events", f"at most {MAX_BATCH_EVENTS} events per batch")
     prepared = []
     for index, draft in enumerate(drafts):
         if tenant_id is not None and draft.tenant_id != tenant_id:
             raise EventRejected(f"events[{index}].tenant_id", "event is for another tenant")
-        prepared.append(prepare(draft, encoded=encoded[index] if encoded else None))
+        prepared.append(prepare(draft))
     return prepared
 
 

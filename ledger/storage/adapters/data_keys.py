@@ -60,20 +60,21 @@ class DataKeyStatements(AdapterCore):
         return {row["key_ref"]: (str(row["destroyed_at"]), str(row["destroy_reason"] or "")) for row in rows}
 
     def _key_rows(self, columns: str, condition: str, key_refs: Sequence[str]) -> list[Any]:
-        """Rows of the key table for `key_refs` (each once), 500 refs a statement."""
+        """Rows of the key table for `key_refs` (each once), 500 refs a statement (each one
+        read alone, `read_rows`: no BEGIN and ROLLBACK around it)."""
         rows: list[Any] = []
         refs = list(dict.fromkeys(key_refs))
         for start in range(0, len(refs), 500):
             part = refs[start : start + 500]
-            with self.transaction(commit=False) as cursor:
-                cursor.execute(
+            rows.extend(
+                self.read_rows(
                     self.sql(  # `columns` and `condition` are this module's constants, never input
                         f"SELECT {columns} FROM {self.table(KEYS_TABLE)} "
                         f"WHERE {condition}key_ref IN ({', '.join('?' * len(part))})"
                     ),
                     tuple(part),
                 )
-                rows.extend(cursor.fetchall())
+            )
         return rows
 
     def data_key_create(self, key_ref: str, tenant_id: str, wrapped: bytes, created_at: str) -> bool:
@@ -89,8 +90,9 @@ class DataKeyStatements(AdapterCore):
             )
             return self.rowcount(cursor) == 1
 
-    def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> None:
-        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction.
+    def data_keys_create_many(self, rows: Sequence[tuple[str, str, bytes]], created_at: str) -> int:
+        """`data_key_create` for many (key_ref, tenant_id, wrapped) in one transaction; how
+        many of them it stored (a ref that exists is left as it is and not counted).
 
         Its commit does not wait for the disk (`relaxed_transaction`): the keys are made for
         entries about to be appended, and the append's own commit, which waits for the disk,
@@ -105,6 +107,7 @@ class DataKeyStatements(AdapterCore):
                 ),
                 [(key_ref, tenant_id, wrapped, created_at) for key_ref, tenant_id, wrapped in rows],
             )
+            return self.rowcount(cursor)
 
     def data_key_destroy(self, key_ref: str, tenant_id: str, reason: str, now: str) -> bool:
         """Shred a key; a ref never used gets a tombstone so it can never be created

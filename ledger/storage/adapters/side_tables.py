@@ -256,3 +256,25 @@ class SideTableStatements(AdapterCore):
             (notification_id, position, updated_at, projection, expected_notification_id),
         )
         return self.rowcount(cursor) == 1
+
+    def tracking_advance_many(
+        self,
+        cursor: Any,
+        projections: Sequence[str],
+        *,
+        expected_notification_id: int,
+        notification_id: int,
+        position: int,
+        updated_at: str,
+    ) -> bool:
+        """`tracking_advance` of several projections standing at the same notification id, in
+        one statement; False (the caller rolls back) unless every one of them moved."""
+        cursor.execute(
+            self.sql(
+                f"UPDATE {self.table(TRACKING_TABLE)} SET notification_id=?, position=?, updated_at=? "
+                f"WHERE projection IN ({', '.join('?' * len(projections))}) "
+                "AND notification_id=? AND status='running'"
+            ),
+            (notification_id, position, updated_at, *projections, expected_notification_id),
+        )
+        return self.rowcount(cursor) == len(projections)
