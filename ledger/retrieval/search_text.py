@@ -20,7 +20,7 @@ import hashlib
 import re
 import threading
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import NamedTuple
 
 import Stemmer
@@ -75,11 +75,21 @@ def stem_word(word: str) -> str:
     return stem
 
 
+_forget_hooks: list[Callable[[], None]] = []
+
+
+def on_forget_words(hook: Callable[[], None]) -> None:
+    """Have `forget_words` also run `hook` (another cache of words, `word_forms`'s)."""
+    _forget_hooks.append(hook)
+
+
 def forget_words() -> None:
     """Drop the cached words (plaintext of documents and queries) after an erasure: no
     word of erased text outlives its key in this process's memory."""
     with _stemmer_lock:
         _stems.clear()
+    for hook in _forget_hooks:
+        hook()
 
 
 def split_words(text: str) -> list[str]:

@@ -121,15 +121,27 @@ class _FileBm25:
     """`@2`: BM25 of whole files (a file's text is its live chunks': term counts and lengths
     summed per document), the same k1 and b, N and df counted in files."""
 
+    # The files' lengths, count and mean length of the last few views: the same for every query
+    # at one position (the arrays are replaced, never changed in place, so identity names them).
+    _stats: tuple[tuple[Any, Any, Any, tuple[Any, int, float]], ...] = ()
+
     def __init__(self, view: CorpusView) -> None:
         self.numbers = view.document_numbers
-        size = int(self.numbers.max(initial=-1)) + 1
         live = np.asarray(view.live, dtype=bool)
-        numbers = self.numbers[: len(live)][live]
-        self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
-        self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
-        self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
-        self.scores = np.zeros(size)
+        for seen_live, seen_lengths, seen_numbers, stats in _FileBm25._stats:
+            if seen_numbers is self.numbers and seen_lengths is view.lengths:
+                if seen_live is live or (seen_live.shape == live.shape and np.array_equal(seen_live, live)):
+                    self.lengths, self.count, self.avgdl = stats
+                    break
+        else:
+            size = int(self.numbers.max(initial=-1)) + 1
+            numbers = self.numbers[: len(live)][live]
+            self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
+            self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
+            self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
+            entry = (live, view.lengths, self.numbers, (self.lengths, self.count, self.avgdl))
+            _FileBm25._stats = (entry, *_FileBm25._stats[:3])
+        self.scores = np.zeros(len(self.lengths))
 
     def add(self, idf_term_rows: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]) -> None:
         rows, tf = idf_term_rows
@@ -213,6 +225,9 @@ def _sorted_postings(
 ) -> list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
     out = []
     for term, rows, contribution in per_term:
+        if len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all()):  # mostly sorted already
+            out.append((term, rows, contribution))
+            continue
         order = np.argsort(rows, kind="stable")
         out.append((term, rows[order], contribution[order]))
     return out
