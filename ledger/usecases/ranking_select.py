@@ -27,6 +27,7 @@ from ledger.usecases.ranking_v3 import best_per_document
 Array = np.ndarray[Any, Any]
 FIRST_BATCH = 64  # `_top_ranked`'s least first batch
 PREFIX_FACTOR = 4  # candidates taken per judged one of the first batch (files' other parts, denials)
+SAMPLE = 1024  # scores the threshold is read from
 
 
 def select_ranked(
@@ -48,9 +49,7 @@ def select_ranked(
         if size >= count:
             kept = np.arange(count)
         else:
-            # The size-th best score (`np.partition` over scores above 0: candidates score so).
-            threshold = np.partition(base, count - size)[count - size]
-            kept = np.flatnonzero(base >= threshold)
+            kept = np.flatnonzero(base >= _threshold(base, size))
         complete = len(kept) == count
         if per_document:
             kept = kept[best_per_document(rows[kept], base[kept], view)]
@@ -58,3 +57,13 @@ def select_ranked(
         if ranked is not None:
             return ranked, kept
         size *= PREFIX_FACTOR
+
+
+def _threshold(base: Array, size: int) -> float:
+    """A score about `size` of `base` reach: the same rank in every `step`-th one (any
+    threshold gives the same answer, `select_ranked`; this one costs a partition of at most
+    `SAMPLE` scores, not of all)."""
+    step = max(1, len(base) // SAMPLE)
+    sample = base[::step]
+    rank = min(len(sample), -(-size // step))  # ceil(size / step)
+    return float(np.partition(sample, len(sample) - rank)[len(sample) - rank])

@@ -203,12 +203,13 @@ def _top_ranked(
         if not complete and take >= len(order):
             return None
         take = min(len(order), take)
-        for i in order[done:take].tolist():
+        batch = order[done:take]
+        for i, score in zip(batch.tolist(), base[batch].tolist(), strict=True):
             row = candidates[i]
             chunk = view.chunk(row)
             verdict = _judge(policy, scopes, verdicts, chunk)
-            final = float(base[i]) * float(verdict.factor) if verdict.factor != 1 else float(base[i])
-            judged.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, float(base[i])))
+            final = score * float(verdict.factor) if verdict.factor != 1 else score
+            judged.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, score))
         done = take
         judged.sort(key=lambda item: (-value(item[0]), item[1], item[2]))
         if done >= len(order):
