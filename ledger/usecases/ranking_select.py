@@ -7,7 +7,9 @@ row) in batches and stops at a batch end once no unjudged one could climb past; 
 order, so `select_ranked` hands them the candidates whose score is at least a threshold:
 those form a prefix of the order (ties at the threshold included), and each file's best parts
 among them are the prefix of its best parts among all. When the walk would pass the prefix's
-end, the prefix grows and the walk starts again; over every candidate it is the walk itself.
+end (policy denials, or boosts large enough that no score is safe), the walk starts again over
+every candidate: the walk itself, one prefix's judging later (growing the prefix step by step
+would judge the same candidates again at every step).
 The answer is therefore the one the walk over every candidate gives, in the same batches,
 while sorting and judging cost follows the page, not the number of matches (a word most files
 hold: every file a candidate).
@@ -56,7 +58,7 @@ def select_ranked(
         ranked = _top_ranked(view, policy, scopes, rows[kept].tolist(), base[kept], window, complete)
         if ranked is not None:
             return ranked, kept
-        size *= PREFIX_FACTOR
+        size = count
 
 
 def _threshold(base: Array, size: int) -> float:
