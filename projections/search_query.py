@@ -118,7 +118,8 @@ class _TenantIndex:
         self.document_numbers: dict[str, int] = {}
         self.chunks: list[IndexedChunk] = []
         self.row_of: dict[tuple[int, int], int] = {}
-        self.settled: tuple[int, int, npt.NDArray[np.bool_]] | None = None
+        # (last change, chunks then, the live mask past it, its live count and total length)
+        self.settled: tuple[int, int, npt.NDArray[np.bool_], int, int] | None = None
         self.body = _Postings("u4")
         self.fields = _Postings("u1")
 
@@ -177,13 +178,21 @@ class AsOfView:
 
     def body_postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
         rows, tf = self._index.body.lookup(self._hash(term))
-        keep = self._live(rows)
-        return rows[keep], tf[keep]
+        return self._live_only(rows, tf)
 
     def field_postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
         rows, codes = self._index.fields.lookup(self._hash(term))
-        keep = self._live(rows)
-        return rows[keep], codes[keep]
+        return self._live_only(rows, codes)
+
+    def _live_only(
+        self, rows: npt.NDArray[np.int32], values: npt.NDArray[Any]
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[Any]]:
+        """The postings of live rows (read only, as every posting array here)."""
+        within = len(rows) == 0 or int(rows.max()) < len(self.live)
+        if within and self.live_count == len(self.live):  # every row live (no version closed)
+            return rows, values
+        keep = self.live[rows] if within else self._live(rows)
+        return rows[keep], values[keep]
 
     def _live(self, rows: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
         """Rows a load added after this view was taken are past its mask: not live here
@@ -241,17 +250,18 @@ class SearchIndex:
             # Past the last position that opened or closed a chunk version the mask stops
             # changing: live searches (one receipt further each time) reuse it.
             settled = index.settled
+            lengths = index.length
             if settled is not None and position >= settled[0] and settled[1] == len(index.chunks):
-                live = settled[2]
+                live, live_count, total_length = settled[2:]  # counted once per mask
             else:
                 live = (index.live_from <= position) & (position < index.live_to)
+                live_count, total_length = int(live.sum()), int(lengths[live].sum())
                 last_change = max(
                     int(index.live_from.max(initial=0)),
                     int(index.live_to[index.live_to != OPEN].max(initial=0)),
                 )
                 if position >= last_change:
-                    index.settled = (last_change, len(index.chunks), live)
-            lengths = index.length
+                    index.settled = (last_change, len(index.chunks), live, live_count, total_length)
             return AsOfView(
                 position=position,
                 live=live,
@@ -259,8 +269,8 @@ class SearchIndex:
                 ordinals=index.ordinal,
                 document_numbers=index.document_number,
                 restricted=index.restricted,
-                live_count=int(live.sum()),
-                total_length=int(lengths[live].sum()),
+                live_count=live_count,
+                total_length=total_length,
                 _index=index,
                 _hash=self.projection.keys(self.store).hasher(tenant_id),
             )

@@ -25,7 +25,7 @@ from api.routes.common import fingerprint
 from client import Client, Spooled
 from client.spool import ItemVerdict, Spool, SpoolRecord
 from ledger.config import LedgerConfig
-from ledger.retrieval import search_text
+from ledger.retrieval import search_text, word_forms
 from ledger.retrieval.search_text import stem_word
 from ledger.schemas.requests import DocumentIn, ErasureIn, RetrievalIn, SearchIn
 from ledger.tlog.signing import KeyDirectory
@@ -392,11 +392,13 @@ def test_no_in_memory_cache_holds_erased_words(ledger: Ledger) -> None:
     caller = Caller(tenant_id=doc.tenant_id, actor="test", scopes=frozenset({"admin"}))
     found = search(ctx, caller, SearchIn.model_validate({"input": {"query": f"passphrase {marker}"}}))
     assert any(marker in c["snippet"] for c in found.body["output"]["citations"])
-    roots: list[Any] = [ctx, ctx.search_index, ctx.lookups, search_text._stems]
+    roots: list[Any] = [ctx, ctx.search_index, ctx.lookups, search_text._stems, word_forms._related]
     assert _strings_reachable(roots, marker)  # cached while the key lives
+    assert marker in word_forms._related  # a query word's relatives (a key: the walk sees values only)
     del found
     erase(ctx, caller, ErasureIn(document_id=doc.payload["document_id"]))
     assert _strings_reachable(roots, marker) == []
+    assert marker not in word_forms._related
     again = search(ctx, caller, SearchIn.model_validate({"input": {"query": VAULT_QUERY}}))
     assert all(marker not in c["snippet"] for c in again.body["output"]["citations"])
 

@@ -20,7 +20,7 @@ import hashlib
 import re
 import threading
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import NamedTuple
 
 import Stemmer
@@ -75,11 +75,21 @@ def stem_word(word: str) -> str:
     return stem
 
 
+_forget_hooks: list[Callable[[], None]] = []
+
+
+def on_forget_words(hook: Callable[[], None]) -> None:
+    """Have `forget_words` also run `hook` (another cache of words, `word_forms`'s)."""
+    _forget_hooks.append(hook)
+
+
 def forget_words() -> None:
     """Drop the cached words (plaintext of documents and queries) after an erasure: no
     word of erased text outlives its key in this process's memory."""
     with _stemmer_lock:
         _stems.clear()
+    for hook in _forget_hooks:
+        hook()
 
 
 def split_words(text: str) -> list[str]:
@@ -125,8 +135,10 @@ def matching_terms(text: str, wanted: Collection[str]) -> list[Term]:
     snippet, and most of its words are not among them. (ASCII words skip NFKC, which
     leaves ASCII as it is.)"""
     out: list[Term] = []
+    # Each distinct word once per call (words repeat): its stem when wanted, else None.
+    decided: dict[str, str | None] = {}
     for match in _TOKEN.finditer(text):
-        run, word = match.group(1), match.group(2)
+        run, word = match.groups()
         if run is not None:
             start = match.start(1)
             for offset in range(len(run) - 1):
@@ -137,13 +149,22 @@ def matching_terms(text: str, wanted: Collection[str]) -> list[Term]:
                 if char in wanted:
                     out.append(Term(char, start + offset, start + offset + 1, score=len(run) == 1))
             continue
-        folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
-        if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS or folded in STOPWORDS:
-            continue
-        stem = stem_word(folded)
-        if stem in wanted:
+        if word in decided:
+            stem = decided[word]
+        else:
+            stem = decided[word] = _wanted_stem(word, wanted)
+        if stem is not None:
             out.append(Term(stem, match.start(2), match.end(2)))
     return out
+
+
+def _wanted_stem(word: str, wanted: Collection[str]) -> str | None:
+    """The search term a word of text gives (as `terms`) when it is in `wanted`, else None."""
+    folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
+    if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS or folded in STOPWORDS:
+        return None
+    stem = stem_word(folded)
+    return stem if stem in wanted else None
 
 
 def term_counts(text: str) -> tuple[dict[str, int], int]:

@@ -16,7 +16,7 @@ inflections, which Snowball already does, not derivations): measured in
 
 from __future__ import annotations
 
-from ledger.retrieval.search_text import stem_word
+from ledger.retrieval.search_text import on_forget_words, stem_word
 
 # Each family: suffixes that mark the same root (noun of action, verb, its inflections).
 SUFFIX_FAMILIES: tuple[tuple[str, ...], ...] = (
@@ -38,9 +38,26 @@ MIN_ROOT = 3  # a shorter root ("b" + "ication") is no word to fold
 MAX_FORMS = 12
 
 
+# Each query word's relatives, once per word: a search looks them up for its scores and again
+# for its no-hit rule. Query words are plaintext: an erasure drops them (`forget_words`).
+_related: dict[str, tuple[str, ...]] = {}
+_RELATED_MAX = 50_000
+on_forget_words(_related.clear)
+
+
 def related_stems(word: str) -> tuple[str, ...]:
     """Stems of `word`'s derivational relatives that differ from its own stem, sorted
     (deterministic), at most MAX_FORMS. `word` is a lowercase surface word."""
+    found = _related.get(word)
+    if found is None:
+        found = _related_stems(word)
+        if len(_related) >= _RELATED_MAX:
+            _related.clear()
+        _related[word] = found
+    return found
+
+
+def _related_stems(word: str) -> tuple[str, ...]:
     own = stem_word(word)
     found: set[str] = set()
     for words in WORD_FAMILIES:

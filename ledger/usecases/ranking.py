@@ -49,6 +49,7 @@ from ledger.retrieval.search_text import query_terms
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import CorpusView, SearchIndexReader
+from ledger.usecases.ranking_select import select_ranked
 from ledger.usecases.ranking_steps import (
     FILE_WEIGHT,
     FILENAME_WEIGHT,
@@ -69,12 +70,10 @@ from ledger.usecases.ranking_steps import (
     _needed_coverage,
     _snippet,
     _sorted_postings,
-    _top_ranked,
 )
 from ledger.usecases.ranking_v3 import (
     FILE_WEIGHT_V3,
     add_document_coverage,
-    best_per_document,
     family_postings,
     needed_document_coverage,
     query_forms,
@@ -251,7 +250,7 @@ def _rank(
         matches[gate_rows] = True
         matches[gate_fields] = True
         if query_term.cover:
-            matched_idf[matches] += gate_idf
+            matched_idf[np.flatnonzero(matches)] += gate_idf  # the rows, not a mask over all
             if document_idf is not None:
                 add_document_coverage(document_idf, view, gate_rows, gate_fields, gate_idf)
         if not query_term.score:
@@ -267,58 +266,57 @@ def _rank(
         filename[field_rows[(codes & 4) > 0]] += FILENAME_WEIGHT * idf
     if late():
         return empty_run("timeout", position)
-    title, heading, filename = field_boosts(engine, title, heading, filename)  # @7 (`ranking_v7`)
-    touched = np.nonzero(matched_idf > 0)[0]
+    touched = np.flatnonzero(matched_idf > 0)
     seen = np.zeros(int(view.document_numbers.max(initial=0)) + 1, dtype=bool)
     seen[view.document_numbers[touched]] = True
     files_scanned = int(seen.sum())
-    scored = (bm25 + title + heading + filename)[touched] > 0
+    # From here on over the touched rows only (the same sums, element by element).
+    bm25_of, fields_of = bm25[touched], (title[touched], heading[touched], filename[touched])
+    fields_of = field_boosts(engine, *fields_of)  # @7 (`ranking_v7`)
+    evidence = bm25_of + fields_of[0] + fields_of[1] + fields_of[2]
+    scored = evidence > 0
     known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
     covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
         needed = (needed_document_coverage_v4 if v4 else needed_document_coverage)(known, missing)
         covering = document_idf >= gate_bar(engine, needed) - 1e-12  # @8: near ones too
-        qualified = touched[scored] if covering.any() else touched[:0]
+        chosen = np.flatnonzero(scored) if covering.any() else touched[:0]  # indexes into `touched`
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
-        qualified = touched[(matched_idf[touched] >= needed - 1e-12) & scored]
+        chosen = np.flatnonzero((matched_idf[touched] >= needed - 1e-12) & scored)
     roots = request.target_roots
     prefixes = request.filters.path_prefixes
     sensitivities = set(request.filters.sensitivity)
-    candidates: list[int] = qualified.tolist()
     if roots or prefixes or sensitivities:
         root_sources = request.root_sources or []
         source_of = ctx.lookups.documents_of_sources(tenant_id, root_sources) if root_sources else {}
-        candidates = [
-            row
-            for row in candidates
-            if _in_roots(view.chunk(row), roots, root_sources, source_of)
-            and (not prefixes or any(view.chunk(row).path.startswith(p) for p in prefixes))
-            and (not sensitivities or view.chunk(row).sensitivity in sensitivities)
+        inside = [
+            _in_roots(chunk, roots, root_sources, source_of)
+            and (not prefixes or any(chunk.path.startswith(p) for p in prefixes))
+            and (not sensitivities or chunk.sensitivity in sensitivities)
+            for chunk in map(view.chunk, touched[chosen].tolist())
         ]
-    if not candidates:
+        chosen = chosen[np.array(inside, dtype=bool)]
+    if not len(chosen):
         return empty_run(
             "no_hit",
             position,
             _gaps([t.text for t in wanted], missing, bool(len(touched)), roots),
             files=files_scanned,
         )
-    rows_array = np.array(candidates, dtype=np.int64)
+    rows_array = touched[chosen]
     position_bonus = POSITION_WEIGHT / (1 + view.ordinals[rows_array])
-    base = bm25[rows_array] + title[rows_array] + heading[rows_array] + filename[rows_array] + position_bonus
+    base = evidence[chosen] + position_bonus
     file_score = np.zeros(len(rows_array))
     if files is not None:
         whole_files = files.scores[view.document_numbers[rows_array]]
         weight = fused_file_weight(base, whole_files) if v4 else FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
         file_score = weight * whole_files
         base = base + file_score
-    if v3:  # each file's best parts only: the policy window then spans files
-        keep = best_per_document(rows_array, base, view)
-        rows_array, base = rows_array[keep], base[keep]
-        position_bonus, file_score = position_bonus[keep], file_score[keep]
-        candidates = rows_array.tolist()
     top_k = min(request.top_k, policy.max_top_k)
-    ranked = _top_ranked(view, policy, auth_scope, candidates, base, top_k * FILTER_WINDOW)
+    # @3: each file's best parts only, the policy window then spans files (`ranking_select`).
+    ranked, kept = select_ranked(view, policy, auth_scope, rows_array, base, top_k * FILTER_WINDOW, v3)
+    rows_array, position_bonus, file_score = rows_array[kept], position_bonus[kept], file_score[kept]
     if late():
         return empty_run("timeout", position, files=files_scanned)
     window = ranked[: top_k * FILTER_WINDOW]
@@ -387,11 +385,12 @@ def _rank(
         else:
             snippet_out, span_out = snippet, span
         idx = int(np.searchsorted(rows_array, row))  # rows ascend (np.nonzero order), each once
+        at = int(np.searchsorted(touched, row))
         components = [
             ("bm25", _fixed(float(bm25[row]))),
-            ("title_boost", _fixed(float(title[row]))),
-            ("heading_boost", _fixed(float(heading[row]))),
-            ("filename_boost", _fixed(float(filename[row]))),
+            ("title_boost", _fixed(float(fields_of[0][at]))),
+            ("heading_boost", _fixed(float(fields_of[1][at]))),
+            ("filename_boost", _fixed(float(fields_of[2][at]))),
             ("position", _fixed(float(position_bonus[idx]))),
         ]
         if not v1:
@@ -445,6 +444,6 @@ def _rank(
         hits=merged,
         filters_applied=tuple(filters),
         gaps=(),
-        context_hash=context_hash_of("ok", merged, filters),
+        context_hash="",  # `rank` sets it, by the engine's rule
         files_scanned=files_scanned,
     )

@@ -121,15 +121,27 @@ class _FileBm25:
     """`@2`: BM25 of whole files (a file's text is its live chunks': term counts and lengths
     summed per document), the same k1 and b, N and df counted in files."""
 
+    # The files' lengths, count and mean length of the last few views: the same for every query
+    # at one position (the arrays are replaced, never changed in place, so identity names them).
+    _stats: tuple[tuple[Any, Any, Any, tuple[Any, int, float]], ...] = ()
+
     def __init__(self, view: CorpusView) -> None:
         self.numbers = view.document_numbers
-        size = int(self.numbers.max(initial=-1)) + 1
         live = np.asarray(view.live, dtype=bool)
-        numbers = self.numbers[: len(live)][live]
-        self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
-        self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
-        self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
-        self.scores = np.zeros(size)
+        for seen_live, seen_lengths, seen_numbers, stats in _FileBm25._stats:
+            if seen_numbers is self.numbers and seen_lengths is view.lengths:
+                if seen_live is live or (seen_live.shape == live.shape and np.array_equal(seen_live, live)):
+                    self.lengths, self.count, self.avgdl = stats
+                    break
+        else:
+            size = int(self.numbers.max(initial=-1)) + 1
+            numbers = self.numbers[: len(live)][live]
+            self.lengths = np.bincount(numbers, weights=view.lengths[: len(live)][live], minlength=size)
+            self.count = int((np.bincount(numbers, minlength=size) > 0).sum())
+            self.avgdl = float(self.lengths.sum()) / max(self.count, 1)
+            entry = (live, view.lengths, self.numbers, (self.lengths, self.count, self.avgdl))
+            _FileBm25._stats = (entry, *_FileBm25._stats[:3])
+        self.scores = np.zeros(len(self.lengths))
 
     def add(self, idf_term_rows: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]) -> None:
         rows, tf = idf_term_rows
@@ -170,34 +182,43 @@ def _top_ranked(
     candidates: list[int],
     base: np.ndarray[Any, Any],
     window: int,
-) -> list[Ranked]:
+    complete: bool = True,
+) -> list[Ranked] | None:
     """The best candidates in final order (score, then path, then place in the file), enough
     of them to hold `window` of all and `window` of the allowed ones: judged in order of their
     score before policy, stopping once no unjudged one could still climb past (its base score
     times the largest boost is below the window's last score). Cost follows the window, not
-    the number of matches."""
+    the number of matches. `complete` False: `candidates` are the best-scored ones of more
+    (a prefix of their order, `ranking_select`); None when the walk would pass their end."""
     ceiling = math.prod((float(r.factor) for r in policy.rules if r.action == "boost"), start=1.0)
     verdicts = _verdict_cache(policy, scopes)
     order = np.argsort(-base, kind="stable")
     judged: list[Ranked] = []
-    take = min(len(order), max(window * 4, 64))
+    # Scores are 6-place decimal strings; below 1e8 their floats keep their order and tell
+    # apart any two (spacing 1e-6, float steps under 1.5e-8), cheaper than `Decimal`.
+    value: Any = float if float(base.max(initial=0.0)) * max(ceiling, 1.0) < 1e8 else decimal.Decimal
+    take = max(window * 4, 64)
     done = 0
     while True:
-        for i in order[done:take].tolist():
+        if not complete and take >= len(order):
+            return None
+        take = min(len(order), take)
+        batch = order[done:take]
+        for i, score in zip(batch.tolist(), base[batch].tolist(), strict=True):
             row = candidates[i]
             chunk = view.chunk(row)
             verdict = _judge(policy, scopes, verdicts, chunk)
-            final = float(base[i]) * float(verdict.factor) if verdict.factor != 1 else float(base[i])
-            judged.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, float(base[i])))
+            final = score * float(verdict.factor) if verdict.factor != 1 else score
+            judged.append((_fixed(final), chunk.path, chunk.ordinal, row, verdict, score))
         done = take
-        judged.sort(key=lambda item: (-decimal.Decimal(item[0]), item[1], item[2]))
+        judged.sort(key=lambda item: (-value(item[0]), item[1], item[2]))
         if done >= len(order):
             return judged
-        bound = decimal.Decimal(_fixed(float(base[order[done]]) * ceiling))
-        safe = [item for item in judged if decimal.Decimal(item[0]) > bound]
+        bound = value(_fixed(float(base[order[done]]) * ceiling))
+        safe = [item for item in judged if value(item[0]) > bound]
         if len(safe) >= window and sum(not item[4].denied for item in safe) >= window:
             return judged
-        take = min(len(order), take * 4)
+        take = take * 4
 
 
 def _sorted_postings(
@@ -205,6 +226,9 @@ def _sorted_postings(
 ) -> list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
     out = []
     for term, rows, contribution in per_term:
+        if len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all()):  # mostly sorted already
+            out.append((term, rows, contribution))
+            continue
         order = np.argsort(rows, kind="stable")
         out.append((term, rows[order], contribution[order]))
     return out

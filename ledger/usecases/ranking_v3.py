@@ -46,6 +46,12 @@ def family_postings(view: CorpusView, stems: Sequence[str]) -> tuple[Array, Arra
         return rows, tf, field_rows, codes
     body = [view.body_postings(stem) for stem in stems]
     fields = [view.field_postings(stem) for stem in stems]
+    held = [i for i in range(len(stems)) if len(body[i][0]) or len(fields[i][0])]
+    if len(held) == 1:  # one form in use (most relatives are no word): no merge, when rows ascend
+        (rows, tf), (field_rows, codes) = body[held[0]], fields[held[0]]
+        if _ascending(rows) and _ascending(field_rows):
+            rows, tf = rows.astype(np.int32), tf.astype(np.int64)
+            return rows, tf, field_rows.astype(np.int32), codes.astype(np.uint8)
     all_rows = np.concatenate([r for r, _ in body])
     all_tf = np.concatenate([t.astype(np.int64) for _, t in body])
     rows, inverse = np.unique(all_rows, return_inverse=True)
@@ -56,6 +62,11 @@ def family_postings(view: CorpusView, stems: Sequence[str]) -> tuple[Array, Arra
     codes = np.zeros(len(field_rows), np.uint8)
     np.bitwise_or.at(codes, field_inverse, all_codes)
     return rows.astype(np.int32), tf, field_rows.astype(np.int32), codes
+
+
+def _ascending(rows: Array) -> bool:
+    """Strictly: what `np.unique` would return as it is."""
+    return len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
 
 
 def query_forms(query: str, term: Term) -> tuple[str, ...]:
@@ -72,7 +83,7 @@ def add_document_coverage(
     holds = np.zeros(len(coverage), dtype=bool)  # a mask, not `np.unique`: no sort per term
     holds[view.document_numbers[rows]] = True
     holds[view.document_numbers[field_rows]] = True
-    coverage[holds] += idf
+    coverage[np.flatnonzero(holds)] += idf
 
 
 def needed_document_coverage(known: Sequence[float], missing: Sequence[str]) -> float:
