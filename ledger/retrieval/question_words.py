@@ -10,8 +10,10 @@ characters.
 
 from __future__ import annotations
 
+import unicodedata
+
 from ledger.domain.fields import MAX_SEARCHED_WORDS
-from ledger.retrieval.search_text import terms
+from ledger.retrieval.search_text import _TOKEN, MAX_WORD_CHARS, STOPWORDS, stem_word
 
 MAX_SEARCH_CHARS = 200
 MAX_SEARCH_WORDS = MAX_SEARCHED_WORDS
@@ -23,11 +25,28 @@ class BadQuestionSearch(ValueError):
 
 
 def question_words(text: str, *, limit: int = MAX_INDEXED_WORDS) -> list[str]:
-    """The distinct scoring terms of `text` in order of first occurrence, at most `limit`."""
+    """The distinct scoring terms of `text` in order of first occurrence, at most `limit`:
+    `[t.text for t in search_text.terms(text) if t.score]` deduplicated, without building a
+    `Term` per token (every recorded receipt's question passes here on the write path)."""
     seen: dict[str, None] = {}
-    for term in terms(text):
-        if term.score and term.text not in seen:
-            seen[term.text] = None
+    for match in _TOKEN.finditer(text):
+        run, word = match.groups()
+        if run is not None:
+            # A CJK run: its bigrams score, its characters only when the run is one character.
+            grams = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+            for gram in grams:
+                if gram not in seen and gram not in STOPWORDS:
+                    seen[gram] = None
+                    if len(seen) >= limit:
+                        return list(seen)
+            continue
+        # NFKC leaves ASCII as it is (as `search_text.matching_terms`).
+        folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
+        if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS or folded in STOPWORDS:
+            continue
+        stem = stem_word(folded)
+        if stem not in seen:
+            seen[stem] = None
             if len(seen) >= limit:
                 break
     return list(seen)
