@@ -492,3 +492,10 @@ def test_revealed_and_stored_answers_keep_every_value_and_seal_protected_parts(l
     assert stored["ids"] == ["a", "b"] and stored["f"] == 2.5
     status, replayed = StoredAnswer("f", 201, stored).replay(IdempotencyKey(TENANT, "k", "f"), ledger.sealer)
     assert (status, replayed) == (201, {**plain, "dedup": True})
+    # An answer marked plain is stored as it is: the bytes of the walked form; and one that
+    # holds a protected part after all is refused, never stored in plain.
+    key = IdempotencyKey(TENANT, "k", "f")
+    walked, as_is = records([(key, (201, plain), 7), (key, (201, plain), 7)], [False, True])
+    assert walked.response == as_is.response == orjson.dumps(plain)
+    with pytest.raises(TypeError):
+        records([(key, (201, answer), 7)], [True])

@@ -157,7 +157,9 @@ class Pending:
         def stored(events: Sequence[RecordedEvent]) -> tuple[int, dict[str, Any]]:
             return 1, {**self.answer(events), "dedup": False}
 
-        return IdempotentWrite(self.idempotency, stored) if self.idempotency is not None else None
+        if self.idempotency is None:
+            return None
+        return IdempotentWrite(self.idempotency, stored, plain=self.plain_answer)
 
     def prepared(self) -> Write:
         """Validated for the caller's tenant (raises `EventRejected`), each payload encoded

@@ -201,6 +201,8 @@ class IdempotentWrite:
 
     key: IdempotencyKey
     answer: Callable[[Sequence[RecordedEvent]], Answer]
+    # The answer holds no `Protected` part (`Pending.plain_answer`): stored as it is, not walked.
+    plain: bool = False
 
 
 def ddl(store: Store) -> list[str]:
@@ -229,8 +231,13 @@ def lookup_many(store: Store, tenant_id: str, keys: Sequence[str]) -> dict[str, 
     return {key: answer for (_, key), answer in found.items()}
 
 
-def records(rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> list[IdempotencyRecord]:
-    """The stored form of answers (built before the sequencer is taken; inserted under it)."""
+def records(
+    rows: Sequence[tuple[IdempotencyKey, Answer, int]], plain: Sequence[bool] = ()
+) -> list[IdempotencyRecord]:
+    """The stored form of answers (built before the sequencer is taken; inserted under it).
+    `plain[i]`: row i's answer holds no `Protected` part, so its stored form is the answer
+    itself (the same bytes; were one there after all, orjson refuses its `Sealed`: nothing
+    is stored in plain)."""
     now = time.time()
     return [
         IdempotencyRecord(
@@ -238,11 +245,11 @@ def records(rows: Sequence[tuple[IdempotencyKey, Answer, int]]) -> list[Idempote
             key.key,
             key.stored or key.fingerprint,
             status,
-            orjson.dumps(_stored_form(body)),
+            orjson.dumps(body if index < len(plain) and plain[index] else _stored_form(body)),
             position,
             now,
         )
-        for key, (status, body), position in rows
+        for index, (key, (status, body), position) in enumerate(rows)
     ]
 
 

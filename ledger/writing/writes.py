@@ -116,5 +116,5 @@ def keyed_answers(
     """Each keyed write's answer and the record that stores it."""
     answers = {i: (k.key, k.answer(events[i])) for i, k in keyed.items() if k is not None}
     rows = [(key, answer, events[i][0].position if events[i] else 0) for i, (key, answer) in answers.items()]
-    stored = idempotency.records(rows)
+    stored = idempotency.records(rows, [keyed[i].plain for i in answers])
     return {i: (answer, record) for (i, (_, answer)), record in zip(answers.items(), stored, strict=True)}
