@@ -29,9 +29,9 @@ def question_words(text: str, *, limit: int = MAX_INDEXED_WORDS) -> list[str]:
     `[t.text for t in search_text.terms(text) if t.score]` deduplicated, without building a
     `Term` per token (every recorded receipt's question passes here on the write path)."""
     seen: dict[str, None] = {}
-    for match in _TOKEN.finditer(text):
-        run, word = match.groups()
-        if run is not None:
+    # `findall`: (run, word) pairs without a match object each; the group not matched is "".
+    for run, word in _TOKEN.findall(text):
+        if run:
             # A CJK run: its bigrams score, its characters only when the run is one character.
             grams = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
             for gram in grams:
@@ -42,7 +42,7 @@ def question_words(text: str, *, limit: int = MAX_INDEXED_WORDS) -> list[str]:
             continue
         # NFKC leaves ASCII as it is (as `search_text.matching_terms`).
         folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
-        if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS or folded in STOPWORDS:
+        if folded in STOPWORDS or len(folded) > MAX_WORD_CHARS or (len(folded) < 2 and not folded.isdigit()):
             continue
         stem = stem_word(folded)
         if stem not in seen:
