@@ -30,11 +30,13 @@ _tick = [dt.datetime(2026, 11, 28, 12, 0, 0, tzinfo=dt.UTC)]
 
 
 class _Clock(dt.datetime):
-    """A clock that advances 1,013 µs at each reading."""
+    """A clock that stands still: every reading gives the same moment. (A clock that stepped
+    at each reading made two checkouts differ in their timestamps whenever one read the clock
+    more or fewer times, e.g. one key lookup less, though every byte that depends on the
+    time was built the same way.)"""
 
     @classmethod
     def now(cls, tz: dt.tzinfo | None = None) -> _Clock:  # type: ignore[override]
-        _tick[0] += dt.timedelta(microseconds=1013)
         return _tick[0]  # type: ignore[return-value]
 
 
