@@ -729,9 +729,12 @@ def one_side(
                 rate=max(1.0, results[names[1]]["rps"] / 2),
                 prefix="r",
             )
-            receipt = httpx.post(api_url + "/v1/retrievals", json=body(), headers=auth, timeout=30).json()[
-                "receipt_id"
-            ]
+            answer = httpx.post(api_url + "/v1/retrievals", json=body(), headers=auth, timeout=30)
+            if "receipt_id" not in answer.json():
+                raise SystemExit(
+                    f"POST /v1/retrievals after the load: {answer.status_code} {answer.text[:400]}"
+                )
+            receipt = answer.json()["receipt_id"]
             results[names[3]] = drive_wrk(
                 wrk, script, f"{api_url}/v1/receipts/{receipt}", args.clients, args.seconds, method="GET"
             )
@@ -759,9 +762,12 @@ def one_side(
                     rate=max(1.0, results[names[1]]["rps"] / 2),
                 )
             )
-            receipt = httpx.post(api_url + "/v1/retrievals", json=body(), headers=auth, timeout=30).json()[
-                "receipt_id"
-            ]
+            answer = httpx.post(api_url + "/v1/retrievals", json=body(), headers=auth, timeout=30)
+            if "receipt_id" not in answer.json():
+                raise SystemExit(
+                    f"POST /v1/retrievals after the load: {answer.status_code} {answer.text[:400]}"
+                )
+            receipt = answer.json()["receipt_id"]
             results[names[3]] = asyncio.run(
                 drive(
                     "", lambda: f"{api_url}/v1/receipts/{receipt}", args.clients, args.seconds, method="GET"

@@ -275,9 +275,10 @@ def _boom_draft(ledger: Ledger) -> Any:
 def test_a_failing_event_in_the_write_transaction_stops_only_that_projection(
     ledger: Ledger, reads: ReadModels
 ) -> None:
-    """Applied with the entries (all projections under one savepoint, their tracking moved by
-    one statement): a projection that fails is rolled back alone, nothing of it stays, and
-    the catch-up after the commit stops it at that event; the other goes on."""
+    """Applied with the entries (PostgreSQL: all projections under one savepoint, their tracking
+    moved by one statement; SQLite: a savepoint each): a projection that fails is rolled back
+    alone, nothing of it stays, and the catch-up after the commit stops it at that event; the
+    other goes on."""
     runner = embedded(ledger, [*default_projections()[:1], ExplodingReceipts()])
     good = [ledger.append(retrieval_draft(ledger)) for _ in range(2)]  # the second: all at once
     bad = ledger.append(_boom_draft(ledger))
@@ -291,7 +292,7 @@ def test_a_failing_event_in_the_write_transaction_stops_only_that_projection(
 
 
 def test_projections_behind_or_not_are_each_applied_once(ledger: Ledger, reads: ReadModels) -> None:
-    """All together in the write transaction when every tracking row is right behind the
+    """With the entries (together on PostgreSQL) when every tracking row is right behind the
     entries; when one is not (another runner reset it), the others one by one and that one
     by the catch-up after the commit: every entry applied exactly once to every read model."""
     runner = embedded(ledger)

@@ -92,6 +92,10 @@ class AdapterCore(ABC):
     # Ends a CREATE TABLE whose rows live in their primary key's b-tree (SQLite: WITHOUT
     # ROWID; a PostgreSQL primary key is a covering index already): posting lists.
     clustered_table: ClassVar[str] = ""
+    # Read models of a write applied under one savepoint with one tracking update for all
+    # (`projections.write_apply`): it saves PostgreSQL's round trips (apply 0.55x), while on
+    # SQLite one savepoint per projection measured cheaper (single commits 0.83x the CPU).
+    read_models_together: ClassVar[bool] = False
     #: DDL type of a byte string column.
     blob: ClassVar[str]
     #: DDL type of a float column (time stamps as epoch seconds, token counts).

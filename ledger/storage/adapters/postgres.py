@@ -70,6 +70,7 @@ class PgAppendListener:
 
 class PostgresAdapter(StoreAdapter):
     name: ClassVar[Literal["sqlite", "postgres"]] = "postgres"
+    read_models_together: ClassVar[bool] = True
     blob: ClassVar[str] = "BYTEA"
     real: ClassVar[str] = "DOUBLE PRECISION"
     # psycopg raises its own UniqueViolation through eventsourcing's pipeline.
