@@ -97,3 +97,42 @@ def test_a_trace_id_no_request_model_checked_is_refused_as_the_model_refuses_it(
         )
         with pytest.raises(ValidationError):
             record_retrievals(uses.ctx, caller, [item])
+
+
+def _constraints(schema: dict[str, Any], defs: dict[str, Any], path: str = "") -> dict[str, dict[str, Any]]:
+    """Each value's JSON-schema rules by its path (`.task.task_id`, `.selected_entries[*].score`)."""
+    if "$ref" in schema:
+        return _constraints(defs[schema["$ref"].split("/")[-1]], defs, path)
+    out: dict[str, dict[str, Any]] = {}
+    for alternative in schema.get("anyOf", []) + schema.get("allOf", []):
+        for key, rules in _constraints(alternative, defs, path).items():
+            out.setdefault(key, {}).update(rules)
+    if "properties" in schema:
+        for name, sub in schema["properties"].items():
+            out.update(_constraints(sub, defs, f"{path}.{name}"))
+    elif schema.get("type") == "array":
+        out[f"{path}[]"] = {k: schema[k] for k in ("maxItems", "minItems") if k in schema}
+        out.update(_constraints(schema.get("items", {}), defs, f"{path}[*]"))
+    elif "anyOf" not in schema and "allOf" not in schema:
+        rules = ("maxLength", "minLength", "pattern", "maximum", "minimum", "enum", "const")
+        out[path] = {k: schema[k] for k in rules if k in schema}
+    return out
+
+
+def test_the_request_checks_what_the_receipt_copies_as_strictly_as_the_event_model() -> None:
+    """The JSON form copies request values into the receipt unchecked (the model is not built):
+    every value the two share must carry the event model's rules in the request model too, so a
+    value the event model would refuse never reaches the log by this path."""
+
+    def rules(model: type[Any]) -> dict[str, dict[str, Any]]:
+        schema = model.model_json_schema(mode="validation")
+        return _constraints(schema, schema.get("$defs", {}))
+
+    request, event = rules(RetrievalIn), rules(RetrievalRecorded)
+    shared = set(request) & set(event)
+    assert {".task.task_id", ".selected_entries[*].score", ".filters_applied[*].rule_id"} <= shared
+    differing = {path for path in shared if request[path] != event[path]}
+    # The request takes external engines only (a subset of the event's); an explanation is
+    # sealed before the receipt holds it.
+    assert differing == {".engine", ".selected_entries[*].explanation"}
+    assert request[".engine"]["pattern"].strip("^$") in event[".engine"]["pattern"]
