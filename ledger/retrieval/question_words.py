@@ -10,10 +10,8 @@ characters.
 
 from __future__ import annotations
 
-import unicodedata
-
 from ledger.domain.fields import MAX_SEARCHED_WORDS
-from ledger.retrieval.search_text import _TOKEN, MAX_WORD_CHARS, STOPWORDS, stem_word
+from ledger.retrieval.search_text import _TOKEN, STOPWORDS, scoring_grams, scoring_stem
 
 MAX_SEARCH_CHARS = 200
 MAX_SEARCH_WORDS = MAX_SEARCHED_WORDS
@@ -32,23 +30,15 @@ def question_words(text: str, *, limit: int = MAX_INDEXED_WORDS) -> list[str]:
     # `findall`: (run, word) pairs without a match object each; the group not matched is "".
     for run, word in _TOKEN.findall(text):
         if run:
-            # A CJK run: its bigrams score, its characters only when the run is one character.
-            grams = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
-            for gram in grams:
-                if gram not in seen and gram not in STOPWORDS:
-                    seen[gram] = None
-                    if len(seen) >= limit:
-                        return list(seen)
-            continue
-        # NFKC leaves ASCII as it is (as `search_text.matching_terms`).
-        folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
-        if folded in STOPWORDS or len(folded) > MAX_WORD_CHARS or (len(folded) < 2 and not folded.isdigit()):
-            continue
-        stem = stem_word(folded)
-        if stem not in seen:
-            seen[stem] = None
-            if len(seen) >= limit:
-                break
+            found = [gram for gram in scoring_grams(run) if gram not in STOPWORDS]
+        else:
+            stem = scoring_stem(word)
+            found = [] if stem is None else [stem]
+        for each in found:
+            if each not in seen:
+                seen[each] = None
+                if len(seen) >= limit:
+                    return list(seen)
     return list(seen)
 
 

@@ -108,10 +108,33 @@ def _raw_terms(text: str) -> Iterable[Term]:
             for offset, char in enumerate(run):
                 yield Term(char, start + offset, start + offset + 1, score=len(run) == 1)
         else:
-            folded = unicodedata.normalize("NFKC", word).lower()
-            if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS:
-                continue
-            yield Term(folded, match.start(2), match.end(2))
+            folded = _folded(word)
+            if folded is not None:
+                yield Term(folded, match.start(2), match.end(2))
+
+
+def _folded(word: str) -> str | None:
+    """A word of text as a term's surface form (NFKC, lowercase; NFKC leaves ASCII as it is),
+    None when it is too short or too long to be a term."""
+    folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
+    if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS:
+        return None
+    return folded
+
+
+def scoring_stem(word: str) -> str | None:
+    """The scoring term a (non-CJK) word of text gives, as `terms` makes it: its stem; None for
+    a stopword or a word no term is made of."""
+    folded = _folded(word)
+    if folded is None or folded in STOPWORDS:
+        return None
+    return stem_word(folded)
+
+
+def scoring_grams(run: str) -> list[str]:
+    """The scoring terms of a run of CJK characters, as `terms` makes them: its bigrams, or
+    the character itself when the run is one character (stopwords left in)."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def terms(text: str) -> list[Term]:
@@ -160,11 +183,8 @@ def matching_terms(text: str, wanted: Collection[str]) -> list[Term]:
 
 def _wanted_stem(word: str, wanted: Collection[str]) -> str | None:
     """The search term a word of text gives (as `terms`) when it is in `wanted`, else None."""
-    folded = word.lower() if word.isascii() else unicodedata.normalize("NFKC", word).lower()
-    if (len(folded) < 2 and not folded.isdigit()) or len(folded) > MAX_WORD_CHARS or folded in STOPWORDS:
-        return None
-    stem = stem_word(folded)
-    return stem if stem in wanted else None
+    stem = scoring_stem(word)
+    return stem if stem is not None and stem in wanted else None
 
 
 def term_counts(text: str) -> tuple[dict[str, int], int]:

@@ -226,7 +226,7 @@ def _sorted_postings(
 ) -> list[tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]]:
     out = []
     for term, rows, contribution in per_term:
-        if len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all()):  # mostly sorted already
+        if len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all()):  # already in order: nothing to sort
             out.append((term, rows, contribution))
             continue
         order = np.argsort(rows, kind="stable")

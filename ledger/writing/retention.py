@@ -55,7 +55,7 @@ class RetentionRules:
 @lru_cache(maxsize=4096)
 def _end_of_day_after(day: date, days: int) -> datetime:
     """`end_of_utc_day` of any moment of UTC `day` plus `days`: a batch's citations share a few."""
-    return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=days + 1)
+    return end_of_utc_day(datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=days))
 
 
 # Both are pure, and a batch asks them for the same few expiry days again and again.
