@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ledger.retrieval.change_logs import is_change_log
 from ledger.storage.store import Store
 from ledger.usecases.ports import ChunkState, IndexedChunk
 from projections.corpus import CORPUS_TABLE, chunk_state
@@ -114,6 +115,7 @@ class _TenantIndex:
         self.length = np.zeros(0, np.int64)
         self.ordinal = np.zeros(0, np.int64)
         self.restricted = np.zeros(0, np.bool_)
+        self.change_log = np.zeros(0, np.bool_)
         self.document_number = np.zeros(0, np.int64)
         self.document_numbers: dict[str, int] = {}
         self.chunks: list[IndexedChunk] = []
@@ -137,6 +139,9 @@ class _TenantIndex:
         self.restricted = np.concatenate(
             [self.restricted, [r["sensitivity"] == "restricted" for r in rows]]
         ).astype(np.bool_)
+        self.change_log = np.concatenate([self.change_log, [is_change_log(r["path"]) for r in rows]]).astype(
+            np.bool_
+        )
         numbers = self.document_numbers
         self.document_number = np.concatenate(
             [self.document_number, [numbers.setdefault(r["document_id"], len(numbers)) for r in rows]]
@@ -171,6 +176,7 @@ class AsOfView:
     ordinals: npt.NDArray[np.int64]
     document_numbers: npt.NDArray[np.int64]
     restricted: npt.NDArray[np.bool_]
+    change_logs: npt.NDArray[np.bool_]
     live_count: int
     total_length: int
     _index: _TenantIndex
@@ -269,6 +275,7 @@ class SearchIndex:
                 ordinals=index.ordinal,
                 document_numbers=index.document_number,
                 restricted=index.restricted,
+                change_logs=index.change_log,
                 live_count=live_count,
                 total_length=total_length,
                 _index=index,

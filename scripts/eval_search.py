@@ -25,7 +25,8 @@ misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hi
 `--variant` measures one of `@3`/`@4`'s choices against its alternative (tuning sets only):
 `fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`), `boost-G` `@7`'s scale
 on the title, heading and file name boosts (`ranking_v7.FIELD_BOOST_SCALE`), `near-R` and
-`window-W` `@8`'s share of the bar and proximity window (`ranking_v8`),
+`window-W` `@8`'s share of the bar and proximity window (`ranking_v8`), `change-log-W` `@9`'s
+weight on a change log's score (`ranking_v9`),
 `no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
 `coverage-C` the share of the question one document must cover, `oov-max` weighs an unknown
 word as the question's most specific known word (`@2`'s weight) instead of the average one;
@@ -198,7 +199,15 @@ def evaluate(
 
 def apply_variant(variant: str) -> None:
     """Swap some of `@3`'s choices in this process (measurement only)."""
-    from ledger.usecases import ranking, ranking_v3, ranking_v4, ranking_v6, ranking_v7, ranking_v8
+    from ledger.usecases import (
+        ranking,
+        ranking_v3,
+        ranking_v4,
+        ranking_v6,
+        ranking_v7,
+        ranking_v8,
+        ranking_v9,
+    )
 
     for part in [p for p in variant.split("+") if p]:
         if part == "no-forms":
@@ -215,6 +224,8 @@ def apply_variant(variant: str) -> None:
             ranking_v8.NEAR_SHARE = float(part.removeprefix("near-"))
         elif part.startswith("window-"):  # @8: how close (search terms) those words must stand
             ranking_v8.PROXIMITY_WINDOW = int(part.removeprefix("window-"))
+        elif part.startswith("change-log-"):  # @9: a change log's share of its score
+            ranking_v9.CHANGE_LOG_WEIGHT = float(part.removeprefix("change-log-"))
         elif part.startswith("saturation-"):  # @6: the most one word weighs in the no-hit rule
             ranking_v6.GATE_SATURATION = float(part.removeprefix("saturation-"))
         elif part == "oov-max":

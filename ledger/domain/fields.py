@@ -70,7 +70,15 @@ Sensitivity = Literal["public", "internal", "restricted"]
 RemovalReason = Literal["source_deleted", "withdrawn"]
 RuleOrigin = Literal["source", "front_matter", "default"]
 ScoreComponentName = Literal[
-    "bm25", "title_boost", "heading_boost", "filename_boost", "position", "policy", "external", "file_bm25"
+    "bm25",
+    "title_boost",
+    "heading_boost",
+    "filename_boost",
+    "position",
+    "policy",
+    "external",
+    "file_bm25",
+    "change_log",
 ]
 FilterAction = Literal["deny", "redact", "allow", "downrank", "boost"]
 RetrievalStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]

@@ -269,6 +269,12 @@ class CorpusView(Protocol):
         ...
 
     @property
+    def change_logs(self) -> Any:
+        """numpy bool array: which chunk versions belong to change logs (by path,
+        `ledger.retrieval.change_logs`)."""
+        ...
+
+    @property
     def live_count(self) -> int: ...
 
     @property

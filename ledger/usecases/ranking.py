@@ -2,39 +2,35 @@
 The search use case (`ledger.usecases.search`) runs it at the current position and records
 the receipt; a replay (`ledger.usecases.replay`) runs it as of the receipt's position.
 
-Ranking: BM25 (the Lucene variant bm25s calls `lucene`: k1 1.2, b 0.75) over
-chunk text, with N, avgdl and df taken from the chunk versions live at the
-position (`corpus_position`, inclusive: live_from <= p < live_to), plus
-additive boosts for query terms in the document's title, the chunk's heading
-path and the file name (each weighted by the term's idf), and a small bonus
-for early sections. `@2` adds half the BM25 of the chunk's whole file
-(`file_bm25`: a file whose sections together answer the query ranks above one
-section that merely repeats a word; what whole-file rankers see and a chunk alone
-does not). A policy bundle's boost/downrank factors multiply the sum.
+Ranking: BM25 (the Lucene variant bm25s calls `lucene`: k1 1.2, b 0.75) over chunk text, with N,
+avgdl and df taken from the chunk versions live at the position (`corpus_position`, inclusive:
+live_from <= p < live_to), plus additive boosts for query terms in the document's title, the chunk's
+heading path and the file name (each weighted by the term's idf), and a small bonus for early
+sections. `@2` adds half the BM25 of the chunk's whole file (`file_bm25`: a file whose sections
+together answer the query ranks above one section that merely repeats a word; what whole-file
+rankers see and a chunk alone does not). A policy bundle's boost/downrank factors multiply the sum.
 
-No hit, on principle: a chunk is a candidate only if the query terms it
-contains carry at least `MIN_COVERAGE` of the query's idf mass (`@1`: a term no
-live chunk holds counts with the largest idf; `@2`: see `_needed_coverage`). A
-query about something the corpus does not hold therefore finds nothing, however
-common its other words are.
+No hit, on principle: a chunk is a candidate only if the query terms it contains carry at least
+`MIN_COVERAGE` of the query's idf mass (`@1`: a term no live chunk holds counts with the largest
+idf; `@2`: see `_needed_coverage`). A query about something the corpus does not hold therefore finds
+nothing, however common its other words are.
 
-Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs
-that engine's ranking and context-hash rule, so `@1` receipts keep reproducing
-byte for byte. `@2`: the context hash covers the context (not scores), one
-citation per file (`top_k` counts files), the no-hit rule above, `file_bm25`. `@3`
-(`ranking_v3`): word forms, the no-hit rule per document, the full page. `@4` (`ranking_v4`): `@3`
-with the whole-file part fused. `@5`, `@6`: the no-hit rule's evidence. `@7`: heavier field boosts.
-`@8` (`ranking_v8`): the no-hit rule also takes a first candidate whose words stand together.
+Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs that engine's
+ranking and context-hash rule, so `@1` receipts keep reproducing byte for byte. `@2`: the context
+hash covers the context (not scores), one citation per file (`top_k` counts files), the no-hit rule
+above, `file_bm25`. `@3` (`ranking_v3`): word forms, the no-hit rule per document, the full page.
+`@4` (`ranking_v4`): `@3` with the whole-file part fused. `@5`, `@6`: the no-hit rule's evidence.
+`@7`: heavier field boosts. `@8` (`ranking_v8`): the no-hit rule also takes a first candidate whose
+words stand together. `@9` (`ranking_v9`): change logs weigh half unless the question asks about
+changes.
 
-Determinism: scores are fixed-precision decimal strings; ties are broken by
-path, then position in the file; the same corpus, query and policy give the
-same bytes and the same `context_hash` — live, and on a replay as of the
-receipt's position (both run this function).
+Determinism: scores are fixed-precision decimal strings; ties are broken by path, then position in
+the file; the same corpus, query and policy give the same bytes and the same `context_hash` — live,
+and on a replay as of the receipt's position (both run this function).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from dataclasses import replace
@@ -46,6 +42,7 @@ from ledger.domain.events import SearchRequest
 from ledger.domain.fields import MAX_FILTERS_APPLIED
 from ledger.policy.policy_rules import PolicyRules
 from ledger.retrieval.search_text import query_terms
+from ledger.usecases import ranking_v9 as v9  # the steps that differ by engine (each dispatches)
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import CorpusView, SearchIndexReader
@@ -79,7 +76,6 @@ from ledger.usecases.ranking_v3 import (
     query_forms,
 )
 from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
-from ledger.usecases.ranking_v8 import FUSED_ENGINES, field_boosts, gate_bar, gate_gaps, no_hit_evidence
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
@@ -120,8 +116,6 @@ __all__ = [
     "empty_run",
     "rank",
 ]
-
-log = logging.getLogger("citeledger.search")
 
 
 def rank(
@@ -200,7 +194,7 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v3, v4 = engine == ENGINE_V1, engine in (ENGINE_V3, *FUSED_ENGINES), engine in FUSED_ENGINES
+    v1, v3, v4 = engine == ENGINE_V1, engine in (ENGINE_V3, *v9.FUSED_ENGINES), engine in v9.FUSED_ENGINES
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -235,7 +229,7 @@ def _rank(
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         # What the no-hit rule counts: the scored postings, or @5's / @6's (`ranking_v6`).
-        gate_rows, gate_fields, gate_idf = no_hit_evidence(
+        gate_rows, gate_fields, gate_idf = v9.no_hit_evidence(
             engine, view, query, query_term, (rows, field_rows, idf)
         )
         if query_term.cover:
@@ -272,14 +266,14 @@ def _rank(
     files_scanned = int(seen.sum())
     # From here on over the touched rows only (the same sums, element by element).
     bm25_of, fields_of = bm25[touched], (title[touched], heading[touched], filename[touched])
-    fields_of = field_boosts(engine, *fields_of)  # @7 (`ranking_v7`)
+    fields_of = v9.field_boosts(engine, *fields_of)  # @7 (`ranking_v7`)
     evidence = bm25_of + fields_of[0] + fields_of[1] + fields_of[2]
     scored = evidence > 0
     known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
     covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
         needed = (needed_document_coverage_v4 if v4 else needed_document_coverage)(known, missing)
-        covering = document_idf >= gate_bar(engine, needed) - 1e-12  # @8: near ones too
+        covering = document_idf >= v9.gate_bar(engine, needed) - 1e-12  # @8: near ones too
         chosen = np.flatnonzero(scored) if covering.any() else touched[:0]  # indexes into `touched`
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
@@ -313,15 +307,20 @@ def _rank(
         weight = fused_file_weight(base, whole_files) if v4 else FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
         file_score = weight * whole_files
         base = base + file_score
+    change_log = v9.change_log_parts(engine, view, query, rows_array, base)  # @9 (`ranking_v9`)
+    base = base if change_log is None else base + change_log
     top_k = min(request.top_k, policy.max_top_k)
     # @3: each file's best parts only, the policy window then spans files (`ranking_select`).
     ranked, kept = select_ranked(view, policy, auth_scope, rows_array, base, top_k * FILTER_WINDOW, v3)
     rows_array, position_bonus, file_score = rows_array[kept], position_bonus[kept], file_score[kept]
+    change_log = None if change_log is None else change_log[kept]
     if late():
         return empty_run("timeout", position, files=files_scanned)
     window = ranked[: top_k * FILTER_WINDOW]
     allowed = [item for item in ranked if not item[4].denied][: top_k * FILTER_WINDOW]
-    why = gate_gaps(engine, (ctx, index, tenant_id), query, view, (covering, document_idf, needed), allowed)
+    why = v9.gate_gaps(
+        engine, (ctx, index, tenant_id), query, view, (covering, document_idf, needed), allowed
+    )
     allowed = allowed if why is None else []  # @3: a page only when a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])
@@ -395,6 +394,8 @@ def _rank(
         ]
         if not v1:
             components.append(("file_bm25", _fixed(float(file_score[idx]))))
+        if change_log is not None and change_log[idx] != 0:
+            components.append(("change_log", _fixed(float(change_log[idx]))))
         if verdict.factor != 1:
             components.append(("policy", _fixed(float(score) - base_score)))
         term_scores = tuple(

@@ -59,6 +59,7 @@ class VisibleCorpus:
     ordinals = property(attrgetter("inner.ordinals"))
     document_numbers = property(attrgetter("inner.document_numbers"))
     restricted = property(attrgetter("inner.restricted"))
+    change_logs = property(attrgetter("inner.change_logs"))
 
     def body_postings(self, term: str) -> tuple[Any, Any]:
         rows, counts = self.inner.body_postings(term)

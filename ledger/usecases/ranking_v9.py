@@ -1,0 +1,67 @@
+"""`citeledger-bm25@9`: `@8` whose change logs weigh `CHANGE_LOG_WEIGHT` (0.5) of their score,
+unless the question asks about changes. The no-hit rule, its evidence and its bar are `@8`'s;
+the order of the page (and so which file the proximity rule checks first) may change.
+
+A change log is a list of unrelated entries (`ledger.retrieval.change_logs`: a CHANGELOG,
+CHANGES, HISTORY or NEWS file, release notes, an upgrading or migration guide). One of its
+entries that holds a question's words says the project once changed that, not how to do it,
+yet it is a short passage that holds them closely, which is what the passage part of `@4`'s
+fusion rewards. Whole-file BM25 keeps such files down only by accident of their length. On the
+tuning sets (`docs/benchmarks/search.md`, round 12) change logs stood above the file that
+answers in half of the questions `@8` ranked below whole-file bm25s (alembic, attrs, copier,
+hatch, marshmallow, mkdocstrings, nox, trio, towncrier); halving them moved 6 sets below
+bm25s to 2. A question that names a version number or a word of releases and upgrades
+(`asks_about_changes`) is one a change log answers ("when was python 3.7 dropped"), so its
+change logs keep their weight.
+
+Each citation of a discounted change log names the discount as its own part of `reason`,
+`change_log` (negative: the parts still sum to the score, before any policy factor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import numpy as np
+
+from ledger.retrieval.change_logs import asks_about_changes
+from ledger.usecases import ranking_v8
+from ledger.usecases.ports import CorpusView
+from ledger.usecases.search_run import ENGINE_V8, ENGINE_V9
+
+CHANGE_LOG_WEIGHT = 0.5  # a change log's share of its score when the question is not about changes
+FUSED_ENGINES = (*ranking_v8.FUSED_ENGINES, ENGINE_V9)
+Array = np.ndarray[Any, Any]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+__all__ = ["FUSED_ENGINES", "change_log_parts", "field_boosts", "gate_bar", "gate_gaps", "no_hit_evidence"]
+
+
+def _as_v8(step: Callable[Concatenate[str, P], R]) -> Callable[Concatenate[str, P], R]:
+    """`ranking_v8`'s `step`, which `@9` runs as `@8` (each takes the engine first)."""
+
+    def run(engine: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return step(ENGINE_V8 if engine == ENGINE_V9 else engine, *args, **kwargs)
+
+    return run
+
+
+# The field boosts, the no-hit rule's evidence and bar, and whether the page is shown: `@8`'s.
+field_boosts = _as_v8(ranking_v8.field_boosts)
+no_hit_evidence = _as_v8(ranking_v8.no_hit_evidence)
+gate_bar = _as_v8(ranking_v8.gate_bar)
+gate_gaps = _as_v8(ranking_v8.gate_gaps)
+
+
+def change_log_parts(engine: str, view: CorpusView, query: str, rows: Array, base: Array) -> Array | None:
+    """The `change_log` part of each candidate's score (`rows`, scored `base` before it): under
+    `@9`, minus (1 - `CHANGE_LOG_WEIGHT`) of the score of a change log's chunk, 0 for other
+    chunks, when the question does not ask about changes; None when nothing is discounted."""
+    if engine != ENGINE_V9:
+        return None
+    logs = np.asarray(view.change_logs)[rows]
+    if not logs.any() or asks_about_changes(query):
+        return None
+    return np.where(logs, (CHANGE_LOG_WEIGHT - 1.0) * base, 0.0)
