@@ -29,6 +29,21 @@ FILES = {
     "for a day, so nothing stops while the new signing key takes over. Back up the keys first.\n",
     "docs/export.md": "# Exports\n\nThe exporter writes csv files and json lines.\n",
 }
+# The near-rule's case (`ranking_v8`): two known words of five, together in a change log entry
+# (first under `@8`), scattered in the guide that `@9`'s order puts first.
+FILLER = " ".join(f"w{i}" for i in range(30))
+NEAR_FILES = {
+    "CHANGES.md": "# Changes\n\n"
+    + "".join(f"## 1.{minor}.0\n\n- Faster startup on day {minor}.\n\n" for minor in range(4))
+    + "## 1.4.0\n\n- A session no longer stops at an interactive prompt.\n",
+    "docs/sessions.md": "# Sessions\n\nA session is interactive when stdin is a terminal, and an "
+    f"interactive session reads from it. {FILLER}. Answer the prompt to continue.\n",
+    **{
+        f"notes/day-{d}.md": f"# Day {d}\n\nThe services ran and the logs were read on day {d}.\n"
+        for d in range(6)
+    },
+}
+NEAR_QUESTION = "jenkins gitlab hangs on an interactive prompt"
 HOW_TO = "rotate the signing keys without downtime"
 ABOUT_CHANGES = "which version can rotate signing keys without downtime"
 CALLER = Caller("acme", "svc-search", frozenset({"retrieval.write", "replay.run"}))
@@ -63,6 +78,15 @@ def test_a_question_about_versions_keeps_the_change_log_at_its_weight(ctx: UseCa
     at8, at9 = _run(ctx, ABOUT_CHANGES, ENGINE_V8), _run(ctx, ABOUT_CHANGES, ENGINE_V9)
     assert _paths(at9)[0] == "CHANGELOG.md"
     assert [(h.chunk_id, h.score) for h in at9.hits] == [(h.chunk_id, h.score) for h in at8.hits]
+
+
+def test_whether_a_page_is_shown_is_at8s_decision_over_at8s_order(ledger: Ledger) -> None:
+    """The change-log discount orders the page; it never turns `@8`'s answer into a `no_hit`
+    (`@8`'s near-rule reads its first-ranked file, here the change log)."""
+    ctx = corpus_context(ledger, NEAR_FILES)
+    at8, at9 = _run(ctx, NEAR_QUESTION, ENGINE_V8), _run(ctx, NEAR_QUESTION, ENGINE_V9)
+    assert at8.status == "ok" and _paths(at8)[0] == "CHANGES.md"
+    assert at9.status == "ok" and _paths(at9)[:2] == ["docs/sessions.md", "CHANGES.md"]
 
 
 def test_a_live_at9_receipt_replays_with_the_same_context(ledger: Ledger) -> None:

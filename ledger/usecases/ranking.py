@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from ledger.usecases.ranking_steps import (
     _needed_coverage,
     _snippet,
     _sorted_postings,
+    score_parts,
 )
 from ledger.usecases.ranking_v3 import (
     FILE_WEIGHT_V3,
@@ -307,20 +309,23 @@ def _rank(
         weight = fused_file_weight(base, whole_files) if v4 else FILE_WEIGHT_V3 if v3 else FILE_WEIGHT
         file_score = weight * whole_files
         base = base + file_score
-    change_log = v9.change_log_parts(engine, view, query, rows_array, base)  # @9 (`ranking_v9`)
-    base = base if change_log is None else base + change_log
     top_k = min(request.top_k, policy.max_top_k)
+    window_size = top_k * FILTER_WINDOW  # candidates the policy judges
+    change_log = v9.change_log_parts(engine, view, query, rows_array, base)  # @9 (`ranking_v9`)
+    at8 = None  # @9: `@8`'s order, by which the page is shown or not (`ranking_v9.page_gaps`)
+    if change_log is not None:
+        at8 = partial(select_ranked, view, policy, auth_scope, rows_array, base, window_size, v3)
+        base = base + change_log
     # @3: each file's best parts only, the policy window then spans files (`ranking_select`).
-    ranked, kept = select_ranked(view, policy, auth_scope, rows_array, base, top_k * FILTER_WINDOW, v3)
+    ranked, kept = select_ranked(view, policy, auth_scope, rows_array, base, window_size, v3)
     rows_array, position_bonus, file_score = rows_array[kept], position_bonus[kept], file_score[kept]
     change_log = None if change_log is None else change_log[kept]
     if late():
         return empty_run("timeout", position, files=files_scanned)
-    window = ranked[: top_k * FILTER_WINDOW]
-    allowed = [item for item in ranked if not item[4].denied][: top_k * FILTER_WINDOW]
-    why = v9.gate_gaps(
-        engine, (ctx, index, tenant_id), query, view, (covering, document_idf, needed), allowed
-    )
+    window = ranked[:window_size]
+    allowed = [item for item in ranked if not item[4].denied][:window_size]
+    coverage = (covering, document_idf, needed)
+    why = v9.page_gaps(engine, (ctx, index, tenant_id), query, view, coverage, allowed, window_size, at8)
     allowed = allowed if why is None else []  # @3: a page only when a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])
@@ -385,19 +390,12 @@ def _rank(
             snippet_out, span_out = snippet, span
         idx = int(np.searchsorted(rows_array, row))  # rows ascend (np.nonzero order), each once
         at = int(np.searchsorted(touched, row))
-        components = [
-            ("bm25", _fixed(float(bm25[row]))),
-            ("title_boost", _fixed(float(fields_of[0][at]))),
-            ("heading_boost", _fixed(float(fields_of[1][at]))),
-            ("filename_boost", _fixed(float(fields_of[2][at]))),
-            ("position", _fixed(float(position_bonus[idx]))),
-        ]
-        if not v1:
-            components.append(("file_bm25", _fixed(float(file_score[idx]))))
-        if change_log is not None and change_log[idx] != 0:
-            components.append(("change_log", _fixed(float(change_log[idx]))))
-        if verdict.factor != 1:
-            components.append(("policy", _fixed(float(score) - base_score)))
+        components = score_parts(
+            [float(bm25[row]), *(float(part[at]) for part in fields_of), float(position_bonus[idx])],
+            None if v1 else float(file_score[idx]),
+            0.0 if change_log is None else float(change_log[idx]),
+            None if verdict.factor == 1 else float(score) - base_score,
+        )
         term_scores = tuple(
             (term, _fixed(float(contribution[np.searchsorted(rows_of, row)])))
             for term, rows_of, contribution in sorted_postings
@@ -412,7 +410,7 @@ def _rank(
             end_line=state.end_line,
             heading_path=heading_text,
             score=score,
-            score_breakdown=tuple(components),
+            score_breakdown=components,
             term_scores=term_scores,
             snippet=snippet_out,
             snippet_span=span_out,

@@ -41,9 +41,27 @@ FILTER_WINDOW = 4  # filters are recorded for the top (top_k x this) candidates
 MAX_GAPS = 5
 
 
+SCORE_PARTS = ("bm25", "title_boost", "heading_boost", "filename_boost", "position")
+
+
 def _fixed(value: float) -> str:
     text = f"{value:.{SCORE_PLACES}f}"
     return "0." + "0" * SCORE_PLACES if text.startswith("-0.") and float(text) == 0 else text
+
+
+def score_parts(
+    parts: Sequence[float], file_part: float | None, change_log: float, policy: float | None
+) -> tuple[tuple[str, str], ...]:
+    """A citation's `reason`: the parts its score sums, `SCORE_PARTS` in order, then `file_bm25`
+    (from `@2`), `change_log` (`@9`, when it discounted the chunk) and `policy` (when a rule
+    changed the score)."""
+    named = [
+        *zip(SCORE_PARTS, parts, strict=True),
+        ("file_bm25", file_part),
+        ("change_log", change_log or None),
+        ("policy", policy),
+    ]
+    return tuple((name, _fixed(value)) for name, value in named if value is not None)
 
 
 def _under(path: str, folder: str) -> bool:

@@ -20,14 +20,15 @@ Each citation of a discounted change log names the discount as its own part of `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
 from ledger.retrieval.change_logs import asks_about_changes
 from ledger.usecases import ranking_v8
-from ledger.usecases.ports import CorpusView
+from ledger.usecases.context import UseCaseContext
+from ledger.usecases.ports import CorpusView, SearchIndexReader
 from ledger.usecases.search_run import ENGINE_V8, ENGINE_V9
 
 CHANGE_LOG_WEIGHT = 0.5  # a change log's share of its score when the question is not about changes
@@ -35,8 +36,9 @@ FUSED_ENGINES = (*ranking_v8.FUSED_ENGINES, ENGINE_V9)
 Array = np.ndarray[Any, Any]
 P = ParamSpec("P")
 R = TypeVar("R")
+Ranked = ranking_v8.Ranked
 
-__all__ = ["FUSED_ENGINES", "change_log_parts", "field_boosts", "gate_bar", "gate_gaps", "no_hit_evidence"]
+__all__ = ["FUSED_ENGINES", "change_log_parts", "field_boosts", "gate_bar", "no_hit_evidence", "page_gaps"]
 
 
 def _as_v8(step: Callable[Concatenate[str, P], R]) -> Callable[Concatenate[str, P], R]:
@@ -53,6 +55,27 @@ field_boosts = _as_v8(ranking_v8.field_boosts)
 no_hit_evidence = _as_v8(ranking_v8.no_hit_evidence)
 gate_bar = _as_v8(ranking_v8.gate_bar)
 gate_gaps = _as_v8(ranking_v8.gate_gaps)
+
+
+def page_gaps(
+    engine: str,
+    sources: tuple[UseCaseContext, SearchIndexReader, str],
+    query: str,
+    view: CorpusView,
+    coverage: tuple[Array | None, Array | None, float],
+    allowed: Sequence[Ranked],
+    window: int,
+    at8: Callable[[], tuple[list[Ranked], Array]] | None,
+) -> list[str] | None:
+    """`gate_gaps` over `@8`'s order: None when the page may be shown, else the `no_hit`'s gaps.
+    `at8` (given when a change log was discounted) ranks the candidates as `@8` does; the rule
+    reads as many of them as `allowed` could hold (the policy window, `window`). `@8`'s rule
+    reads the first-ranked file, and the discount decides the order of a page, never whether it
+    is shown."""
+    if at8 is not None:
+        ranked, _kept = at8()
+        allowed = [item for item in ranked if not item[4].denied][:window]
+    return gate_gaps(engine, sources, query, view, coverage, allowed)
 
 
 def change_log_parts(engine: str, view: CorpusView, query: str, rows: Array, base: Array) -> Array | None:
