@@ -9,7 +9,11 @@ the one before it (`PREVIOUS`; as of the current position, no receipt), and the 
 (the live engine + policy + snippets + the signed receipt write). Prints a markdown table;
 p95 ratios against bare bm25s.
 
-    python scripts/bench_search_engines.py [--sizes 1000,5000,10000] [--queries 200]
+    python scripts/bench_search_engines.py [--sizes 1000,5000,10000] [--queries 200] [--change-logs]
+
+`--change-logs` puts every file under a `history/` folder: every chunk a change log, so `@9`
+discounts every candidate of a question that does not ask about changes and decides the page
+over `@8`'s order too (its worst case; the plain corpus has no change log).
 """
 
 from __future__ import annotations
@@ -39,9 +43,10 @@ LIVE = ENGINE  # what a live search runs
 PREVIOUS = ENGINES[ENGINES.index(ENGINE) - 1]  # the live engine before it
 
 
-def run_size(size: int, queries: list[str], work: Path) -> dict[str, float]:
+def run_size(size: int, queries: list[str], work: Path, change_logs: bool = False) -> dict[str, float]:
     folder = work / f"corpus-{size}"
-    write(folder, bulk_corpus(size))
+    files = bulk_corpus(size)
+    write(folder, {f"history/{path}": text for path, text in files.items()} if change_logs else files)
     gc.collect()
     _, tokenizer, model, texts = bare_ingest(folder)
     _, ledger, ctx = ledger_ingest(folder, work / f"ledger-{size}")
@@ -83,17 +88,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,5000,10000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--change-logs", action="store_true", help="every file under history/")
     args = parser.parse_args()
     queries = bench_queries(args.queries)
     load_before = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory(prefix="citeledger-bench-engines-") as directory:
         for size in [int(s) for s in args.sizes.split(",")]:
-            rows.append(run_size(size, queries, Path(directory)))
+            rows.append(run_size(size, queries, Path(directory), args.change_logs))
             print(f"{size} files done", file=sys.stderr, flush=True)
     print(
         f"{len(queries)} queries per size, top_k {K}, one thread; load average {load_before:.1f} before, "
-        f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores, shared)\n"
+        f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores, shared)"
+        f"{'; every file under history/ (a change log)' if args.change_logs else ''}\n"
     )
     print(
         f"| files | chunks | bare bm25s p50 / p95 (ms) | rank `{_id(LIVE)}` p50 / p95 (ms) "
