@@ -26,7 +26,8 @@ misses. Whole-file bm25s (Lucene BM25, the ledger's tokenizer) never says `no_hi
 `fusion-W` sets `@4`'s whole-file share (`ranking_v4.FUSION_WEIGHT`), `boost-G` `@7`'s scale
 on the title, heading and file name boosts (`ranking_v7.FIELD_BOOST_SCALE`), `near-R` and
 `window-W` `@8`'s share of the bar and proximity window (`ranking_v8`), `change-log-W` `@9`'s
-weight on a change log's score (`ranking_v9`),
+weight on a change log's score (`ranking_v9`), `near10-S` and `words10-N` `@10`'s share of the bar
+and known words a near first file needs (`ranking_v10`),
 `no-forms` turns the word-form fold off, `file-W` sets the whole-file BM25 weight to W,
 `coverage-C` the share of the question one document must cover, `oov-max` weighs an unknown
 word as the question's most specific known word (`@2`'s weight) instead of the average one;
@@ -207,6 +208,7 @@ def apply_variant(variant: str) -> None:
         ranking_v7,
         ranking_v8,
         ranking_v9,
+        ranking_v10,
     )
 
     for part in [p for p in variant.split("+") if p]:
@@ -226,6 +228,10 @@ def apply_variant(variant: str) -> None:
             ranking_v8.PROXIMITY_WINDOW = int(part.removeprefix("window-"))
         elif part.startswith("change-log-"):  # @9: a change log's share of its score
             ranking_v9.CHANGE_LOG_WEIGHT = float(part.removeprefix("change-log-"))
+        elif part.startswith("near10-"):  # @10: the share of the bar a near first file must hold
+            ranking_v10.NEAR_SHARE = float(part.removeprefix("near10-"))
+        elif part.startswith("words10-"):  # @10: the known words it must hold
+            ranking_v10.MIN_WORDS = int(part.removeprefix("words10-"))
         elif part.startswith("saturation-"):  # @6: the most one word weighs in the no-hit rule
             ranking_v6.GATE_SATURATION = float(part.removeprefix("saturation-"))
         elif part == "oov-max":

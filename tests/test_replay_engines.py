@@ -15,7 +15,7 @@ from ledger.usecases.errors import Unreplayable
 from ledger.usecases.policy import publish_policy
 from ledger.usecases.ranking import ENGINE, ENGINE_V1, ENGINE_V2, ENGINE_V3, ENGINE_V4, SearchRun, rank
 from ledger.usecases.replay import replay
-from ledger.usecases.search_run import ENGINE_V5, ENGINE_V6, ENGINE_V7, ENGINE_V8, ENGINE_V9
+from ledger.usecases.search_run import ENGINE_V5, ENGINE_V6, ENGINE_V7, ENGINE_V8, ENGINE_V9, ENGINE_V10
 from ledger.writing.application import Ledger
 from tests.factories import search_receipt
 from tests.test_search import _ingest, _search
@@ -58,7 +58,7 @@ def test_an_unrelated_edit_leaves_the_context_hash_and_reports_scores_apart(ledg
     assert searched["status"] == "ok" and len(searched["output"]["citations"]) == 3
     _unrelated_edit(ctx)
     body = replay(ctx, CALLER, searched["receipt_id"]).body
-    assert body["engine"] == ENGINE == ENGINE_V9 and body["integrity"] == "ok"
+    assert body["engine"] == ENGINE == ENGINE_V10 and body["integrity"] == "ok"
     drift = body["diff"]["data_drift"]
     assert drift["context_hash"]["changed"] is False
     assert drift["changes"] == {"membership": False, "order": False, "text": False, "scores": True}
@@ -140,10 +140,10 @@ def test_an_at1_receipt_made_by_the_old_rule_still_replays_ok(ledger: Ledger) ->
 
 
 def test_an_at2_receipt_replays_under_at2_after_at3_became_the_default(ledger: Ledger) -> None:
-    """`@9` is what a live search runs now; a receipt of `@2` is re-run by `@2`'s ranking
+    """`@10` is what a live search runs now; a receipt of `@2` is re-run by `@2`'s ranking
     (its no-hit rule, its file weight, its page) and reproduces its context hash."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V2)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     # @4 weighs the whole file otherwise: the same files score differently.
     assert [dict(h.score_breakdown)["file_bm25"] for h in old.hits] != [
         dict(h.score_breakdown)["file_bm25"] for h in new.hits
@@ -152,9 +152,9 @@ def test_an_at2_receipt_replays_under_at2_after_at3_became_the_default(ledger: L
 
 def test_an_at3_receipt_replays_under_at3_after_at4_became_the_default(ledger: Ledger) -> None:
     """A receipt of `@3` is re-run by `@3`'s ranking (its unscaled whole-file weight, its
-    no-hit rule) and reproduces its context hash, though `@9` now ranks live searches."""
+    no-hit rule) and reproduces its context hash, though `@10` now ranks live searches."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V3)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     assert [dict(h.score_breakdown)["file_bm25"] for h in old.hits] != [
         dict(h.score_breakdown)["file_bm25"] for h in new.hits
     ]
@@ -166,12 +166,12 @@ def test_an_engine_this_ledger_does_not_run_is_refused(ledger: Ledger) -> None:
     assert ctx.search_index is not None
     request = SearchRequest(top_k=5, corpus_position=ctx.search_index.refresh())
     run = rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None)
-    receipt_id = _record(ctx, run, request, "citeledger-bm25@10")
+    receipt_id = _record(ctx, run, request, "citeledger-bm25@11")
     with pytest.raises(Unreplayable) as refused:
         replay(ctx, CALLER, receipt_id)
     assert refused.value.code == "unreplayable.engine_unavailable"
     with pytest.raises(ValueError, match="unknown engine"):
-        rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine="citeledger-bm25@10")
+        rank(ctx, "acme", QUERY, request, NO_POLICY, CALLER.scopes, None, engine="citeledger-bm25@11")
 
 
 def test_an_edited_restricted_section_shows_its_lines_only_with_the_scope(ledger: Ledger) -> None:
@@ -209,47 +209,55 @@ def test_an_edited_restricted_section_shows_its_lines_only_with_the_scope(ledger
 
 def test_an_at4_receipt_replays_under_at4_after_at5_became_the_default(ledger: Ledger) -> None:
     """A receipt of `@4` is re-run by `@4` (its no-hit rule without the irregular verb
-    forms) and reproduces its context hash, though `@9` now ranks live searches. The two
+    forms) and reproduces its context hash, though `@10` now ranks live searches. The two
     rank this question alike: the hashes differ by the engine they name only."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V4)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     # Same chunks in the same order (`@7` and `@8` scale the heading boosts, so scores differ).
     assert [h.chunk_id for h in old.hits] == [h.chunk_id for h in new.hits]
 
 
 def test_an_at5_receipt_replays_under_at5_after_at6_became_the_default(ledger: Ledger) -> None:
     """A receipt of `@5` is re-run by `@5` (its no-hit rule on unsaturated idfs) and
-    reproduces its context hash, though `@9` now ranks live searches. The two rank this
+    reproduces its context hash, though `@10` now ranks live searches. The two rank this
     question alike: the hashes differ by the engine they name only."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V5)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     # Same chunks in the same order (`@7` and `@8` scale the heading boosts, so scores differ).
     assert [h.chunk_id for h in old.hits] == [h.chunk_id for h in new.hits]
 
 
 def test_an_at6_receipt_replays_under_at6_after_at7_became_the_default(ledger: Ledger) -> None:
     """A receipt of `@6` is re-run by `@6` (its unscaled field boosts) and reproduces its
-    context hash, though `@9` now ranks live searches. The two cite this question's files in
+    context hash, though `@10` now ranks live searches. The two cite this question's files in
     the same order; the scores differ where a file name or heading holds a question word."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V6)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     assert [h.chunk_id for h in old.hits] == [h.chunk_id for h in new.hits]
     assert [h.score for h in old.hits] != [h.score for h in new.hits]
 
 
 def test_an_at7_receipt_replays_under_at7_after_at8_became_the_default(ledger: Ledger) -> None:
     """A receipt of `@7` is re-run by `@7` (its no-hit rule without the words-together
-    evidence) and reproduces its context hash, though `@9` now ranks live searches. The two
+    evidence) and reproduces its context hash, though `@10` now ranks live searches. The two
     rank and score this question alike: the hashes differ by the engine they name only."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V7)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     assert [(h.chunk_id, h.score) for h in old.hits] == [(h.chunk_id, h.score) for h in new.hits]
 
 
 def test_an_at8_receipt_replays_under_at8_after_at9_became_the_default(ledger: Ledger) -> None:
     """A receipt of `@8` is re-run by `@8` (change logs at their full weight) and reproduces its
-    context hash, though `@9` now ranks live searches. No change log is among these files: the
+    context hash, though `@10` now ranks live searches. No change log is among these files: the
     two rank and score this question alike, the hashes differ by the engine they name only."""
     _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V8)
-    assert old.status == "ok" and ENGINE == ENGINE_V9
+    assert old.status == "ok" and ENGINE == ENGINE_V10
+    assert [(h.chunk_id, h.score) for h in old.hits] == [(h.chunk_id, h.score) for h in new.hits]
+
+
+def test_an_at9_receipt_replays_under_at9_after_at10_became_the_default(ledger: Ledger) -> None:
+    """A receipt of `@9` is re-run by `@9` (`@8`'s proximity rule) and reproduces its context
+    hash, though `@10` now ranks live searches. The two rank and score this question alike."""
+    _, old, new, _ = _replayed_under_its_engine(ledger, ENGINE_V9)
+    assert old.status == "ok" and ENGINE == ENGINE_V10
     assert [(h.chunk_id, h.score) for h in old.hits] == [(h.chunk_id, h.score) for h in new.hits]

@@ -14,7 +14,7 @@ from ledger.retrieval.search_text import stem_word
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.ranking import ENGINE, ENGINE_V3, ENGINE_V4, SearchRun
 from ledger.usecases.ranking_v4 import FUSION_WEIGHT, fused_file_weight, needed_document_coverage_v4
-from ledger.usecases.search_run import ENGINE_V9
+from ledger.usecases.search_run import ENGINE_V10
 from ledger.writing.application import Ledger
 from tests.test_search import ACME, _search, corpus_context
 from tests.test_search_no_hit import _run as run_engine
@@ -129,7 +129,7 @@ def test_word_forms_still_fold(ctx: UseCaseContext) -> None:
 
 def test_each_citation_names_its_parts_and_live_search_records_the_default(ctx: UseCaseContext) -> None:
     body: dict[str, Any] = _search(ctx, ACME, "rotate keys", top_k=3)
-    assert body["status"] == "ok" and ENGINE == ENGINE_V9  # @4's fusion, @8's no-hit rule, @9
+    assert body["status"] == "ok" and ENGINE == ENGINE_V10  # @4's fusion, @10's no-hit rule
     citation = body["output"]["citations"][0]
     components = {c["component"] for c in citation["reason"]["score_breakdown"]}
     assert {"bm25", "title_boost", "heading_boost", "filename_boost", "position", "file_bm25"} <= components

@@ -14,7 +14,7 @@ from ledger.usecases import ranking_v7
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.ranking import ENGINE, ENGINE_V6, SearchRun
 from ledger.usecases.ranking_v7 import FIELD_BOOST_SCALE
-from ledger.usecases.search_run import ENGINE_V7, ENGINE_V9
+from ledger.usecases.search_run import ENGINE_V7, ENGINE_V10
 from ledger.writing.application import Ledger
 from tests.test_search import corpus_context
 from tests.test_search_v5 import _run  # a page of 10
@@ -52,7 +52,7 @@ def test_the_section_named_after_the_question_ranks_above_the_repeating_passage(
     ctx: UseCaseContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at6, at7 = _run(ctx, QUESTION, ENGINE_V6), _run(ctx, QUESTION, ENGINE_V7)
-    assert ENGINE == ENGINE_V9  # `@8` and `@9` rank as `@7` where no change log is a candidate
+    assert ENGINE == ENGINE_V10  # `@8` to `@10` rank as `@7` where no change log is a candidate
     assert _paths(at6) == ["ops/runbook.md", "security/keys.md"]
     assert _paths(at7) == ["security/keys.md", "ops/runbook.md"]
     # Each reason names its parts and they sum to the score: the chunk's BM25 as under `@6`,

@@ -14,7 +14,7 @@ from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases import ranking_v8
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.ranking import ENGINE, rank
-from ledger.usecases.search_run import ENGINE_V7, ENGINE_V8, ENGINE_V9
+from ledger.usecases.search_run import ENGINE_V7, ENGINE_V8, ENGINE_V9, ENGINE_V10
 from ledger.writing.application import Ledger
 from tests.test_search import _ingest, corpus_context
 from tests.test_search_v5 import _run  # a page of 10
@@ -42,7 +42,7 @@ def ctx(ledger: Ledger) -> UseCaseContext:
 
 
 def test_words_that_stand_together_answer_under_at8_only(ctx: UseCaseContext) -> None:
-    assert ENGINE == ENGINE_V9  # `@9` keeps `@8`'s no-hit rule
+    assert ENGINE == ENGINE_V10  # `@9` keeps `@8`'s no-hit rule; `@10` widens it
     assert _run(ctx, TOGETHER, ENGINE_V7).status == "no_hit"  # 2 of 5 words: below half
     run = _run(ctx, TOGETHER, ENGINE_V8)
     assert run.status == "ok" and [h.path for h in run.hits] == ["ci/prompts.md"]

@@ -12,7 +12,7 @@ from ledger.retrieval.change_logs import asks_about_changes, is_change_log
 from ledger.usecases.context import Caller, UseCaseContext
 from ledger.usecases.ranking import ENGINE
 from ledger.usecases.replay import replay
-from ledger.usecases.search_run import ENGINE_V8, ENGINE_V9, SearchRun
+from ledger.usecases.search_run import ENGINE_V8, ENGINE_V9, ENGINE_V10, SearchRun
 from ledger.writing.application import Ledger
 from tests.test_search import _search, corpus_context
 from tests.test_search_v5 import _run  # a page of 10
@@ -60,7 +60,7 @@ def _paths(run: SearchRun) -> list[str]:
 
 
 def test_a_change_log_entry_ranks_below_the_guide_under_at9(ctx: UseCaseContext) -> None:
-    assert ENGINE == ENGINE_V9
+    assert ENGINE == ENGINE_V10  # `@10` orders pages as `@9`
     assert _paths(_run(ctx, HOW_TO, ENGINE_V8))[:2] == ["CHANGELOG.md", "docs/keys.md"]
     at9 = _run(ctx, HOW_TO, ENGINE_V9)
     assert _paths(at9)[:2] == ["docs/keys.md", "CHANGELOG.md"]
@@ -94,7 +94,7 @@ def test_a_live_at9_receipt_replays_with_the_same_context(ledger: Ledger) -> Non
     searched = _search(ledger_context(ledger), CALLER, HOW_TO, top_k=3)
     assert [c["path"] for c in searched["output"]["citations"]][:2] == ["docs/keys.md", "CHANGELOG.md"]
     body = replay(ctx, CALLER, searched["receipt_id"]).body
-    assert body["engine"] == ENGINE_V9 and body["integrity"] == "ok"
+    assert body["engine"] == ENGINE_V10 and body["integrity"] == "ok"
     assert body["diff"]["data_drift"]["context_hash"]["changed"] is False
 
 

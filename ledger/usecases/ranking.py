@@ -16,13 +16,9 @@ idf; `@2`: see `_needed_coverage`). A query about something the corpus does not 
 nothing, however common its other words are.
 
 Engines: each receipt names the engine that ranked it (`ENGINES`); a replay runs that engine's
-ranking and context-hash rule, so `@1` receipts keep reproducing byte for byte. `@2`: the context
-hash covers the context (not scores), one citation per file (`top_k` counts files), the no-hit rule
-above, `file_bm25`. `@3` (`ranking_v3`): word forms, the no-hit rule per document, the full page.
-`@4` (`ranking_v4`): `@3` with the whole-file part fused. `@5`, `@6`: the no-hit rule's evidence.
-`@7`: heavier field boosts. `@8` (`ranking_v8`): the no-hit rule also takes a first candidate whose
-words stand together. `@9` (`ranking_v9`): change logs weigh half unless the question asks about
-changes.
+ranking and context-hash rule, so every receipt keeps reproducing byte for byte. `@2`: the context
+hash covers the context (not scores), `top_k` counts files, `file_bm25`. `@3` to `@10`: a module
+each (`ranking_v3` ... `ranking_v10`), whose docstring says what that version changed.
 
 Determinism: scores are fixed-precision decimal strings; ties are broken by path, then position in
 the file; the same corpus, query and policy give the same bytes and the same `context_hash` — live,
@@ -43,7 +39,7 @@ from ledger.domain.events import SearchRequest
 from ledger.domain.fields import MAX_FILTERS_APPLIED
 from ledger.policy.policy_rules import PolicyRules
 from ledger.retrieval.search_text import query_terms
-from ledger.usecases import ranking_v9 as v9  # the steps that differ by engine (each dispatches)
+from ledger.usecases import ranking_v10 as v10  # the steps that differ by engine (each dispatches)
 from ledger.usecases.context import UseCaseContext
 from ledger.usecases.errors import Busy
 from ledger.usecases.ports import CorpusView, SearchIndexReader
@@ -196,7 +192,11 @@ def _rank(
 ) -> SearchRun:
     """`rank` on a view; adds to `restricted` the restricted chunks its filters name."""
     position = request.corpus_position
-    v1, v3, v4 = engine == ENGINE_V1, engine in (ENGINE_V3, *v9.FUSED_ENGINES), engine in v9.FUSED_ENGINES
+    v1, v3, v4 = (
+        engine == ENGINE_V1,
+        engine in (ENGINE_V3, *v10.FUSED_ENGINES),
+        engine in v10.FUSED_ENGINES,
+    )
 
     def late() -> bool:
         return deadline_s is not None and time.monotonic() - started > deadline_s
@@ -231,7 +231,7 @@ def _rank(
         df = len(rows)
         idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
         # What the no-hit rule counts: the scored postings, or @5's / @6's (`ranking_v6`).
-        gate_rows, gate_fields, gate_idf = v9.no_hit_evidence(
+        gate_rows, gate_fields, gate_idf = v10.no_hit_evidence(
             engine, view, query, query_term, (rows, field_rows, idf)
         )
         if query_term.cover:
@@ -268,14 +268,14 @@ def _rank(
     files_scanned = int(seen.sum())
     # From here on over the touched rows only (the same sums, element by element).
     bm25_of, fields_of = bm25[touched], (title[touched], heading[touched], filename[touched])
-    fields_of = v9.field_boosts(engine, *fields_of)  # @7 (`ranking_v7`)
+    fields_of = v10.field_boosts(engine, *fields_of)  # @7 (`ranking_v7`)
     evidence = bm25_of + fields_of[0] + fields_of[1] + fields_of[2]
     scored = evidence > 0
     known = [idf for idf, term in zip(cover_idf, cover_terms, strict=True) if term not in missing]
     covering = None
     if document_idf is not None:  # @3: some document must cover enough; then any match ranks
         needed = (needed_document_coverage_v4 if v4 else needed_document_coverage)(known, missing)
-        covering = document_idf >= v9.gate_bar(engine, needed) - 1e-12  # @8: near ones too
+        covering = document_idf >= v10.gate_bar(engine, needed) - 1e-12  # @8: near ones too
         chosen = np.flatnonzero(scored) if covering.any() else touched[:0]  # indexes into `touched`
     else:
         needed = MIN_COVERAGE * total_idf if v1 else _needed_coverage(known, missing, total_idf)
@@ -311,7 +311,7 @@ def _rank(
         base = base + file_score
     top_k = min(request.top_k, policy.max_top_k)
     window_size = top_k * FILTER_WINDOW  # candidates the policy judges
-    change_log = v9.change_log_parts(engine, view, query, rows_array, base)  # @9 (`ranking_v9`)
+    change_log = v10.change_log_parts(engine, view, query, rows_array, base)  # @9 (`ranking_v9`)
     at8 = None  # @9: `@8`'s order, by which the page is shown or not (`ranking_v9.page_gaps`)
     if change_log is not None:
         at8 = partial(select_ranked, view, policy, auth_scope, rows_array, base, window_size, v3)
@@ -325,7 +325,7 @@ def _rank(
     window = ranked[:window_size]
     allowed = [item for item in ranked if not item[4].denied][:window_size]
     coverage = (covering, document_idf, needed)
-    why = v9.page_gaps(engine, (ctx, index, tenant_id), query, view, coverage, allowed, window_size, at8)
+    why = v10.page_gaps(engine, (ctx, index, tenant_id), query, view, coverage, allowed, window_size, at8)
     allowed = allowed if why is None else []  # @3: a page only when a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])

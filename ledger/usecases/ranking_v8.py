@@ -109,18 +109,7 @@ def words_together(
     (two or more, in its text, titles, headings or file name) within `PROXIMITY_WINDOW` search
     terms: the word forms the no-hit rule counts (`query_forms_v5`)."""
     ctx, index, tenant_id = sources
-    own = view.document_numbers == document
-    held: list[set[str]] = []
-    passages: set[int] | None = None  # the document's chunks whose text holds every held word
-    for term in query_terms(query):
-        if not term.cover:
-            continue
-        forms = query_forms_v5(query, term)
-        rows, _tf, field_rows, _codes = family_postings(view, forms)
-        body = {int(r) for r in rows if own[r]}
-        if body or any(own[r] for r in field_rows):
-            held.append(set(forms))
-            passages = body if passages is None else passages & body
+    held, passages = held_words(query, view, document)
     if len(held) < 2 or not passages:
         return False
     # Only a chunk holding every word can hold them together; at most MAX_PASSAGES of those
@@ -138,6 +127,25 @@ def words_together(
         if _span([t.text for t in terms(text)], held) <= PROXIMITY_WINDOW:
             return True
     return False
+
+
+def held_words(query: str, view: CorpusView, document: int) -> tuple[list[set[str]], set[int] | None]:
+    """The known question words `document` holds (each as the word forms the no-hit rule counts,
+    `query_forms_v5`; in its text, titles, headings or file name), and its chunks whose text
+    holds every one of them (None when it holds none)."""
+    own = view.document_numbers == document
+    held: list[set[str]] = []
+    passages: set[int] | None = None
+    for term in query_terms(query):
+        if not term.cover:
+            continue
+        forms = query_forms_v5(query, term)
+        rows, _tf, field_rows, _codes = family_postings(view, forms)
+        body = {int(r) for r in rows if own[r]}
+        if body or any(own[r] for r in field_rows):
+            held.append(set(forms))
+            passages = body if passages is None else passages & body
+    return held, passages
 
 
 def _span(tokens: Sequence[str], words: Sequence[set[str]]) -> int:

@@ -41,13 +41,21 @@ Ranked = ranking_v8.Ranked
 __all__ = ["FUSED_ENGINES", "change_log_parts", "field_boosts", "gate_bar", "no_hit_evidence", "page_gaps"]
 
 
-def _as_v8(step: Callable[Concatenate[str, P], R]) -> Callable[Concatenate[str, P], R]:
-    """`ranking_v8`'s `step`, which `@9` runs as `@8` (each takes the engine first)."""
+def ran_as(
+    engine: str, older: str
+) -> Callable[[Callable[Concatenate[str, P], R]], Callable[Concatenate[str, P], R]]:
+    """What makes an older engine's `step` (which takes the engine first) run `engine` as `older`."""
 
-    def run(engine: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return step(ENGINE_V8 if engine == ENGINE_V9 else engine, *args, **kwargs)
+    def as_older(step: Callable[Concatenate[str, P], R]) -> Callable[Concatenate[str, P], R]:
+        def run(name: str, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return step(older if name == engine else name, *args, **kwargs)
 
-    return run
+        return run
+
+    return as_older
+
+
+_as_v8 = ran_as(ENGINE_V9, ENGINE_V8)
 
 
 # The field boosts, the no-hit rule's evidence and bar, and whether the page is shown: `@8`'s.
@@ -72,10 +80,17 @@ def page_gaps(
     reads as many of them as `allowed` could hold (the policy window, `window`). `@8`'s rule
     reads the first-ranked file, and the discount decides the order of a page, never whether it
     is shown."""
-    if at8 is not None:
-        ranked, _kept = at8()
-        allowed = [item for item in ranked if not item[4].denied][:window]
-    return gate_gaps(engine, sources, query, view, coverage, allowed)
+    return gate_gaps(engine, sources, query, view, coverage, in_at8_order(allowed, window, at8))
+
+
+def in_at8_order(
+    allowed: Sequence[Ranked], window: int, at8: Callable[[], tuple[list[Ranked], Array]] | None
+) -> Sequence[Ranked]:
+    """The allowed candidates the no-hit rule reads: `allowed`, or as `at8` ranks them."""
+    if at8 is None:
+        return allowed
+    ranked, _kept = at8()
+    return [item for item in ranked if not item[4].denied][:window]
 
 
 def change_log_parts(engine: str, view: CorpusView, query: str, rows: Array, base: Array) -> Array | None:

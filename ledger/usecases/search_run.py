@@ -22,9 +22,13 @@ ENGINE_V6 = "citeledger-bm25@6"
 ENGINE_V7 = "citeledger-bm25@7"
 ENGINE_V8 = "citeledger-bm25@8"
 ENGINE_V9 = "citeledger-bm25@9"
-ENGINE = ENGINE_V9  # what a live search runs and records
+ENGINE_V10 = "citeledger-bm25@10"
+ENGINE = ENGINE_V10  # what a live search runs and records
 # What a replay can re-run, each under its own rules.
-ENGINES = (ENGINE_V1, ENGINE_V2, ENGINE_V3, ENGINE_V4, ENGINE_V5, ENGINE_V6, ENGINE_V7, ENGINE_V8, ENGINE_V9)
+ENGINES = (
+    *(ENGINE_V1, ENGINE_V2, ENGINE_V3, ENGINE_V4, ENGINE_V5, ENGINE_V6, ENGINE_V7, ENGINE_V8, ENGINE_V9),
+    ENGINE_V10,
+)
 SearchStatus = Literal["ok", "no_hit", "denied", "timeout", "error"]
 
 
