@@ -1,6 +1,6 @@
 """`citeledger-bm25@9`: `@8` whose change logs weigh `CHANGE_LOG_WEIGHT` (0.5) of their score,
-unless the question asks about changes. The no-hit rule, its evidence and its bar are `@8`'s;
-the order of the page (and so which file the proximity rule checks first) may change.
+unless the question asks about changes. Only the order of the page changes: whether a page is
+shown is `@8`'s decision over `@8`'s order (`page_gaps`; `@8`'s rule reads its first-ranked file).
 
 A change log is a list of unrelated entries (`ledger.retrieval.change_logs`: a CHANGELOG,
 CHANGES, HISTORY or NEWS file, release notes, an upgrading or migration guide). One of its
