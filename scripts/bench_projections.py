@@ -420,7 +420,8 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--pg-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--lag-seconds", type=float, default=20.0)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks" / "projections.md")
+    # No default file: the benchmark docs hold every run's account, which a run must not overwrite.
+    parser.add_argument("--out", type=Path, default=None, help="write the report here too")
     parser.add_argument("--base-repo", type=Path, default=None, help="a worktree of the previous main")
     parser.add_argument("--json", action="store_true", help="one side, one store: its figures as JSON")
     args = parser.parse_args()
@@ -440,7 +441,7 @@ def main() -> None:
     print(write_report(args.out, args.events, rows, args.base_repo is not None))
 
 
-def write_report(out: Path, events: int, rows: list[str], against_main: bool = False) -> str:
+def write_report(out: Path | None, events: int, rows: list[str], against_main: bool = False) -> str:
     scale = "" if events >= 1_000_000 else f" **Run at {events:,} entries, not the 1,000,000 target size.**"
     text = "\n".join(
         [
@@ -470,8 +471,9 @@ def write_report(out: Path, events: int, rows: list[str], against_main: bool = F
             "",
         ]
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
     return text
 
 

@@ -359,12 +359,14 @@ def main() -> None:
     parser.add_argument("--naive", type=int, default=5)
     parser.add_argument("--search-every", type=int, default=5_000)
     parser.add_argument("--searches", type=int, default=10)
-    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "replay.md"))
+    # No default file: docs/benchmarks/replay.md holds a reading of the table a run must not overwrite.
+    parser.add_argument("--out", default=None, help="write the table here too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         results = [measure(args, int(size), Path(tmp)) for size in args.sizes.split(",")]
     text = table(results, args)
-    Path(args.out).write_text(text)
+    if args.out is not None:
+        Path(args.out).write_text(text)
     print(text)
 
 
