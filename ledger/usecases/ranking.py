@@ -74,6 +74,7 @@ from ledger.usecases.ranking_v3 import (
     query_forms,
 )
 from ledger.usecases.ranking_v4 import fused_file_weight, needed_document_coverage_v4
+from ledger.usecases.ranking_v8 import PageEvidence
 from ledger.usecases.search_run import (
     ENGINE,
     ENGINE_V1,
@@ -324,8 +325,8 @@ def _rank(
         return empty_run("timeout", position, files=files_scanned)
     window = ranked[:window_size]
     allowed = [item for item in ranked if not item[4].denied][:window_size]
-    coverage = (covering, document_idf, needed)
-    why = v10.page_gaps(engine, (ctx, index, tenant_id), query, view, coverage, allowed, window_size, at8)
+    page = PageEvidence((ctx, index, tenant_id), query, view, (covering, document_idf, needed), allowed)
+    why = v10.page_gaps(engine, page, window_size, at8)
     allowed = allowed if why is None else []  # @3: a page only when a covering document answers
     wanted_rows = {item[3] for item in window} | {item[3] for item in allowed}
     states = index.chunk_states(tenant_id, [view.chunk(row) for row in sorted(wanted_rows)])

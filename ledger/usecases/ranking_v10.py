@@ -19,14 +19,13 @@ gaps. Whether a page is shown is decided over `@8`'s order, as under `@9` (`in_a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ledger.usecases import ranking_v8, ranking_v9
-from ledger.usecases.context import UseCaseContext
-from ledger.usecases.ports import CorpusView, SearchIndexReader
+from ledger.usecases.ranking_v8 import PageEvidence
 from ledger.usecases.search_run import ENGINE_V9, ENGINE_V10
 
 NEAR_SHARE = 0.5  # of the bar: the least the first-ranked file must hold to answer as a near file
@@ -53,29 +52,25 @@ def gate_bar(engine: str, needed: float) -> float:
 
 
 def page_gaps(
-    engine: str,
-    sources: tuple[UseCaseContext, SearchIndexReader, str],
-    query: str,
-    view: CorpusView,
-    coverage: tuple[Array | None, Array | None, float],
-    allowed: Sequence[Ranked],
-    window: int,
-    at8: Callable[[], tuple[list[Ranked], Array]] | None,
+    engine: str, evidence: PageEvidence, window: int, at8: Callable[[], tuple[list[Ranked], Array]] | None
 ) -> list[str] | None:
     """None when the page may be shown, else the gaps a `no_hit` reports (empty: the usual
     ones). Under `@10`: shown when a document among the allowed candidates holds the bar, or
     the first of them holds `NEAR_SHARE` of it and `MIN_WORDS` known question words (over
     `@8`'s order); before it, `ranking_v9.page_gaps`."""
     if engine != ENGINE_V10:
-        return ranking_v9.page_gaps(engine, sources, query, view, coverage, allowed, window, at8)
-    covering, document_mass, needed = coverage
+        return ranking_v9.page_gaps(engine, evidence, window, at8)
+    covering, document_mass, needed = evidence.coverage
+    view = evidence.view
     if covering is None or document_mass is None:
         return None
-    numbers = [int(view.document_numbers[item[3]]) for item in ranking_v9.in_at8_order(allowed, window, at8)]
+    numbers = [
+        int(view.document_numbers[item[3]]) for item in ranking_v9.in_at8_order(evidence.allowed, window, at8)
+    ]
     if any(document_mass[n] >= needed - 1e-12 for n in numbers):
         return None
     if numbers and covering[numbers[0]]:
-        held, _passages = ranking_v8.held_words(query, view, numbers[0])
+        held, _passages = ranking_v8.held_words(evidence.query, view, numbers[0])
         if len(held) >= MIN_WORDS:
             return None
     return []

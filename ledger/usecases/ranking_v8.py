@@ -23,6 +23,7 @@ candidate was near but scattered says so in its gaps (naming the file unless it 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ FUSED_ENGINES = (*ranking_v7.FUSED_ENGINES, ENGINE_V8)
 Array = np.ndarray[Any, Any]
 Ranked = tuple[Any, ...]  # `ranking_steps.Ranked`: (score, path, ordinal, row, verdict, base)
 
-__all__ = ["FUSED_ENGINES", "field_boosts", "gate_bar", "gate_gaps", "no_hit_evidence"]
+__all__ = ["FUSED_ENGINES", "PageEvidence", "field_boosts", "gate_bar", "gate_gaps", "no_hit_evidence"]
 
 
 def _as_v7(engine: str) -> str:
@@ -68,19 +69,24 @@ def gate_bar(engine: str, needed: float) -> float:
     return NEAR_SHARE * needed if engine == ENGINE_V8 else needed
 
 
-def gate_gaps(
-    engine: str,
-    sources: tuple[UseCaseContext, SearchIndexReader, str],
-    query: str,
-    view: CorpusView,
-    coverage: tuple[Array | None, Array | None, float],
-    allowed: Sequence[Ranked],
-) -> list[str] | None:
+@dataclass(frozen=True)
+class PageEvidence:
+    """What the no-hit rule reads to decide whether a ranked page is shown."""
+
+    sources: tuple[UseCaseContext, SearchIndexReader, str]  # (context, index, tenant) to unseal from
+    query: str
+    view: CorpusView
+    # (documents that cover (`gate_bar`), each document's mass, `needed`); None before `@3`
+    coverage: tuple[Array | None, Array | None, float]
+    allowed: Sequence[Ranked]  # the candidates the policy allows, best first
+
+
+def gate_gaps(engine: str, evidence: PageEvidence) -> list[str] | None:
     """None when the page may be shown, else the gaps a `no_hit` reports (empty: the usual
-    ones). `coverage`: (documents that cover (`gate_bar`), each document's mass, `needed`).
-    Before `@8`: shown when a covering document is among `allowed`; `@8`: also when the first
-    of `allowed` is near and its known words stand together (`words_together`)."""
-    covering, document_mass, needed = coverage
+    ones). Before `@8`: shown when a covering document is among the allowed candidates; `@8`:
+    also when the first of them is near and its known words stand together (`words_together`)."""
+    sources, query, view, allowed = evidence.sources, evidence.query, evidence.view, evidence.allowed
+    covering, document_mass, needed = evidence.coverage
     if covering is None or document_mass is None:
         return None
     numbers = [int(view.document_numbers[item[3]]) for item in allowed]

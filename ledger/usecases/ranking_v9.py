@@ -21,14 +21,15 @@ Each citation of a discounted change log names the discount as its own part of `
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
 from ledger.retrieval.change_logs import asks_about_changes
 from ledger.usecases import ranking_v8
-from ledger.usecases.context import UseCaseContext
-from ledger.usecases.ports import CorpusView, SearchIndexReader
+from ledger.usecases.ports import CorpusView
+from ledger.usecases.ranking_v8 import PageEvidence
 from ledger.usecases.search_run import ENGINE_V8, ENGINE_V9
 
 CHANGE_LOG_WEIGHT = 0.5  # a change log's share of its score when the question is not about changes
@@ -66,21 +67,14 @@ gate_gaps = _as_v8(ranking_v8.gate_gaps)
 
 
 def page_gaps(
-    engine: str,
-    sources: tuple[UseCaseContext, SearchIndexReader, str],
-    query: str,
-    view: CorpusView,
-    coverage: tuple[Array | None, Array | None, float],
-    allowed: Sequence[Ranked],
-    window: int,
-    at8: Callable[[], tuple[list[Ranked], Array]] | None,
+    engine: str, evidence: PageEvidence, window: int, at8: Callable[[], tuple[list[Ranked], Array]] | None
 ) -> list[str] | None:
     """`gate_gaps` over `@8`'s order: None when the page may be shown, else the `no_hit`'s gaps.
     `at8` (given when a change log was discounted) ranks the candidates as `@8` does; the rule
-    reads as many of them as `allowed` could hold (the policy window, `window`). `@8`'s rule
-    reads the first-ranked file, and the discount decides the order of a page, never whether it
-    is shown."""
-    return gate_gaps(engine, sources, query, view, coverage, in_at8_order(allowed, window, at8))
+    reads as many of them as the allowed ones could hold (the policy window, `window`). `@8`'s
+    rule reads the first-ranked file, and the discount decides the order of a page, never
+    whether it is shown."""
+    return gate_gaps(engine, replace(evidence, allowed=in_at8_order(evidence.allowed, window, at8)))
 
 
 def in_at8_order(
