@@ -13,8 +13,12 @@ two known words and half the bar leaves 0 false `no_hit` of 898 answerable quest
 and still answers `no_hit` to 81 of 124 unanswerable ones (`@9`: 91). Without the
 two words, half the bar alone answered 39 more of those unanswerable questions (42 of 124).
 
-A `no_hit` whose first file was near but held fewer than two known words carries the usual
-gaps. Whether a page is shown is decided over `@8`'s order, as under `@9` (`in_at8_order`).
+Words, not characters: a question written without spaces (Chinese, Japanese) is searched as
+character pairs and covered by single characters, any two of which a file of that language
+holds, so the near-file rule does not apply to its characters ("社員食堂のメニュー", staff canteen menu,
+found a near file in the golden corpus's Japanese leave policy). A `no_hit` whose first file was
+near but held fewer than two known words carries the usual gaps. Whether a page is shown is
+decided over `@8`'s order, as under `@9` (`in_at8_order`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ledger.retrieval.search_text import query_terms
 from ledger.usecases import ranking_v8, ranking_v9
 from ledger.usecases.ranking_v8 import PageEvidence
 from ledger.usecases.search_run import ENGINE_V9, ENGINE_V10
@@ -71,6 +76,9 @@ def page_gaps(
         return None
     if numbers and covering[numbers[0]]:
         held, _passages = ranking_v8.held_words(evidence.query, view, numbers[0])
-        if len(held) >= MIN_WORDS:
+        # Words, not the single characters of text written without spaces (Chinese, Japanese):
+        # those count for coverage only (`search_text.Term`), and any two are common.
+        words = {term.text for term in query_terms(evidence.query) if term.cover and term.score}
+        if sum(1 for forms in held if forms & words) >= MIN_WORDS:
             return None
     return []
