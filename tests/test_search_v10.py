@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import pytest
 
+from bootstrap import ledger_context
+from ledger.domain.events import SearchRequest
+from ledger.policy.policy_rules import NO_POLICY
 from ledger.usecases import ranking_v8, ranking_v10
 from ledger.usecases.context import Caller, UseCaseContext
-from ledger.usecases.ranking import ENGINE
+from ledger.usecases.ranking import ENGINE, rank
 from ledger.usecases.replay import replay
 from ledger.usecases.search_run import ENGINE_V9, ENGINE_V10
 from ledger.writing.application import Ledger
-from tests.test_search import _search, corpus_context
+from tests.test_search import _ingest, _search, corpus_context
 from tests.test_search_v5 import _run  # a page of 10
 from tests.test_search_v8 import FILES, SCATTERED
 
@@ -58,3 +61,20 @@ def test_a_live_at10_receipt_replays_with_the_same_context(ledger: Ledger) -> No
     body = replay(ctx, CALLER, searched["receipt_id"]).body
     assert body["engine"] == ENGINE_V10 and body["integrity"] == "ok"
     assert body["diff"]["data_drift"]["context_hash"]["changed"] is False
+
+
+def test_a_restricted_near_file_is_not_named_when_it_does_not_answer(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`@10`'s refusal carries the usual gaps (the question's unknown words), never the near
+    file: the gaps outlive the caller's scope (a replay shows them)."""
+    scoped = Caller("acme", "svc-audit", frozenset({"retrieval.write", "knowledge.restricted.read"}))
+    ctx = ledger_context(ledger)
+    for path, text in FILES.items():
+        _ingest(ctx, scoped, path, text, sensitivity="restricted" if path == "ops/queue.md" else "internal")
+    assert ctx.search_index is not None
+    request = SearchRequest(top_k=10, corpus_position=ctx.search_index.refresh())
+    monkeypatch.setattr(ranking_v10, "MIN_WORDS", 3)  # the near file then does not answer
+    run = rank(ctx, "acme", SCATTERED, request, NO_POLICY, scoped.scopes, None, engine=ENGINE_V10)
+    assert run.status == "no_hit" and run.gaps
+    assert "queue" not in str(run.gaps)

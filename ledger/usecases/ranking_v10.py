@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ledger.retrieval.search_text import query_terms
 from ledger.usecases import ranking_v8, ranking_v9
 from ledger.usecases.ranking_v8 import PageEvidence
 from ledger.usecases.search_run import ENGINE_V9, ENGINE_V10
@@ -75,10 +74,9 @@ def page_gaps(
     if any(document_mass[n] >= needed - 1e-12 for n in numbers):
         return None
     if numbers and covering[numbers[0]]:
-        held, _passages = ranking_v8.held_words(evidence.query, view, numbers[0])
         # Words, not the single characters of text written without spaces (Chinese, Japanese):
-        # those count for coverage only (`search_text.Term`), and any two are common.
-        words = {term.text for term in query_terms(evidence.query) if term.cover and term.score}
-        if sum(1 for forms in held if forms & words) >= MIN_WORDS:
+        # those count for coverage only, and any two are common.
+        held, _passages = ranking_v8.held_words(evidence.query, view, numbers[0], words_only=True)
+        if len(held) >= MIN_WORDS:
             return None
     return []

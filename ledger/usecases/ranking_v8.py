@@ -135,20 +135,23 @@ def words_together(
     return False
 
 
-def held_words(query: str, view: CorpusView, document: int) -> tuple[list[set[str]], set[int] | None]:
+def held_words(
+    query: str, view: CorpusView, document: int, *, words_only: bool = False
+) -> tuple[list[set[str]], set[int] | None]:
     """The known question words `document` holds (each as the word forms the no-hit rule counts,
     `query_forms_v5`; in its text, titles, headings or file name), and its chunks whose text
-    holds every one of them (None when it holds none)."""
+    holds every one of them (None when it holds none). `words_only`: leave out the single
+    characters that cover text written without spaces (they are not scored; `search_text.Term`)."""
     own = view.document_numbers == document
     held: list[set[str]] = []
     passages: set[int] | None = None
     for term in query_terms(query):
-        if not term.cover:
+        if not term.cover or (words_only and not term.score):
             continue
         forms = query_forms_v5(query, term)
         rows, _tf, field_rows, _codes = family_postings(view, forms)
-        body = {int(r) for r in rows if own[r]}
-        if body or any(own[r] for r in field_rows):
+        body = set(rows[own[rows]].tolist())
+        if body or own[field_rows].any():
             held.append(set(forms))
             passages = body if passages is None else passages & body
     return held, passages
