@@ -139,9 +139,8 @@ class _TenantIndex:
         self.restricted = np.concatenate(
             [self.restricted, [r["sensitivity"] == "restricted" for r in rows]]
         ).astype(np.bool_)
-        self.change_log = np.concatenate([self.change_log, [is_change_log(r["path"]) for r in rows]]).astype(
-            np.bool_
-        )
+        logs = {path: is_change_log(path) for path in {r["path"] for r in rows}}  # once per file
+        self.change_log = np.concatenate([self.change_log, [logs[r["path"]] for r in rows]]).astype(np.bool_)
         numbers = self.document_numbers
         self.document_number = np.concatenate(
             [self.document_number, [numbers.setdefault(r["document_id"], len(numbers)) for r in rows]]
